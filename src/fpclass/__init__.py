@@ -1,0 +1,22 @@
+"""fpclass: exact, memory-speed NaN / Inf / finite classification for every floating-point format.
+
+    >>> import fpclass, numpy as np
+    >>> fpclass.isnan(np.array([1.0, np.nan]))
+    array([False,  True])
+"""
+
+from . import formats
+from .operators.elementwise import isfinite, isinf, isnan, isneginf, isposinf
+from .operators.queries import (
+    ClassCounts, all_finite, any_inf, any_nan, any_nonfinite, class_counts, count_inf, count_nan,
+    count_nonfinite, first_inf, first_nan, first_nonfinite, locate_inf, locate_nan, locate_nonfinite,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "class_counts", "count_inf",
+    "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite", "formats",
+    "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
+    "locate_nonfinite",
+]

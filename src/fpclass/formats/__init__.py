@@ -1,0 +1,15 @@
+"""The format table and what is derived from it: bit tests and dtype lookup.
+
+    >>> from fpclass import formats
+    >>> formats.format_of("bfloat16").has_inf
+    True
+"""
+
+from .lookup import SUPPORTED, component_format, format_of, is_byteswapped
+from .table import FORMATS, ML_DTYPES_NAMES, Format, Kind, NaN
+from .tests import BitTest, Query, bit_test
+
+__all__ = [
+    "FORMATS", "ML_DTYPES_NAMES", "SUPPORTED", "BitTest", "Format", "Kind", "NaN", "Query",
+    "bit_test", "component_format", "format_of", "is_byteswapped",
+]

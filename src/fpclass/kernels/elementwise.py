@@ -1,0 +1,65 @@
+"""The element-wise kernel: one bit test per element, written as 1/0 bytes.
+
+`mask_range` is the serial kernel; `mask_parallel` splits the same work into blocks over numba's
+thread pool. Both are generic over the word width (uint8/16/32/64): numba compiles one
+specialization per width, cached on disk.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .walk import JIT, advance, hit, run_length, seek, word_at
+
+
+@njit(**JIT)
+def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m2, v2, lanes, negate,
+               accumulate=False):
+    """dst[i] = test(src[i]) ^ negate for C-order positions start..stop of the plan; with lanes == 2
+    an element is two adjacent words (complex) and the test holds if it holds for either.
+    With `accumulate`, dst[i] += test(src[i]) instead (per-slice counts: dst strides 0 on reduced
+    axes; serial only, as tasks would share dst elements)."""
+    idx = np.empty(shape.size, np.int64)
+    seek(shape, start, idx)
+    last = shape.size - 1
+    ss = s_str[last]
+    ds = d_str[last]
+    pos = start
+    while pos < stop:
+        run = run_length(idx, shape, pos, stop)
+        sp = word_at(idx, s_str, s_off)
+        dp = word_at(idx, d_str, d_off)
+        # Unsigned indices: numba then skips its negative-index wraparound, which blocks SIMD.
+        sp = np.uint64(sp)
+        dp = np.uint64(dp)
+        if lanes == 1:
+            if accumulate:
+                for k in range(run):
+                    dst[np.uint64(dp + k * ds)] += hit(src[np.uint64(sp + k * ss)], m, v, m2, v2)
+            elif ss == 1 and ds == 1:  # the common case: a separate loop LLVM can vectorize
+                for k in range(np.uint64(run)):
+                    dst[dp + k] = hit(src[sp + k], m, v, m2, v2) ^ negate
+            else:
+                for k in range(run):
+                    dst[np.uint64(dp + k * ds)] = hit(src[np.uint64(sp + k * ss)], m, v, m2, v2) ^ negate
+        else:
+            for k in range(run):
+                i = np.uint64(sp + k * ss)
+                pair = hit(src[i], m, v, m2, v2) | hit(src[i + np.uint64(1)], m, v, m2, v2)
+                if accumulate:
+                    dst[np.uint64(dp + k * ds)] += pair
+                else:
+                    dst[np.uint64(dp + k * ds)] = pair ^ negate
+        pos += run
+        advance(idx, shape, run)
+
+
+@njit(parallel=True, **JIT)
+def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lanes, negate, block):
+    """mask_range over the whole plan, `block` positions per task, tasks spread over threads."""
+    total = 1
+    for n in shape:
+        total *= n
+    tasks = (total + block - 1) // block
+    for t in prange(tasks):
+        mask_range(src, s_off, s_str, dst, d_off, d_str, shape, t * block,
+                   min(total, (t + 1) * block), m, v, m2, v2, lanes, negate)

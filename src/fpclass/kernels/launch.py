@@ -1,0 +1,158 @@
+"""Calling the kernels on NumPy arrays: word views, plans, serial or parallel, odd layouts.
+
+Everything here is about *how* to run; *what* to look for arrives as a BitTest from the format
+table. Importing this module imports numba (kernels compile, or load from the on-disk cache, on
+first use), so the public modules import it lazily.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import numba
+
+from . import elementwise, reductions
+from .layout import as_words, plan
+
+U8 = np.dtype(np.uint8)
+
+#: Below this many elements one thread is faster than waking numba's pool (measured: see
+#: docs/benchmarks.md).
+PARALLEL_MIN = 1 << 18
+#: Elements per parallel task.
+BLOCK = 1 << 16
+#: Odd layouts (strides that are not whole words, unaligned data) are copied in pieces this big.
+PIECE = 1 << 20
+
+
+def parallel_ok(n: int) -> bool:
+    """Use numba's thread pool for `n` elements? Only from the main thread: inside a foreign
+    thread pool (dask, fpclass scan) the callers already use the cores."""
+    return (n >= PARALLEL_MIN and numba.get_num_threads() > 1
+            and threading.current_thread() is threading.main_thread())
+
+
+def pieces(shape, limit=PIECE):
+    """Index tuples that cut an array of `shape` into C-order pieces of at most `limit` elements."""
+    if len(shape) == 0 or int(np.prod(shape)) <= limit:
+        yield ()
+        return
+    inner = int(np.prod(shape[1:]))
+    if inner <= limit:
+        step = max(1, limit // max(inner, 1))
+        for i in range(0, shape[0], step):
+            yield (slice(i, i + step),)
+    else:
+        for i in range(shape[0]):
+            for rest in pieces(shape[1:], limit):
+                yield (i,) + rest
+
+
+def _first_flat(ix, shape) -> int:
+    """C-order position of the first element of the piece `ix` (from `pieces`)."""
+    first = [i.start if isinstance(i, slice) else i for i in ix] + [0] * (len(shape) - len(ix))
+    return int(np.ravel_multi_index(first, shape)) if shape else 0
+
+
+def _scalars(test, word):
+    return tuple(word.type(v) for v in test)
+
+
+def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.ndarray) -> None:
+    """out[...] = test(a) ^ negate element-wise; `out` is a uint8 array of a's shape."""
+    src = as_words(a, word)
+    if src is None:  # strides or address not whole words: copy piece by piece, never whole
+        for ix in pieces(a.shape):
+            mask(np.ascontiguousarray(a[ix]), word, lanes, test, negate, out[ix])
+        return
+    dst = as_words(out, U8)
+    p = plan(a.shape, [src, dst], reorder=True)
+    m, v, m2, v2 = _scalars(test, word)
+    common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape)
+    if parallel_ok(p.size):
+        elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK)
+    else:
+        elementwise.mask_range(*common, 0, p.size, m, v, m2, v2, lanes, negate)
+
+
+def _source_plan(a, word, c_order):
+    src = as_words(a, word)
+    if src is None:
+        return None, None
+    return src, plan(a.shape, [src], reorder=not c_order)
+
+
+def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list) -> np.ndarray:
+    """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test)."""
+    src, p = _source_plan(a, word, c_order=False)
+    if src is None:
+        return sum((count(np.ascontiguousarray(a[ix]), word, lanes, tests) for ix in pieces(a.shape)),
+                   np.zeros(len(tests), np.int64))
+    table = np.array([list(t) for t in tests], dtype=word).reshape(len(tests), 4)
+    if parallel_ok(p.size):
+        rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, len(tests)), np.int64)
+        reductions.count_parallel(src.flat, p.offsets[0], p.strides[0], p.shape, table, lanes, BLOCK, rows)
+        return rows.sum(axis=0)
+    counts = np.zeros(len(tests), np.int64)
+    reductions.count_range(src.flat, p.offsets[0], p.strides[0], p.shape, 0, p.size, table, lanes, counts)
+    return counts
+
+
+def count_into(a: np.ndarray, word: np.dtype, lanes: int, test, counts: np.ndarray) -> None:
+    """counts[...] += test(a) for an int64 `counts` broadcast to a's shape (zero strides on the
+    reduced axes): per-slice counts in one pass over `a` in memory order."""
+    src = as_words(a, word)
+    if src is None:
+        for ix in pieces(a.shape):
+            count_into(np.ascontiguousarray(a[ix]), word, lanes, test, counts[ix])
+        return
+    dst = as_words(counts, np.dtype(np.int64))
+    p = plan(a.shape, [src, dst], reorder=True)
+    m, v, m2, v2 = _scalars(test, word)
+    elementwise.mask_range(src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1],
+                           p.shape, 0, p.size, m, v, m2, v2, lanes, False, True)
+
+
+def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndarray:
+    """C-order flat positions of the first `limit` elements of `a` matching `test` (int64)."""
+    src, p = _source_plan(a, word, c_order=True)
+    if src is None:
+        hits = []
+        for ix in pieces(a.shape):
+            piece = np.ascontiguousarray(a[ix])
+            found = find(piece, word, lanes, test, limit - sum(map(len, hits)))
+            hits.append(found + _first_flat(ix, a.shape))
+            if sum(map(len, hits)) == limit:
+                break
+        return np.concatenate(hits) if hits else np.empty(0, np.int64)
+    m, v, m2, v2 = _scalars(test, word)
+    args = (src.flat, p.offsets[0], p.strides[0], p.shape)
+    if limit == 1 and parallel_ok(p.size):
+        return _first_in_rounds(args, (m, v, m2, v2, lanes), p.size)
+    found = np.empty(min(limit, p.size), np.int64)
+    n = reductions.find_range(*args, 0, p.size, m, v, m2, v2, lanes, found)
+    return found[:n]
+
+
+def _first_in_rounds(args, test_args, total):
+    """The first match, searched serially over a short prefix (an early hit answers in
+    microseconds), then in rounds of growing chunks, one per thread, stopping after the first
+    round that has a hit."""
+    one = np.empty(1, np.int64)
+    pos = min(total, BLOCK)
+    if reductions.find_range(*args, 0, pos, *test_args, one):
+        return one
+    threads = numba.get_num_threads()
+    chunk = BLOCK
+    while pos < total:
+        chunk = min(chunk * 2, 1 << 22)
+        starts = np.minimum(pos + chunk * np.arange(threads, dtype=np.int64), total)
+        stops = np.minimum(starts + chunk, total)
+        firsts = np.empty(threads, np.int64)
+        reductions.first_parallel(*args, *test_args, starts, stops, firsts)
+        hit = firsts[firsts >= 0]
+        if hit.size:
+            return hit[:1]
+        pos = int(stops[-1])
+    return np.empty(0, np.int64)

@@ -1,0 +1,84 @@
+"""Iteration plans: any strided array seen as words of a flat buffer, with no copy.
+
+A kernel never sees an ndarray's own layout. It sees each operand as a 1-D contiguous array of
+unsigned words covering the operand's memory (`flat`), the word index of element [0, ..., 0]
+(`offset`) and per-axis strides in words. `plan()` drops length-1 axes, merges axes that are
+contiguous in every operand, and — when the caller allows it — reorders axes into memory order,
+so a transposed or reversed contiguous array becomes one unit-stride run.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Words(NamedTuple):
+    flat: np.ndarray      # 1-D contiguous unsigned words spanning the operand
+    offset: int           # word index of element [0, ..., 0] in `flat`
+    strides: tuple        # per-axis strides, in words (may be negative or zero)
+
+
+class _Window:
+    """Exposes raw memory through the array interface while keeping its owner alive."""
+
+    def __init__(self, interface: dict, owner):
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
+def as_words(a: np.ndarray, word: np.dtype) -> Words | None:
+    """`a` seen as words of dtype `word` (whose size divides a.itemsize), or None when a stride or
+    the address is not a multiple of the word size. The view is marked writable even for read-only
+    input (kernels never write to their source; one compiled signature then serves both)."""
+    w = word.itemsize
+    if a.ctypes.data % w or any(s % w for s in a.strides):
+        return None
+    low = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s < 0 and n > 0)
+    high = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0 and n > 0) + a.itemsize
+    count = (high - low) // w
+    interface = {"shape": (count,), "typestr": word.str, "version": 3,
+                 "data": (a.ctypes.data + low, False)}
+    flat = np.asarray(_Window(interface, a))
+    return Words(flat, -low // w, tuple(s // w for s in a.strides))
+
+
+class Plan(NamedTuple):
+    shape: np.ndarray            # int64, ndim >= 1
+    offsets: tuple               # per operand
+    strides: tuple               # per operand: int64 arrays
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+
+def plan(shape, operands: list[Words], *, reorder: bool) -> Plan:
+    """An iteration plan over `shape` for `operands` (Words of arrays of that shape).
+
+    With `reorder=False` the plan visits elements in C order (for positions); with True it
+    visits them in the first operand's memory order (for masks and counts).
+    """
+    offsets = [op.offset for op in operands]
+    axes = [(n, [op.strides[i] for op in operands]) for i, n in enumerate(shape) if n != 1]
+    if reorder:
+        for n, strides in axes:
+            if strides[0] < 0:  # walk reversed axes forwards, in every operand alike
+                for k, s in enumerate(strides):
+                    offsets[k] += (n - 1) * s
+                    strides[k] = -s
+        axes.sort(key=lambda ax: tuple(abs(s) for s in ax[1]), reverse=True)
+    merged: list = []
+    for n, strides in axes:
+        if merged:
+            outer_n, outer = merged[-1]
+            if all(o == s * n for o, s in zip(outer, strides)):
+                merged[-1] = (outer_n * n, strides)
+                continue
+        merged.append((n, list(strides)))
+    if not merged:
+        merged = [(1, [1] * len(operands))]
+    out_shape = np.array([n for n, _ in merged], dtype=np.int64)
+    per_op = tuple(np.array([ax[1][k] for ax in merged], dtype=np.int64) for k in range(len(operands)))
+    return Plan(out_shape, tuple(offsets), per_op)

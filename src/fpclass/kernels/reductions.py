@@ -1,0 +1,110 @@
+"""Read-only kernels: count elements matching bit tests, and find matches in C order with early exit.
+
+Both read the data once and build no mask. Counting walks a task's range test by test over each
+run; runs are at most a task long (BLOCK elements), so the repeated passes hit cache, not memory.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .walk import JIT, advance, hit, run_length, seek, word_at
+
+#: Positions counted before `find_range` stops to look for the exact one: large enough for
+#: a vectorized count, small enough that an early hit answers in microseconds.
+FIND_BLOCK = 1 << 14
+
+
+@njit(**JIT)
+def _count_run(src, sp, ss, run, m, v, m2, v2, lanes):
+    c = 0
+    if lanes == 1 and ss == 1:
+        for k in range(np.uint64(run)):
+            c += hit(src[sp + k], m, v, m2, v2)
+    elif lanes == 1:
+        for k in range(run):
+            c += hit(src[np.uint64(sp + k * ss)], m, v, m2, v2)
+    else:
+        for k in range(run):
+            i = np.uint64(sp + k * ss)
+            c += hit(src[i], m, v, m2, v2) | hit(src[i + np.uint64(1)], m, v, m2, v2)
+    return c
+
+
+@njit(**JIT)
+def count_range(src, s_off, s_str, shape, start, stop, tests, lanes, counts):
+    """counts[t] += how many elements at C-order positions start..stop match tests[t]
+    (tests: a (T, 4) array of mask, value, mask2, value2 words)."""
+    idx = np.empty(shape.size, np.int64)
+    seek(shape, start, idx)
+    ss = s_str[shape.size - 1]
+    pos = start
+    while pos < stop:
+        run = run_length(idx, shape, pos, stop)
+        sp = np.uint64(word_at(idx, s_str, s_off))
+        for t in range(tests.shape[0]):
+            counts[t] += _count_run(src, sp, ss, run, tests[t, 0], tests[t, 1], tests[t, 2],
+                                    tests[t, 3], lanes)
+        pos += run
+        advance(idx, shape, run)
+
+
+@njit(parallel=True, **JIT)
+def count_parallel(src, s_off, s_str, shape, tests, lanes, block, counts):
+    """count_range over the whole plan; counts is (tasks, T), one row per task of `block`."""
+    total = 1
+    for n in shape:
+        total *= n
+    for t in prange(counts.shape[0]):
+        count_range(src, s_off, s_str, shape, t * block, min(total, (t + 1) * block), tests,
+                    lanes, counts[t])
+
+
+@njit(**JIT)
+def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found):
+    """Write the C-order positions of the first len(found) matches in start..stop into `found`;
+    return how many were written. Counts a block at a time and stops after the first block that
+    fills `found`."""
+    idx = np.empty(shape.size, np.int64)
+    ss = s_str[shape.size - 1]
+    n_found = 0
+    for b0 in range(start, stop, FIND_BLOCK):
+        b1 = min(stop, b0 + FIND_BLOCK)
+        seek(shape, b0, idx)
+        pos = b0
+        hits = 0
+        while pos < b1:
+            run = run_length(idx, shape, pos, b1)
+            hits += _count_run(src, np.uint64(word_at(idx, s_str, s_off)), ss, run, m, v, m2, v2, lanes)
+            pos += run
+            advance(idx, shape, run)
+        if hits == 0:
+            continue
+        seek(shape, b0, idx)
+        pos = b0
+        while pos < b1:
+            run = run_length(idx, shape, pos, b1)
+            sp = word_at(idx, s_str, s_off)
+            for k in range(run):
+                i = np.uint64(sp + k * ss)
+                h = hit(src[i], m, v, m2, v2)
+                if lanes == 2:
+                    h = h | hit(src[i + np.uint64(1)], m, v, m2, v2)
+                if h:
+                    found[n_found] = pos + k
+                    n_found += 1
+                    if n_found == found.size:
+                        return n_found
+            pos += run
+            advance(idx, shape, run)
+    return n_found
+
+
+@njit(parallel=True, **JIT)
+def first_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, starts, stops, firsts):
+    """firsts[c] = the first match in starts[c]..stops[c], or -1; chunks run on separate threads."""
+    for c in prange(starts.size):
+        one = np.empty(1, np.int64)
+        if find_range(src, s_off, s_str, shape, starts[c], stops[c], m, v, m2, v2, lanes, one):
+            firsts[c] = one[0]
+        else:
+            firsts[c] = -1

@@ -1,0 +1,53 @@
+"""Walking an iteration plan (see layout.py) inside numba kernels.
+
+A kernel visits a range [start, stop) of C-order positions of the plan's shape as a sequence of
+*runs*: stretches along the innermost axis, where the words sit at a constant stride and the loop
+body is a tight, vectorizable loop.
+"""
+
+import numpy as np
+from numba import njit
+
+JIT = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+
+
+@njit(**JIT)
+def seek(shape, start, idx):
+    """Set `idx` to the multi-index of C-order position `start`."""
+    rem = start
+    for ax in range(shape.size - 1, -1, -1):
+        idx[ax] = rem % shape[ax]
+        rem //= shape[ax]
+
+
+@njit(**JIT)
+def word_at(idx, strides, offset):
+    """The word position of multi-index `idx` for an operand with these strides and offset."""
+    pos = offset
+    for ax in range(idx.size):
+        pos += idx[ax] * strides[ax]
+    return pos
+
+
+@njit(**JIT)
+def run_length(idx, shape, position, stop):
+    """How many elements from `position` stay on the current innermost row and before `stop`."""
+    last = shape.size - 1
+    return min(shape[last] - idx[last], stop - position)
+
+
+@njit(**JIT)
+def advance(idx, shape, run):
+    """Move `idx` forward by `run` elements, which never passes the end of the current row."""
+    ax = shape.size - 1
+    idx[ax] += run
+    while ax > 0 and idx[ax] >= shape[ax]:
+        idx[ax] = 0
+        idx[ax - 1] += 1
+        ax -= 1
+
+
+@njit(**JIT)
+def hit(w, m, v, m2, v2):
+    """The bit test of formats/tests.py: (w & m) == v and (w & m2) != v2."""
+    return ((w & m) == v) & ((w & m2) != v2)

@@ -1,0 +1,77 @@
+"""The element-wise operators: isnan, isinf, isfinite, isposinf, isneginf."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats import Query
+from .inputs import as_source, check_flag, check_out
+
+_BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Query.INF: np.isinf,
+             Query.POSINF: np.isposinf, Query.NEGINF: np.isneginf}
+
+
+def _classify(x, query: Query | None, negate: bool, out):
+    src = as_source(x)
+    a = src.array
+    result = np.empty_like(a, dtype=bool, order="K") if out is None else check_out(out, a.shape)
+    target = result
+    if out is not None and a.size and np.may_share_memory(a, out):
+        target = np.empty_like(a, dtype=bool, order="K")  # read all input before writing any
+    test = None if query is None else src.test(query)
+    if a.size == 0:
+        pass
+    elif src.by_value:
+        with np.errstate(all="ignore"):
+            target[...] = _BY_VALUE[query](a) ^ negate if query is not None else negate
+    elif test is None:  # the format has no such values: answer without reading the data
+        target[...] = negate
+    else:
+        from ..kernels import launch
+        launch.mask(a, src.word, src.lanes, test, negate, target.view(np.uint8))
+    if target is not result:
+        result[...] = target
+    if out is None and a.ndim == 0:
+        return result[()]
+    return result
+
+
+def isnan(x, out=None):
+    """True where `x` is NaN (any sign, payload or quietness); NaT for datetimes; either part for
+    complex. Same shape as `x`; a NumPy bool scalar for scalar input; writes into `out` if given."""
+    return _classify(x, Query.NAN, False, out)
+
+
+def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
+    """True where `x` is an infinity of a selected sign (ONNX / OpenVINO IsInf attributes).
+    Both flags false gives all False. Complex: either part infinite (both signs only)."""
+    neg = check_flag("detect_negative", detect_negative)
+    pos = check_flag("detect_positive", detect_positive)
+    if neg and pos:
+        return _classify(x, Query.INF, False, out)
+    _refuse_complex(x, "isinf with one sign")
+    query = Query.POSINF if pos else Query.NEGINF if neg else None
+    return _classify(x, query, False, out)
+
+
+def isfinite(x, out=None):
+    """True where `x` is neither NaN nor ±Inf (complex: both parts finite; NaT is not finite)."""
+    return _classify(x, Query.NONFINITE, True, out)
+
+
+def isposinf(x, out=None):
+    """True where `x` is +Inf. Complex input raises TypeError, as in numpy."""
+    return isinf(x, out, detect_negative=False)
+
+
+def isneginf(x, out=None):
+    """True where `x` is -Inf. Complex input raises TypeError, as in numpy."""
+    return isinf(x, out, detect_positive=False)
+
+
+def _refuse_complex(x, what):
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind is None:
+        kind = np.asarray(x).dtype.kind
+    if kind == "c" or (kind in "VW" and "complex" in str(getattr(x, "dtype", ""))):
+        raise TypeError(f"{what} is not supported for complex values because it would be ambiguous")

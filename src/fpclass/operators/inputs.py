@@ -1,0 +1,76 @@
+"""What every operator and query does first: accept the input, find its format, check `out`."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..formats import BitTest, Format, Kind, Query, bit_test, component_format, format_of, is_byteswapped
+
+
+class Source(NamedTuple):
+    """An input array and how its stored words are classified."""
+
+    array: np.ndarray
+    format: Format          # the row of the input's dtype
+    word_format: Format | None  # the row each stored word is tested with (a complex's part); None: by value
+    word: np.dtype          # unsigned word dtype the kernels read
+    lanes: int              # words per element (2 for complex)
+    swapped: bool           # stored in foreign byte order
+
+    def test(self, query: Query, negative: bool = False) -> BitTest | None:
+        """The bit test for `query` on this input's words (only those with the sign bit set if
+        `negative`), or None if no word can match."""
+        if self.word_format is None:
+            return None
+        t = bit_test(self.word_format, query)
+        if t is not None and negative:
+            t = t.with_sign(self.word_format.sign_mask) if self.word_format.signed else None
+        if t is not None and self.swapped:
+            t = t.byteswapped(self.word.itemsize)
+        return t
+
+    @property
+    def by_value(self) -> bool:
+        """True for formats with a platform-defined layout (long double), classified by numpy."""
+        return self.format.kind is Kind.NATIVE or (
+            self.format.kind is Kind.COMPLEX and self.word_format is None)
+
+
+def as_source(x) -> Source:
+    """`x` (any array-like, scalar, or ndarray of any layout) as a Source; TypeError for dtypes
+    fpclass does not classify."""
+    a = x if isinstance(x, np.ndarray) else np.asarray(x)
+    fmt = format_of(a.dtype)
+    word_format: Format | None = fmt
+    lanes = 1
+    if fmt.kind is Kind.COMPLEX:
+        word_format, lanes = component_format(fmt), 2
+    elif fmt.kind is Kind.NATIVE:
+        word_format = None
+    size = a.dtype.itemsize // lanes
+    word = np.dtype(f"u{size}") if size in (1, 2, 4, 8) else np.dtype("u1")
+    return Source(a, fmt, word_format, word, lanes, is_byteswapped(a.dtype))
+
+
+def check_out(out, shape) -> np.ndarray:
+    """Validate a user's `out=`: a writable bool or uint8 ndarray of exactly `shape`."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray of dtype bool or uint8, got {type(out).__name__}")
+    if out.dtype not in (np.dtype(bool), np.dtype(np.uint8)):
+        raise TypeError(f"out must have dtype bool or uint8, got {out.dtype}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}, but the input has shape {tuple(shape)}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    return out
+
+
+def check_flag(name: str, value) -> bool:
+    """An attribute flag: a bool, or the integers 0/1 that ONNX and OpenVINO use."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool (or 0/1), got {value!r}")

@@ -1,0 +1,257 @@
+"""Fused queries: any / all / count / class histogram / first / locate — one pass, no mask.
+
+Empty input: any → False, all → True, counts → 0, first → None, locate → an empty (0, ndim) array.
+Every query takes the same inputs as the operators and raises the same errors.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
+
+from ..formats import Kind, Query
+from .elementwise import _BY_VALUE, _refuse_complex
+from .inputs import as_source, check_flag
+
+
+def _kernels():
+    from ..kernels import launch  # imports numba: only once a query actually runs
+    return launch
+
+
+def _inf_query(detect_negative, detect_positive) -> Query | None:
+    neg = check_flag("detect_negative", detect_negative)
+    pos = check_flag("detect_positive", detect_positive)
+    return Query.INF if neg and pos else Query.POSINF if pos else Query.NEGINF if neg else None
+
+
+def _count(x, query: Query | None, axis, keepdims) -> np.ndarray | np.int64:
+    """Per-slice counts of elements in class `query` (None: no class, all zero)."""
+    src = as_source(x)
+    a = src.array
+    axes = tuple(range(a.ndim)) if axis is None else normalize_axis_tuple(axis, a.ndim)
+    kept = tuple(1 if ax in axes else n for ax, n in enumerate(a.shape))
+    counts = np.zeros(kept, np.int64)
+    test = None if query is None else src.test(query)
+    if a.size == 0 or query is None:
+        pass
+    elif src.by_value:
+        counts[...] = np.count_nonzero(_BY_VALUE[query](a), axis=axes, keepdims=True)
+    elif test is not None and len(axes) == a.ndim:
+        counts[...] = _kernels().count(a, src.word, src.lanes, [test])[0]
+    elif test is not None:
+        spread = np.lib.stride_tricks.as_strided(
+            counts, a.shape, [0 if ax in axes else st for ax, st in enumerate(counts.strides)])
+        _kernels().count_into(a, src.word, src.lanes, test, spread)
+    if keepdims:
+        return counts
+    counts = counts.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
+    return counts[()] if counts.ndim == 0 else counts
+
+
+def _any(x, query: Query | None, axis, keepdims):
+    if axis is not None:
+        return _count(x, query, axis, keepdims) > 0
+    src = as_source(x)
+    a = src.array
+    test = None if query is None else src.test(query)
+    if a.size == 0 or query is None:
+        found = False
+    elif src.by_value:
+        found = bool(_BY_VALUE[query](a).any())
+    else:
+        found = test is not None and _kernels().find(a, src.word, src.lanes, test, 1).size > 0
+    result = np.bool_(found)
+    return np.full((1,) * a.ndim, result) if keepdims else result
+
+
+def _positions(x, query: Query | None, limit):
+    src = as_source(x)
+    a = src.array
+    test = None if query is None else src.test(query)
+    if limit is None:
+        limit = a.size
+    elif not isinstance(limit, (int, np.integer)) or isinstance(limit, bool) or limit < 0:
+        raise ValueError(f"limit must be None or an integer >= 0, got {limit!r}")
+    if a.size == 0 or query is None or limit == 0:
+        flat = np.empty(0, np.int64)
+    elif src.by_value:
+        flat = np.flatnonzero(_BY_VALUE[query](a))[:limit]
+    elif test is None:
+        flat = np.empty(0, np.int64)
+    else:
+        launch = _kernels()
+        if limit == a.size:  # count first, so the buffer holds exactly the hits
+            limit = int(launch.count(a, src.word, src.lanes, [test])[0])
+        flat = launch.find(a, src.word, src.lanes, test, limit) if limit else np.empty(0, np.int64)
+    return flat, a.shape
+
+
+def _first(x, query):
+    flat, shape = _positions(x, query, 1)
+    return tuple(int(i) for i in np.unravel_index(flat[0], shape)) if flat.size else None
+
+
+def _locate(x, query, limit):
+    flat, shape = _positions(x, query, limit)
+    return np.stack(np.unravel_index(flat, shape), axis=-1).reshape(flat.size, len(shape))
+
+
+# -- boolean queries ---------------------------------------------------------------------------
+
+def any_nan(x, axis=None, keepdims=False):
+    """Same as numpy's isnan(x).any(axis, keepdims=keepdims), in one pass that stops at the first
+    NaN. Empty input gives False."""
+    return _any(x, Query.NAN, axis, keepdims)
+
+
+def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
+    """Same as isinf(x, detect_negative=..., detect_positive=...).any(axis), without the mask."""
+    query = _inf_query(detect_negative, detect_positive)
+    if query not in (Query.INF, None):
+        _refuse_complex(x, "any_inf with one sign")
+    return _any(x, query, axis, keepdims)
+
+
+def any_nonfinite(x, axis=None, keepdims=False):
+    """Same as (~isfinite(x)).any(axis): is there a NaN or an Inf? Empty input gives False."""
+    return _any(x, Query.NONFINITE, axis, keepdims)
+
+
+def all_finite(x, axis=None, keepdims=False):
+    """Same as isfinite(x).all(axis): no NaN and no Inf. Empty input gives True."""
+    return ~_any(x, Query.NONFINITE, axis, keepdims)
+
+
+# -- counts ------------------------------------------------------------------------------------
+
+def count_nan(x, axis=None, keepdims=False):
+    """Same as count_nonzero(isnan(x), axis): int64 counts. Empty input gives 0."""
+    return _count(x, Query.NAN, axis, keepdims)
+
+
+def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
+    """Same as count_nonzero(isinf(x, ...), axis), for the selected signs."""
+    query = _inf_query(detect_negative, detect_positive)
+    if query not in (Query.INF, None):
+        _refuse_complex(x, "count_inf with one sign")
+    return _count(x, query, axis, keepdims)
+
+
+def count_nonfinite(x, axis=None, keepdims=False):
+    """Same as count_nonzero(~isfinite(x), axis)."""
+    return _count(x, Query.NONFINITE, axis, keepdims)
+
+
+class ClassCounts(NamedTuple):
+    """How many elements fall in each class; the fields add up to the element count."""
+
+    nan: int = 0
+    pos_inf: int = 0
+    neg_inf: int = 0
+    pos_zero: int = 0
+    neg_zero: int = 0
+    pos_subnormal: int = 0
+    neg_subnormal: int = 0
+    pos_normal: int = 0
+    neg_normal: int = 0
+
+    @property
+    def inf(self) -> int:
+        return self.pos_inf + self.neg_inf
+
+    @property
+    def zero(self) -> int:
+        return self.pos_zero + self.neg_zero
+
+    @property
+    def subnormal(self) -> int:
+        return self.pos_subnormal + self.neg_subnormal
+
+    @property
+    def normal(self) -> int:
+        return self.pos_normal + self.neg_normal
+
+    @property
+    def finite(self) -> int:
+        return self.zero + self.subnormal + self.normal
+
+    @property
+    def total(self) -> int:
+        return sum(self)
+
+
+#: The bit tests behind a class histogram: (query, restricted to the sign bit set).
+_HISTOGRAM = [(Query.NAN, False), (Query.NAN, True), (Query.POSINF, False), (Query.NEGINF, False),
+              (Query.ZERO, False), (Query.ZERO, True), (Query.SUBNORMAL, False),
+              (Query.SUBNORMAL, True), (Query.NEGATIVE, False)]
+
+
+def class_counts(x) -> ClassCounts:
+    """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`, in
+    one pass. Subnormal means exponent field 0 and mantissa != 0. A NaN's sign is not counted.
+    Complex, integer and datetime input raise TypeError. Empty input gives all zeros."""
+    src = as_source(x)
+    a = src.array
+    if src.format.kind not in (Kind.FLOAT, Kind.NATIVE):
+        raise TypeError(f"class_counts needs a real floating-point dtype, got {a.dtype} "
+                        "(for complex, count x.real and x.imag separately)")
+    if src.by_value:
+        return _class_counts_by_value(a)
+    tests = [src.test(q, negative) for q, negative in _HISTOGRAM]
+    present = [t for t in tests if t is not None]
+    got = iter(_kernels().count(a, src.word, 1, present) if present and a.size else [0] * len(present))
+    nan, nan_neg, pinf, ninf, zero, zero_neg, sub, sub_neg, neg = (
+        0 if t is None else int(next(got)) for t in tests)
+    neg_normal = neg - nan_neg - ninf - zero_neg - sub_neg
+    pos_normal = a.size - nan - pinf - ninf - zero - sub - neg_normal
+    return ClassCounts(nan, pinf, ninf, zero - zero_neg, zero_neg, sub - sub_neg, sub_neg,
+                       pos_normal, neg_normal)
+
+
+def _class_counts_by_value(a) -> ClassCounts:
+    with np.errstate(all="ignore"):
+        nan = np.isnan(a)
+        neg = np.signbit(a) & ~nan
+        finite = np.isfinite(a)
+        zero = a == 0
+        sub = finite & ~zero & (np.abs(a) < np.finfo(a.dtype).smallest_normal)
+        normal = finite & ~zero & ~sub
+    c = np.count_nonzero
+    return ClassCounts(c(nan), c(np.isposinf(a)), c(np.isneginf(a)), c(zero & ~neg), c(zero & neg),
+                       c(sub & ~neg), c(sub & neg), c(normal & ~neg), c(normal & neg))
+
+
+# -- locate ------------------------------------------------------------------------------------
+
+def first_nan(x):
+    """The N-d index (a tuple) of the first NaN in C order, or None. Stops at the first hit."""
+    return _first(x, Query.NAN)
+
+
+def first_inf(x, *, detect_negative=True, detect_positive=True):
+    """The N-d index of the first infinity of a selected sign in C order, or None."""
+    return _first(x, _inf_query(detect_negative, detect_positive))
+
+
+def first_nonfinite(x):
+    """The N-d index of the first NaN or Inf in C order, or None."""
+    return _first(x, Query.NONFINITE)
+
+
+def locate_nan(x, limit=None):
+    """Indices of the NaNs in C order as a (k, ndim) int64 array, like np.argwhere(isnan(x)),
+    stopping after `limit` hits (None: all)."""
+    return _locate(x, Query.NAN, limit)
+
+
+def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True):
+    """Indices of the selected infinities in C order, (k, ndim), at most `limit`."""
+    return _locate(x, _inf_query(detect_negative, detect_positive), limit)
+
+
+def locate_nonfinite(x, limit=None):
+    """Indices of the NaNs and Infs in C order, (k, ndim), at most `limit`."""
+    return _locate(x, Query.NONFINITE, limit)
