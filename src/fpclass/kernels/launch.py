@@ -55,6 +55,11 @@ def _first_flat(ix, shape) -> int:
     return int(np.ravel_multi_index(first, shape)) if shape else 0
 
 
+def _copy(piece) -> np.ndarray:
+    """A fresh, aligned, C-contiguous copy (ascontiguousarray would keep unaligned data as is)."""
+    return np.array(piece, order="C", copy=True)
+
+
 def _scalars(test, word):
     return tuple(word.type(v) for v in test)
 
@@ -64,7 +69,7 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     src = as_words(a, word)
     if src is None:  # strides or address not whole words: copy piece by piece, never whole
         for ix in pieces(a.shape):
-            mask(np.ascontiguousarray(a[ix]), word, lanes, test, negate, out[ix])
+            mask(_copy(a[ix]), word, lanes, test, negate, out[ix])
         return
     dst = as_words(out, U8)
     p = plan(a.shape, [src, dst], reorder=True)
@@ -87,7 +92,7 @@ def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list) -> np.ndarray:
     """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test)."""
     src, p = _source_plan(a, word, c_order=False)
     if src is None:
-        return sum((count(np.ascontiguousarray(a[ix]), word, lanes, tests) for ix in pieces(a.shape)),
+        return sum((count(_copy(a[ix]), word, lanes, tests) for ix in pieces(a.shape)),
                    np.zeros(len(tests), np.int64))
     table = np.array([list(t) for t in tests], dtype=word).reshape(len(tests), 4)
     if parallel_ok(p.size):
@@ -105,7 +110,7 @@ def count_into(a: np.ndarray, word: np.dtype, lanes: int, test, counts: np.ndarr
     src = as_words(a, word)
     if src is None:
         for ix in pieces(a.shape):
-            count_into(np.ascontiguousarray(a[ix]), word, lanes, test, counts[ix])
+            count_into(_copy(a[ix]), word, lanes, test, counts[ix])
         return
     dst = as_words(counts, np.dtype(np.int64))
     p = plan(a.shape, [src, dst], reorder=True)
@@ -120,7 +125,7 @@ def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndar
     if src is None:
         hits = []
         for ix in pieces(a.shape):
-            piece = np.ascontiguousarray(a[ix])
+            piece = _copy(a[ix])
             found = find(piece, word, lanes, test, limit - sum(map(len, hits)))
             hits.append(found + _first_flat(ix, a.shape))
             if sum(map(len, hits)) == limit:

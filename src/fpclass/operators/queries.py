@@ -91,11 +91,15 @@ def _positions(x, query: Query | None, limit):
 
 def _first(x, query):
     flat, shape = _positions(x, query, 1)
-    return tuple(int(i) for i in np.unravel_index(flat[0], shape)) if flat.size else None
+    if not flat.size:
+        return None
+    return tuple(int(i) for i in np.unravel_index(flat[0], shape)) if shape else ()
 
 
 def _locate(x, query, limit):
     flat, shape = _positions(x, query, limit)
+    if not shape:
+        return np.empty((flat.size, 0), np.int64)
     return np.stack(np.unravel_index(flat, shape), axis=-1).reshape(flat.size, len(shape))
 
 
@@ -219,7 +223,7 @@ def _class_counts_by_value(a) -> ClassCounts:
         zero = a == 0
         sub = finite & ~zero & (np.abs(a) < np.finfo(a.dtype).smallest_normal)
         normal = finite & ~zero & ~sub
-    c = np.count_nonzero
+    c = lambda m: int(np.count_nonzero(m))
     return ClassCounts(c(nan), c(np.isposinf(a)), c(np.isneginf(a)), c(zero & ~neg), c(zero & neg),
                        c(sub & ~neg), c(sub & neg), c(normal & ~neg), c(normal & neg))
 

@@ -1,0 +1,226 @@
+"""The element-wise operators against the numpy reference twin."""
+
+import subprocess
+import sys
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fpclass
+import reference as ref
+
+FLAGS = [(True, True), (True, False), (False, True), (False, False)]
+
+
+def swapped(x):
+    """The same values stored in the opposite byte order."""
+    return x.astype(x.dtype.newbyteorder("S"))
+
+
+def check_all_ops(x):
+    """Every operator and attribute combination on `x` agrees with the reference."""
+    np.testing.assert_array_equal(fpclass.isnan(x), ref.isnan(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x), ref.isfinite(x))
+    for neg, pos in FLAGS:
+        got = fpclass.isinf(x, detect_negative=neg, detect_positive=pos)
+        np.testing.assert_array_equal(got, ref.isinf(x, neg, pos), err_msg=f"neg={neg} pos={pos}")
+    np.testing.assert_array_equal(fpclass.isposinf(x), ref.isinf(x, False, True))
+    np.testing.assert_array_equal(fpclass.isneginf(x), ref.isinf(x, True, False))
+
+
+@pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
+def test_every_bit_pattern(dtype):
+    x = ref.all_patterns(dtype)
+    check_all_ops(x)
+    if dtype.itemsize > 1 and dtype.kind == "f":
+        check_all_ops(swapped(x))
+
+
+def test_every_float16_pattern_big_endian_bfloat16_words():
+    # bfloat16 has no big-endian dtype: its words, byte-swapped by hand, must still read by value
+    x = ref.all_patterns(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(fpclass.isnan(x[::-1]), ref.isnan(x)[::-1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_specials_and_random_bits(dtype):
+    for x in (ref.specials(dtype), ref.random_bits(dtype, 1_000_000)):
+        check_all_ops(x)
+        check_all_ops(swapped(x))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, ml_dtypes.complex32], ids=str)
+def test_complex_either_part(dtype):
+    parts = np.array([0.0, 1.5, -2.0, np.inf, -np.inf, np.nan])
+    pairs = np.empty((parts.size, parts.size), np.complex128)
+    pairs.real, pairs.imag = parts[:, None], parts[None, :]
+    x = pairs.ravel().astype(dtype)
+    np.testing.assert_array_equal(fpclass.isnan(x), ref.isnan(x))
+    np.testing.assert_array_equal(fpclass.isinf(x), ref.isinf(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x), ref.isfinite(x))
+    if np.dtype(dtype).kind == "c":
+        np.testing.assert_array_equal(fpclass.isnan(swapped(x)), ref.isnan(x))
+        np.testing.assert_array_equal(fpclass.isinf(swapped(x)), ref.isinf(x))
+    with pytest.raises(TypeError, match="complex"):
+        fpclass.isposinf(x)
+    with pytest.raises(TypeError, match="complex"):
+        fpclass.isinf(x, detect_positive=False)
+
+
+def test_longdouble_by_value():
+    x = np.array([1, np.nan, np.inf, -np.inf, np.finfo(np.longdouble).max], dtype=np.longdouble)
+    np.testing.assert_array_equal(fpclass.isnan(x), np.isnan(x))
+    np.testing.assert_array_equal(fpclass.isinf(x, detect_negative=False), np.isposinf(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x), np.isfinite(x))
+
+
+@pytest.mark.parametrize("x", [np.arange(5, dtype=np.int16), np.array([True, False]),
+                               np.arange(3, dtype=np.uint64), np.zeros(3, ml_dtypes.int4)], ids=str)
+def test_integers_follow_numpy(x):
+    assert not fpclass.isnan(x).any() and not fpclass.isinf(x).any() and fpclass.isfinite(x).all()
+    assert fpclass.isnan(x).shape == x.shape
+
+
+@pytest.mark.parametrize("unit", ["M8[s]", "m8[ns]", ">M8[D]"])
+def test_datetime_nat_is_nan(unit):
+    x = np.array(["NaT", 0, 12345, "NaT"], dtype="M8[s]").astype(unit) if "M8" in unit else \
+        np.array(["NaT", 0, -7, "NaT"], dtype=unit)
+    np.testing.assert_array_equal(fpclass.isnan(x), np.isnat(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x), ~np.isnat(x))
+    assert not fpclass.isinf(x).any()
+
+
+@pytest.mark.parametrize("bad", [np.array(["a"]), np.array([b"a"]), np.array([object()]),
+                                 np.zeros(2, dtype=[("a", "f4")])], ids=str)
+def test_unsupported_dtypes_name_the_dtype(bad):
+    with pytest.raises(TypeError, match=r"cannot classify dtype .*supported"):
+        fpclass.isnan(bad)
+
+
+def test_scalars_and_lists():
+    assert fpclass.isnan(float("nan")) is np.True_
+    assert fpclass.isinf(np.float16(-np.inf), detect_negative=False) is np.False_
+    assert fpclass.isfinite(np.array(3.0)) is np.True_          # 0-d in, scalar out, like numpy
+    np.testing.assert_array_equal(fpclass.isnan([1.0, float("nan")]), [False, True])
+    assert fpclass.isnan([]).shape == (0,)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 0), (2, 0), (2, 0, 1)])
+def test_empty_shapes(shape):
+    x = np.empty(shape, np.float32)
+    for op in (fpclass.isnan, fpclass.isinf, fpclass.isfinite):
+        assert op(x).shape == shape and op(x).dtype == bool
+        assert op(x.T).shape == x.T.shape
+
+
+@st.composite
+def laid_out(draw):
+    """A random-valued array of a random format viewed through random slices and transposes."""
+    dtype = draw(st.sampled_from(ref.REAL + [np.dtype(">f4"), np.dtype(">f8"), np.dtype(">f2"),
+                                              np.dtype(np.complex64)]))
+    base = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=7))
+    words = ref.random_bits(np.dtype(f"u{dtype.itemsize}") if dtype.kind != "c" else dtype,
+                            int(np.prod(base)), seed=draw(st.integers(0, 2**32 - 1)))
+    x = words.view(dtype).reshape(base) if dtype.kind != "c" else words.reshape(base)
+    index = tuple(slice(draw(st.integers(0, 2)), None, draw(st.sampled_from([1, 2, -1, -2, 3])))
+                  for _ in base)
+    x = x[index] if index else x
+    if x.ndim > 1 and draw(st.booleans()):
+        x = x.transpose(draw(st.permutations(range(x.ndim))))
+    if draw(st.booleans()):
+        x.flags.writeable = False
+    return x
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=laid_out(), out_kind=st.sampled_from([None, bool, np.uint8, "strided"]))
+def test_any_layout(x, out_kind):
+    before = x.copy()
+    expected = ref.isnan(x), ref.isinf(x, True, True), ref.isfinite(x)
+    for op, want in zip((fpclass.isnan, fpclass.isinf, fpclass.isfinite), expected):
+        if out_kind is None:
+            got = op(x)
+        elif out_kind == "strided":
+            buf = np.zeros(x.shape[::-1] + (2,), np.uint8)
+            out = buf[..., 1].T
+            assert op(x, out=out) is out
+            got = out
+        else:
+            out = np.full(x.shape, 7, out_kind)
+            assert op(x, out=out) is out
+            got = out
+        np.testing.assert_array_equal(np.asarray(got, dtype=bool), want)
+        if out_kind is np.uint8:
+            assert set(np.unique(got)) <= {0, 1}
+    assert np.array_equal(x.tobytes(), before.tobytes())
+
+
+def test_unaligned_and_odd_strides_are_classified_by_value():
+    record = np.zeros(1000, dtype=[("pad", "u1"), ("v", "<f4"), ("w", "u1")])
+    record["v"] = ref.random_bits(np.float32, 1000, seed=3)
+    v = record["v"]                       # stride 6: not a whole number of float32 words
+    np.testing.assert_array_equal(fpclass.isnan(v), ref.isnan(v))
+    raw = np.zeros(4001, np.uint8)
+    unaligned = raw[1:].view(np.float32)  # data one byte past an aligned address
+    unaligned[:] = ref.random_bits(np.float32, 1000, seed=4)
+    np.testing.assert_array_equal(fpclass.isinf(unaligned), ref.isinf(unaligned))
+
+
+def test_out_overlapping_the_input():
+    x = ref.all_patterns(ml_dtypes.float8_e5m2).copy()
+    want = ref.isnan(x)
+    out = x.view(np.uint8)                # the result overwrites the very bytes it reads
+    fpclass.isnan(x, out=out)
+    np.testing.assert_array_equal(out, want)
+    y = ref.all_patterns(np.float16).copy()
+    want = ref.isinf(y)
+    out = y.view(np.uint8)[5:5 + y.size]  # shifted, partial overlap
+    fpclass.isinf(y, out=out)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("out, error, match", [
+    (np.zeros(3, np.int32), TypeError, "bool or uint8"),
+    (np.zeros(4, bool), ValueError, "shape"),
+    (np.zeros((3, 1), bool), ValueError, "shape"),
+    ([False] * 3, TypeError, "ndarray"),
+])
+def test_bad_out_is_refused_before_writing(out, error, match):
+    with pytest.raises(error, match=match):
+        fpclass.isnan(np.array([1.0, np.nan, 2.0]), out=out)
+
+
+def test_read_only_out_is_refused():
+    out = np.zeros(3, bool)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        fpclass.isnan(np.zeros(3), out=out)
+
+
+@pytest.mark.parametrize("value", [2, -1, "yes", None, 1.0])
+def test_bad_flags(value):
+    with pytest.raises(TypeError, match="detect_negative"):
+        fpclass.isinf(np.zeros(2), detect_negative=value)
+
+
+def test_signalling_nans_never_warn():
+    x = ref.specials(np.float32)
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        check_all_ops(x)
+
+
+def test_large_arrays_use_the_parallel_path_correctly():
+    x = ref.random_bits(np.float16, 3_000_001, seed=9)
+    np.testing.assert_array_equal(fpclass.isnan(x), ref.isnan(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x[::-3]), ref.isfinite(x[::-3]))
+
+
+def test_import_compiles_nothing():
+    code = "import sys, fpclass; print('numba' in sys.modules, 'ml_dtypes' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
