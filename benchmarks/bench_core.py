@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Core benchmark: element-wise operators and fused queries per format, against numpy
+(+ml_dtypes ufuncs), onnxruntime, torch, bottleneck and the machine's own bandwidth, in one run.
+
+    python benchmarks/bench_core.py [--elements 67108864] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import fpclass  # noqa: E402
+from common import bandwidth, best_time, ratio, table  # noqa: E402
+
+FORMATS = ["float64", "float32", "float16", "bfloat16", "float8_e5m2", "float8_e4m3", "float8_e3m4",
+           "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
+           "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]
+OPS = ["isnan", "isinf", "isposinf", "isneginf", "isfinite"]
+
+
+def dtype_of(name):
+    return np.dtype(getattr(ml_dtypes, name, None) or name)
+
+
+def sample(dtype, n, seed=0):
+    """Finite random values with a sprinkling of NaN/±Inf where the format has them."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n, dtype=np.float32).astype(dtype)
+    return x
+
+
+# -- peers ---------------------------------------------------------------------------------------
+
+def numpy_op(op):
+    return {"isnan": np.isnan, "isinf": np.isinf, "isposinf": np.isposinf, "isneginf": np.isneginf,
+            "isfinite": np.isfinite}[op]
+
+
+def ort_runner(dtype, op):
+    """A callable running the op in onnxruntime (opset 20), or None where ORT cannot."""
+    try:
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    onnx_type = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT,
+                 "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
+                 "float8_e4m3fn": TensorProto.FLOAT8E4M3FN, "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
+                 "float8_e5m2": TensorProto.FLOAT8E5M2, "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ
+                 }.get(dtype.name)
+    if onnx_type is None or op == "isfinite":
+        return None
+    attrs = {"isposinf": {"detect_negative": 0}, "isneginf": {"detect_positive": 0}}.get(op, {})
+    node = helper.make_node("IsNaN" if op == "isnan" else "IsInf", ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, [None])],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, [None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:
+        return None
+
+    def run(x):
+        words = x.view(f"u{x.dtype.itemsize}")
+        value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx_type)
+        return sess.run_with_ort_values(["y"], {"x": value})[0]
+    try:
+        got = run(np.array([0, np.nan], dtype=dtype) if dtype.name != "float8_e4m3fn" else np.zeros(2, dtype))
+        got.numpy()
+    except Exception:
+        return None
+    return run
+
+
+def torch_runner(dtype, op):
+    try:
+        import torch
+    except ImportError:
+        return None
+    tt = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn,
+          "float8_e5m2": torch.float8_e5m2, "float8_e4m3fnuz": torch.float8_e4m3fnuz,
+          "float8_e5m2fnuz": torch.float8_e5m2fnuz}.get(dtype.name)
+    if tt is None:
+        return None
+    fn = getattr(torch, op)
+
+    def run(x):
+        return fn(torch.from_numpy(x.view(f"u{x.dtype.itemsize}")).view(tt))
+    try:
+        run(np.zeros(4, dtype))
+    except Exception:
+        return None
+    return run
+
+
+# -- sections ------------------------------------------------------------------------------------
+
+def operators_section(n, bw, quick):
+    rows = []
+    for name in FORMATS:
+        dt = dtype_of(name)
+        x = sample(dt, n)
+        out = np.empty(n, bool)
+        moved = x.nbytes + n
+        for op in OPS:
+            f = getattr(fpclass, op)
+            t_fp = best_time(lambda: f(x, out=out))
+            try:
+                t_np = best_time(lambda: numpy_op(op)(x, out=out), repeat=1 if quick else 3)
+            except TypeError:
+                t_np = None
+            ort = ort_runner(dt, op)
+            t_ort = best_time(lambda: ort(x), repeat=3) if ort else None
+            tch = torch_runner(dt, op)
+            t_torch = best_time(lambda: tch(x), repeat=3) if tch else None
+            rows.append([name, op, f"{n / t_fp / 1e9:.2f}", f"{moved / t_fp / 1e9:.1f}",
+                         f"{100 * moved / t_fp / bw['copy']:.0f}%", ratio(t_fp, t_np),
+                         ratio(t_fp, t_ort), ratio(t_fp, t_torch)])
+        print(f"  {name} done", file=sys.stderr, flush=True)
+    return table(["format", "op", "Gelem/s", "GB/s moved", "% copy bw", "vs numpy", "vs onnxruntime",
+                  "vs torch"], rows)
+
+
+def call_overhead_section():
+    x = np.ones(1024, np.float32)
+    out = np.empty(1024, bool)
+    loops = 20000
+
+    def per_call(fn):
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            fn()
+        return (time.perf_counter() - t0) / loops
+    rows = []
+    for op in ("isnan", "isposinf"):
+        t_fp = min(per_call(lambda: getattr(fpclass, op)(x, out=out)) for _ in range(3))
+        t_np = min(per_call(lambda: numpy_op(op)(x, out=out)) for _ in range(3))
+        rows.append([op, f"{t_fp * 1e6:.2f}", f"{t_np * 1e6:.2f}", f"{(t_fp - t_np) * 1e6:+.2f}"])
+    return table(["1 Ki float32", "fpclass µs/call", "numpy µs/call", "difference µs"], rows)
+
+
+def queries_section(n, bw, quick):
+    try:
+        import bottleneck
+    except ImportError:
+        bottleneck = None
+    rows = []
+    for name in FORMATS:
+        dt = dtype_of(name)
+        x = sample(dt, n)
+        with np.errstate(all="ignore"):
+            t_any = best_time(lambda: fpclass.any_nonfinite(x))
+            t_np_any = best_time(lambda: np.isnan(x).any(), repeat=1 if quick else 3)
+            t_bn = (best_time(lambda: bottleneck.anynan(x)) if bottleneck and name in ("float32", "float64")
+                    else None)
+            t_first = best_time(lambda: fpclass.first_nonfinite(x))
+            t_hist = best_time(lambda: fpclass.class_counts(x))
+            t_np_hist = best_time(lambda: numpy_class_counts(x), repeat=1) if not quick or name == "float32" else None
+            early = x.copy()
+            early[1000] = np.nan if fpclass.formats.format_of(dt).has_nan else early[1000]
+            t_early = best_time(lambda: fpclass.any_nan(early), repeat=20) \
+                if fpclass.formats.format_of(dt).has_nan else None
+        rows.append([name, f"{100 * x.nbytes / t_any / bw['read']:.0f}%", ratio(t_any, t_np_any),
+                     ratio(t_any, t_bn), "—" if t_early is None else f"{t_early * 1e6:.1f}",
+                     f"{100 * x.nbytes / t_hist / bw['read']:.0f}%", ratio(t_hist, t_np_hist),
+                     f"{t_first / t_any:.2f}"])
+        print(f"  {name} queries done", file=sys.stderr, flush=True)
+    return table(["format", "any_nonfinite % read bw", "vs numpy isnan().any()", "vs bottleneck.anynan",
+                  "NaN at 1000: µs", "class_counts % read bw", "vs numpy counts",
+                  "first/any time"], rows)
+
+
+def numpy_class_counts(x):
+    """The plain-numpy way to get the same nine counts."""
+    v = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+    nan = np.isnan(v)
+    neg = np.signbit(v) & ~nan
+    fin = np.isfinite(v)
+    zero = v == 0
+    sub = fin & ~zero & (np.abs(v) < np.finfo(np.float32 if x.dtype.itemsize < 4 else x.dtype).smallest_normal)
+    c = np.count_nonzero
+    return (c(nan), c(np.isposinf(v)), c(np.isneginf(v)), c(zero & ~neg), c(zero & neg), c(sub & ~neg),
+            c(sub & neg), c(fin & ~zero & ~sub & ~neg), c(fin & ~zero & ~sub & neg))
+
+
+def startup_section():
+    code_import = "import time; t=time.perf_counter(); import fpclass; print(time.perf_counter()-t)"
+    code_call = ("import numpy as np, fpclass, time; x=np.ones(8, np.float32); t=time.perf_counter(); "
+                 "fpclass.isnan(x); fpclass.any_nan(x); fpclass.class_counts(x); print(time.perf_counter()-t)")
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        run = lambda code: float(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                                capture_output=True, text=True).stdout)
+        t_import = min(run(code_import) for _ in range(3))
+        cold = run(code_call)
+        warm = min(run(code_call) for _ in range(2))
+    return table(["startup (float32)", "seconds"], [["import fpclass", f"{t_import:.3f}"],
+                                                    ["first isnan+any_nan+class_counts, empty cache", f"{cold:.2f}"],
+                                                    ["same, in a new process with the cache", f"{warm:.3f}"]])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--elements", type=int, default=64 << 20)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats of the slow peers")
+    args = ap.parse_args()
+    bw = bandwidth()
+    print(f"Baselines (same run): copy {bw['copy'] / 1e9:.1f} GB/s (read+write), "
+          f"read {bw['read'] / 1e9:.1f} GB/s; {args.elements} elements; numba threads "
+          f"{__import__('numba').get_num_threads()}\n")
+    print("### Element-wise operators\n")
+    print(operators_section(args.elements, bw, args.quick), "\n")
+    print("### Call overhead\n")
+    print(call_overhead_section(), "\n")
+    print("### Fused queries (clean data unless noted)\n")
+    print(queries_section(args.elements, bw, args.quick), "\n")
+    print("### Startup\n")
+    print(startup_section())
+
+
+if __name__ == "__main__":
+    main()

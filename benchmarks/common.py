@@ -1,0 +1,68 @@
+"""Shared benchmark helpers: timing, the machine's own bandwidth baselines, and table printing.
+
+Timings on a shared 2-core machine are noisy, so every number is the best of several runs and
+every result is reported as a ratio against a baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def best_time(fn, repeat=5, warmup=1) -> float:
+    """Best wall time of `fn()` in seconds over `repeat` runs after `warmup` runs."""
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _parallel_kernels():
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=False)
+    def copy(src, dst):
+        for i in prange(src.size):
+            dst[i] = src[i]
+
+    @njit(parallel=True, cache=False)
+    def read(src):
+        total = np.uint64(0)
+        for i in prange(src.size):
+            total += src[i]
+        return total
+
+    return copy, read
+
+
+def bandwidth(nbytes: int = 512 << 20) -> dict:
+    """The machine's copy and read bandwidth in bytes/s: the better of numpy (one thread) and a
+    numba loop over all cores. Copy counts bytes read + bytes written."""
+    src = np.ones(nbytes // 8, np.uint64)
+    dst = np.empty_like(src)
+    copy, read = _parallel_kernels()
+    copy_t = min(best_time(lambda: np.copyto(dst, src)), best_time(lambda: copy(src, dst)))
+    read_t = min(best_time(lambda: src.sum()), best_time(lambda: read(src)))
+    return {"copy": 2 * nbytes / copy_t, "read": nbytes / read_t}
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """A GitHub markdown table."""
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+                     + [line(r) for r in cells])
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    """`b / a` formatted as "N.N×" (how many times faster a time `a` is than `b`), or "—"."""
+    if a is None or b is None:
+        return "—"
+    return f"{b / a:.1f}×"

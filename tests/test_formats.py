@@ -1,0 +1,59 @@
+"""The format table against ml_dtypes / numpy: layouts and which special values exist."""
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import reference as ref
+from fpclass import formats
+from fpclass.formats import BitTest, Query, bit_test
+from fpclass.formats.describe import markdown_table
+
+
+@pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
+def test_capabilities_match_the_values(dtype):
+    f = formats.format_of(dtype)
+    v = ref.values(ref.all_patterns(dtype))
+    assert f.has_nan == bool(np.isnan(v).any())
+    assert f.has_inf == bool(np.isinf(v).any())
+    assert f.has_zero == bool((v == 0).any())
+    info = ml_dtypes.finfo(dtype)
+    assert (f.exponent_bits, f.mantissa_bits) == (info.nexp, info.nmant)
+    assert f.itemsize == dtype.itemsize
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=str)
+def test_numpy_layouts(dtype):
+    f = formats.format_of(dtype)
+    info = np.finfo(dtype)
+    assert (f.bits, f.exponent_bits, f.mantissa_bits) == (info.bits, info.nexp, info.nmant)
+
+
+def test_byteswapped_test_reads_swapped_words():
+    t = BitTest(0x7C00, 0x7C00, 0x03FF, 0)
+    s = t.byteswapped(2)
+    words = np.arange(1 << 16, dtype=np.uint16)
+    native = ((words & t.mask) == t.value) & ((words & t.mask2) != t.value2)
+    swapped = words.byteswap()
+    assert np.array_equal(native, ((swapped & s.mask) == s.value) & ((swapped & s.mask2) != s.value2))
+
+
+def test_with_sign_never_matches_positive_words():
+    f = formats.format_of(ml_dtypes.float8_e4m3fnuz)
+    assert bit_test(f, Query.ZERO).with_sign(f.sign_mask) is None   # fnuz has no -0
+
+
+def test_lookup_errors_and_kinds():
+    assert formats.format_of(">f8").name == "float64"
+    assert formats.format_of(np.int8).kind is formats.Kind.INTEGER
+    assert formats.format_of(np.clongdouble).kind is formats.Kind.COMPLEX
+    with pytest.raises(TypeError, match="cannot classify dtype <U1"):
+        formats.format_of("U1")
+
+
+def test_readme_shows_the_table():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert markdown_table() in readme, "regenerate: python -c 'from fpclass.formats.describe import " \
+                                       "markdown_table; print(markdown_table())'"
