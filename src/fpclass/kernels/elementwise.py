@@ -63,3 +63,15 @@ def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lan
     for t in prange(tasks):
         mask_range(src, s_off, s_str, dst, d_off, d_str, shape, t * block,
                    min(total, (t + 1) * block), m, v, m2, v2, lanes, negate)
+
+
+@njit(**JIT)
+def mask_flat(src, dst, m, v, m2, v2, lanes, negate):
+    """mask_range for a contiguous source: dst[k] = test(element k) ^ negate. Few arguments and
+    no plan, because for small arrays the call itself is the cost."""
+    if lanes == 1:
+        for k in range(dst.size):
+            dst[k] = hit(src[k], m, v, m2, v2) ^ negate
+    else:
+        for k in range(dst.size):
+            dst[k] = (hit(src[2 * k], m, v, m2, v2) | hit(src[2 * k + 1], m, v, m2, v2)) ^ negate

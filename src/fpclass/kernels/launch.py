@@ -7,13 +7,14 @@ first use), so the public modules import it lazily.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 import numba
 
 from . import elementwise, reductions
-from .layout import as_words, plan
+from .layout import Plan, Words, as_words, plan
 
 U8 = np.dtype(np.uint8)
 
@@ -60,12 +61,29 @@ def _copy(piece) -> np.ndarray:
     return np.array(piece, order="C", copy=True)
 
 
+@functools.lru_cache(maxsize=1024)
 def _scalars(test, word):
+    """The test's four constants as scalars of the word type (so kernels compute in that width)."""
     return tuple(word.type(v) for v in test)
+
+
+def _contiguous(a: np.ndarray, word: np.dtype, lanes: int):
+    """(flat words, plan) for a C-contiguous aligned array without building a plan, else None."""
+    if not (a.flags.c_contiguous and a.flags.aligned):
+        return None
+    return a.reshape(-1).view(word), Plan(np.array([a.size], np.int64), (0,), (_STRIDE[lanes],))
+
+
+_STRIDE = {1: np.array([1], np.int64), 2: np.array([2], np.int64)}
 
 
 def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.ndarray) -> None:
     """out[...] = test(a) ^ negate element-wise; `out` is a uint8 array of a's shape."""
+    m, v, m2, v2 = _scalars(test, word)
+    flat = _contiguous(a, word, lanes)
+    if flat is not None and out.flags.c_contiguous and not parallel_ok(a.size):
+        elementwise.mask_flat(flat[0], out.reshape(-1), m, v, m2, v2, lanes, negate)
+        return
     src = as_words(a, word)
     if src is None:  # strides or address not whole words: copy piece by piece, never whole
         for ix in pieces(a.shape):
@@ -73,7 +91,6 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
         return
     dst = as_words(out, U8)
     p = plan(a.shape, [src, dst], reorder=True)
-    m, v, m2, v2 = _scalars(test, word)
     common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape)
     if parallel_ok(p.size):
         elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK)
@@ -81,7 +98,10 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
         elementwise.mask_range(*common, 0, p.size, m, v, m2, v2, lanes, negate)
 
 
-def _source_plan(a, word, c_order):
+def _source_plan(a, word, c_order, lanes=1):
+    fast = _contiguous(a, word, lanes)
+    if fast is not None:
+        return Words(fast[0], 0, ()), fast[1]
     src = as_words(a, word)
     if src is None:
         return None, None
@@ -90,7 +110,7 @@ def _source_plan(a, word, c_order):
 
 def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list) -> np.ndarray:
     """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test)."""
-    src, p = _source_plan(a, word, c_order=False)
+    src, p = _source_plan(a, word, c_order=False, lanes=lanes)
     if src is None:
         return sum((count(_copy(a[ix]), word, lanes, tests) for ix in pieces(a.shape)),
                    np.zeros(len(tests), np.int64))
@@ -121,7 +141,7 @@ def count_into(a: np.ndarray, word: np.dtype, lanes: int, test, counts: np.ndarr
 
 def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndarray:
     """C-order flat positions of the first `limit` elements of `a` matching `test` (int64)."""
-    src, p = _source_plan(a, word, c_order=True)
+    src, p = _source_plan(a, word, c_order=True, lanes=lanes)
     if src is None:
         hits = []
         for ix in pieces(a.shape):

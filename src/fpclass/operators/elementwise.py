@@ -14,7 +14,10 @@ _BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Qu
 def _classify(x, query: Query | None, negate: bool, out):
     src = as_source(x)
     a = src.array
-    result = np.empty_like(a, dtype=bool, order="K") if out is None else check_out(out, a.shape)
+    if out is None:
+        result = np.empty(a.shape, bool) if a.flags.c_contiguous else np.empty_like(a, bool, order="K")
+    else:
+        result = check_out(out, a.shape)
     target = result
     if out is not None and a.size and np.may_share_memory(a, out):
         target = np.empty_like(a, dtype=bool, order="K")  # read all input before writing any
@@ -27,13 +30,24 @@ def _classify(x, query: Query | None, negate: bool, out):
     elif test is None:  # the format has no such values: answer without reading the data
         target[...] = negate
     else:
-        from ..kernels import launch
-        launch.mask(a, src.word, src.lanes, test, negate, target.view(np.uint8))
+        _launch().mask(a, src.word, src.lanes, test, negate, target.view(np.uint8))
     if target is not result:
         result[...] = target
     if out is None and a.ndim == 0:
         return result[()]
     return result
+
+
+def _launch():
+    """The kernel launcher, imported on first use: importing it imports numba."""
+    global _LAUNCH
+    if _LAUNCH is None:
+        from ..kernels import launch
+        _LAUNCH = launch
+    return _LAUNCH
+
+
+_LAUNCH = None
 
 
 def isnan(x, out=None):

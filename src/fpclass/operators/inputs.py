@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -22,14 +23,7 @@ class Source(NamedTuple):
     def test(self, query: Query, negative: bool = False) -> BitTest | None:
         """The bit test for `query` on this input's words (only those with the sign bit set if
         `negative`), or None if no word can match."""
-        if self.word_format is None:
-            return None
-        t = bit_test(self.word_format, query)
-        if t is not None and negative:
-            t = t.with_sign(self.word_format.sign_mask) if self.word_format.signed else None
-        if t is not None and self.swapped:
-            t = t.byteswapped(self.word.itemsize)
-        return t
+        return _test(self.word_format, self.swapped, self.word.itemsize, query, negative)
 
     @property
     def by_value(self) -> bool:
@@ -38,20 +32,39 @@ class Source(NamedTuple):
             self.format.kind is Kind.COMPLEX and self.word_format is None)
 
 
+@functools.lru_cache(maxsize=1024)
+def _test(word_format, swapped, nbytes, query, negative):
+    if word_format is None:
+        return None
+    t = bit_test(word_format, query)
+    if t is not None and negative:
+        t = t.with_sign(word_format.sign_mask) if word_format.signed else None
+    if t is not None and swapped:
+        t = t.byteswapped(nbytes)
+    return t
+
+
 def as_source(x) -> Source:
     """`x` (any array-like, scalar, or ndarray of any layout) as a Source; TypeError for dtypes
     fpclass does not classify."""
-    a = x if isinstance(x, np.ndarray) else np.asarray(x)
-    fmt = format_of(a.dtype)
+    a = x if type(x) is np.ndarray else np.asarray(x)
+    return Source(a, *_describe(a.dtype))
+
+
+@functools.lru_cache(maxsize=256)
+def _describe(dtype: np.dtype):
+    """Everything about a dtype that as_source needs, computed once per dtype (call overhead
+    matters for small arrays)."""
+    fmt = format_of(dtype)
     word_format: Format | None = fmt
     lanes = 1
     if fmt.kind is Kind.COMPLEX:
         word_format, lanes = component_format(fmt), 2
     elif fmt.kind is Kind.NATIVE:
         word_format = None
-    size = a.dtype.itemsize // lanes
+    size = dtype.itemsize // lanes
     word = np.dtype(f"u{size}") if size in (1, 2, 4, 8) else np.dtype("u1")
-    return Source(a, fmt, word_format, word, lanes, is_byteswapped(a.dtype))
+    return fmt, word_format, word, lanes, is_byteswapped(dtype)
 
 
 def check_out(out, shape) -> np.ndarray:

@@ -12,13 +12,8 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..formats import Kind, Query
-from .elementwise import _BY_VALUE, _refuse_complex
+from .elementwise import _BY_VALUE, _launch as _kernels, _refuse_complex
 from .inputs import as_source, check_flag
-
-
-def _kernels():
-    from ..kernels import launch  # imports numba: only once a query actually runs
-    return launch
 
 
 def _inf_query(detect_negative, detect_positive) -> Query | None:
