@@ -62,7 +62,7 @@ def _copy(piece) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1024)
-def _scalars(test, word):
+def scalars(test, word):
     """The test's four constants as scalars of the word type (so kernels compute in that width)."""
     return tuple(word.type(v) for v in test)
 
@@ -71,7 +71,7 @@ def _contiguous(a: np.ndarray, word: np.dtype, lanes: int):
     """(flat words, plan) for a C-contiguous aligned array without building a plan, else None."""
     if not (a.flags.c_contiguous and a.flags.aligned):
         return None
-    return a.reshape(-1).view(word), Plan(np.array([a.size], np.int64), (0,), (_STRIDE[lanes],))
+    return a.reshape(-1).view(word), Plan(np.array([a.size], np.int64), (0,), (_STRIDE[lanes],), a.size)
 
 
 _STRIDE = {1: np.array([1], np.int64), 2: np.array([2], np.int64)}
@@ -79,7 +79,7 @@ _STRIDE = {1: np.array([1], np.int64), 2: np.array([2], np.int64)}
 
 def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.ndarray) -> None:
     """out[...] = test(a) ^ negate element-wise; `out` is a uint8 array of a's shape."""
-    m, v, m2, v2 = _scalars(test, word)
+    m, v, m2, v2 = scalars(test, word)
     flat = _contiguous(a, word, lanes)
     if flat is not None and out.flags.c_contiguous and not parallel_ok(a.size):
         elementwise.mask_flat(flat[0], out.reshape(-1), m, v, m2, v2, lanes, negate)
@@ -134,7 +134,7 @@ def count_into(a: np.ndarray, word: np.dtype, lanes: int, test, counts: np.ndarr
         return
     dst = as_words(counts, np.dtype(np.int64))
     p = plan(a.shape, [src, dst], reorder=True)
-    m, v, m2, v2 = _scalars(test, word)
+    m, v, m2, v2 = scalars(test, word)
     elementwise.mask_range(src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1],
                            p.shape, 0, p.size, m, v, m2, v2, lanes, False, True)
 
@@ -151,7 +151,7 @@ def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndar
             if sum(map(len, hits)) == limit:
                 break
         return np.concatenate(hits) if hits else np.empty(0, np.int64)
-    m, v, m2, v2 = _scalars(test, word)
+    m, v, m2, v2 = scalars(test, word)
     args = (src.flat, p.offsets[0], p.strides[0], p.shape)
     if limit == 1 and parallel_ok(p.size):
         return _first_in_rounds(args, (m, v, m2, v2, lanes), p.size)

@@ -48,10 +48,7 @@ class Plan(NamedTuple):
     shape: np.ndarray            # int64, ndim >= 1
     offsets: tuple               # per operand
     strides: tuple               # per operand: int64 arrays
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
+    size: int                    # elements visited
 
 
 def plan(shape, operands: list[Words], *, reorder: bool) -> Plan:
@@ -81,4 +78,4 @@ def plan(shape, operands: list[Words], *, reorder: bool) -> Plan:
         merged = [(1, [1] * len(operands))]
     out_shape = np.array([n for n, _ in merged], dtype=np.int64)
     per_op = tuple(np.array([ax[1][k] for ax in merged], dtype=np.int64) for k in range(len(operands)))
-    return Plan(out_shape, tuple(offsets), per_op)
+    return Plan(out_shape, tuple(offsets), per_op, int(np.prod(out_shape)))

@@ -11,7 +11,62 @@ _BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Qu
              Query.POSINF: np.isposinf, Query.NEGINF: np.isneginf}
 
 
+_BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)
+#: Contiguous arrays up to this size take `_small`, where the per-call cost is the whole cost.
+_SMALL = 1 << 15
+_PREPARED: dict = {}
+
+
+def _prepare(dtype: np.dtype, query: Query | None):
+    """(word, lanes, m, v, m2, v2) for classifying `dtype` by `query` with the flat kernel, or
+    False where the small path does not apply (classified by value, or no such values)."""
+    try:
+        src = as_source(np.empty(0, dtype))
+    except TypeError:
+        return False
+    test = None if query is None else src.test(query)
+    if src.by_value or test is None:
+        return False
+    return (src.word, src.lanes, *_launch().scalars(test, src.word))
+
+
+def _small(x, query, negate, out):
+    """The common case of a small, contiguous ndarray with no or a plain `out`: the same kernel
+    and bit test as the general path, minus its planning. None where it does not apply."""
+    if type(x) is not np.ndarray or x.size > _SMALL:
+        return None
+    flags = x.flags
+    if not (flags.c_contiguous and flags.aligned):
+        return None
+    dtype = x.dtype
+    # Keyed by id(): hashing a dtype costs more than the rest of a 1 Ki call. The entry keeps
+    # its dtype alive, so the id cannot be reused by another dtype while the entry exists.
+    entry = _PREPARED.get((id(dtype), query))
+    if entry is None or entry[0] is not dtype:
+        if len(_PREPARED) > 4096:
+            _PREPARED.clear()
+        entry = _PREPARED[(id(dtype), query)] = (dtype, _prepare(dtype, query))
+    prepared = entry[1]
+    if not prepared or x.size == 0:
+        return None
+    if out is None:
+        result = np.empty(x.shape, _BOOL)
+    elif (type(out) is np.ndarray and out.shape == x.shape and (out.dtype == _BOOL or out.dtype == _U8)
+          and out.flags.c_contiguous and out.flags.writeable and not np.may_share_memory(x, out)):
+        result = out
+    else:
+        return None
+    word, lanes, m, v, m2, v2 = prepared
+    src = x.view(word) if x.ndim == 1 else x.reshape(-1).view(word)
+    dst = result if result.ndim == 1 else result.reshape(-1)
+    _FLAT(src, dst, m, v, m2, v2, lanes, negate)
+    return result[()] if out is None and x.ndim == 0 else result
+
+
 def _classify(x, query: Query | None, negate: bool, out):
+    done = _small(x, query, negate, out)
+    if done is not None:
+        return done
     src = as_source(x)
     a = src.array
     if out is None:
@@ -40,14 +95,14 @@ def _classify(x, query: Query | None, negate: bool, out):
 
 def _launch():
     """The kernel launcher, imported on first use: importing it imports numba."""
-    global _LAUNCH
+    global _LAUNCH, _FLAT
     if _LAUNCH is None:
-        from ..kernels import launch
-        _LAUNCH = launch
+        from ..kernels import elementwise, launch
+        _LAUNCH, _FLAT = launch, elementwise.mask_flat
     return _LAUNCH
 
 
-_LAUNCH = None
+_LAUNCH = _FLAT = None
 
 
 def isnan(x, out=None):
