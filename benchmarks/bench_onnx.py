@@ -1,0 +1,102 @@
+"""ONNX IsNaN-20 / IsInf-20 on a one-node model: fpclass.onnx.Backend vs onnxruntime vs onnx.reference.
+
+    .venv/bin/python benchmarks/bench_onnx.py            # 64 Mi elements
+    .venv/bin/python benchmarks/bench_onnx.py --size 1M  # quicker
+
+Prints best-of-N wall times and ratios (x = the peer's time / fpclass's time; above 1 fpclass is
+faster). Targets: >= 1.0x onnxruntime; >= 10x onnx.reference on float16, bfloat16 and float8.
+onnxruntime is timed on OrtValues made before the clock starts (bfloat16 / float8 have to go that
+way); its output is left inside onnxruntime, so its number excludes the copy out that fpclass
+includes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import ml_dtypes
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import fpclass.onnx
+
+DTYPES = {
+    "float16": (np.dtype(np.float16), TensorProto.FLOAT16),
+    "bfloat16": (np.dtype(ml_dtypes.bfloat16), TensorProto.BFLOAT16),
+    "float8_e4m3fn": (np.dtype(ml_dtypes.float8_e4m3fn), TensorProto.FLOAT8E4M3FN),
+    "float8_e5m2": (np.dtype(ml_dtypes.float8_e5m2), TensorProto.FLOAT8E5M2),
+    "float32": (np.dtype(np.float32), TensorProto.FLOAT),
+}
+OPS = ("IsNaN", "IsInf")
+
+
+def model(op: str, element_type: int):
+    node = helper.make_node(op, ["x"], ["y"])
+    graph = helper.make_graph([node], "bench", [helper.make_tensor_value_info("x", element_type, ["N"])],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, ["N"])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    m.ir_version = 10
+    return m
+
+
+def data(dtype: np.dtype, n: int) -> np.ndarray:
+    """Random bit patterns: every class (finite, NaN, Inf) occurs, branch prediction gets no help."""
+    words = np.random.default_rng(0).integers(0, 1 << (8 * dtype.itemsize), size=n,
+                                              dtype=f"u{dtype.itemsize}")
+    return words.view(dtype)
+
+
+def best(fn, repeat: int) -> float:
+    fn()  # warm: numba kernels load, onnxruntime allocates
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def parse_size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = text.strip().lower().rstrip("i")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="64Mi", help="elements per tensor (e.g. 64Mi, 1M, 1000)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of fpclass and onnxruntime")
+    parser.add_argument("--reference-repeat", type=int, default=1, help="timed runs of onnx.reference")
+    args = parser.parse_args(argv)
+    n = parse_size(args.size)
+    print(f"{n:,} elements, one-node opset-20 model, best of {args.repeat} "
+          f"(onnx.reference: {args.reference_repeat})")
+    header = f"{'dtype':<14}{'op':<7}{'fpclass ms':>11}{'ort ms':>9}{'ref ms':>10}{'vs ort':>9}{'vs ref':>9}"
+    print(header)
+    print("-" * len(header))
+    for name, (dtype, element_type) in DTYPES.items():
+        x = data(dtype, n)
+        for op in OPS:
+            m = model(op, element_type)
+            rep = fpclass.onnx.Backend.prepare(m)
+            ours = rep.run([x])[0]
+            session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x.view(f"u{dtype.itemsize}"), element_type)
+            theirs = session.run_with_ort_values(["y"], {"x": value})[0].numpy()
+            if not np.array_equal(ours, theirs):
+                raise SystemExit(f"{op} {name}: fpclass and onnxruntime disagree")
+            reference = ReferenceEvaluator(m)
+            t_fp = best(lambda: rep.run([x]), args.repeat)
+            t_ort = best(lambda: session.run_with_ort_values(["y"], {"x": value}), args.repeat)
+            with np.errstate(all="ignore"):
+                t_ref = best(lambda: reference.run(None, {"x": x}), args.reference_repeat)
+            print(f"{name:<14}{op:<7}{t_fp * 1e3:>11.1f}{t_ort * 1e3:>9.1f}{t_ref * 1e3:>10.1f}"
+                  f"{t_ort / t_fp:>8.2f}x{t_ref / t_fp:>8.1f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
