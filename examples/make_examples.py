@@ -1,0 +1,161 @@
+"""Write the small example files in this directory, deterministically (same bytes every run).
+
+    python examples/make_examples.py [OUTPUT_DIR]
+
+Each file is a few KB; examples/README.md says what `fpclass scan` reports for each. The writers
+here are minimal on purpose (safetensors and GGUF are written byte by byte), so the examples do not
+depend on the packages that normally write these formats; the ONNX model uses the `onnx` package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+
+import ml_dtypes
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write_safetensors(path, tensors):
+    """tensors: {name: (safetensors dtype, ndarray)}, written in the given order."""
+    header, blobs, pos = {}, [], 0
+    for name, (dtype, a) in tensors.items():
+        data = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [pos, pos + len(data)]}
+        blobs.append(data)
+        pos += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def _gguf_string(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def write_gguf(path, tensors, alignment=32):
+    """tensors: {name: (ggml type id, dims fastest-first, raw bytes)}; GGUF version 3."""
+    kv = [(_gguf_string("general.architecture") + struct.pack("<I", 8) + _gguf_string("example")),
+          (_gguf_string("general.alignment") + struct.pack("<II", 4, alignment))]
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)) + b"".join(kv)
+    data, offsets = b"", []
+    for name, (gtype, dims, raw) in tensors.items():
+        data += b"\0" * (-len(data) % alignment)
+        offsets.append(len(data))
+        data += raw
+    for (name, (gtype, dims, raw)), off in zip(tensors.items(), offsets):
+        out += _gguf_string(name) + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", gtype, off)
+    out += b"\0" * (-len(out) % alignment)
+    with open(path, "wb") as f:
+        f.write(out + data)
+
+
+def q8_0_blocks(values: np.ndarray) -> np.ndarray:
+    """Quantize float32 rows to GGML Q8_0 blocks (fp16 scale d, then 32 int8): (n_blocks, 34) u8."""
+    v = values.reshape(-1, 32).astype(np.float32)
+    d = np.abs(v).max(axis=1) / 127
+    q = np.round(v / np.where(d == 0, 1, d)[:, None]).astype(np.int8)
+    blocks = np.zeros((v.shape[0], 34), np.uint8)
+    blocks[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    blocks[:, 2:] = q.view(np.uint8)
+    return blocks
+
+
+def make(out: str) -> list:
+    rng = np.random.default_rng(7)
+    written = []
+
+    def path(name):
+        written.append(name)
+        return os.path.join(out, name)
+
+    bf16, e5m2 = ml_dtypes.bfloat16, ml_dtypes.float8_e5m2
+    write_safetensors(path("clean.safetensors"), {
+        "embed.weight": ("F32", rng.standard_normal((8, 4)).astype(np.float32)),
+        "layer.0.weight": ("BF16", rng.standard_normal((4, 4)).astype(bf16)),
+        "layer.0.bias": ("F16", np.zeros(4, np.float16)),
+        "position_ids": ("I64", np.arange(8, dtype=np.int64)),
+    })
+
+    w = rng.standard_normal((4, 8)).astype(bf16)
+    w[2, 5] = np.nan
+    scales = np.ones(16, e5m2)
+    scales[15] = -np.inf
+    write_safetensors(path("nan_inf.safetensors"), {
+        "layer.0.weight": ("BF16", w),
+        "layer.0.scale": ("F8_E5M2", scales),
+        "layer.0.bias": ("F32", np.zeros(8, np.float32)),
+    })
+
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    x[0, 0] = np.inf
+    with open(path("arrays.npz"), "wb") as f:
+        np.savez_compressed(f, activations=x, bias=np.zeros(4, np.float16),
+                            labels=np.arange(3, dtype=np.int32))
+    _fix_zip_times(os.path.join(out, "arrays.npz"))
+
+    _onnx(out, rng)
+    os.chmod(os.path.join(out, "tiny.onnx.data"), 0o644)  # onnx creates it private
+    written += ["tiny.onnx", "tiny.onnx.data"]
+
+    token = rng.standard_normal((4, 8)).astype(np.float32)
+    blocks = q8_0_blocks(rng.standard_normal((2, 64)).astype(np.float32))
+    blocks[2, 0:2] = np.array([np.nan], "<f2").view(np.uint8)   # row 1, first block: d = NaN
+    write_gguf(path("tiny.gguf"), {
+        "token_embd.weight": (0, [8, 4], token.tobytes()),
+        "output_norm.weight": (1, [8], np.ones(8, "<f2").tobytes()),
+        "blk.0.attn_q.weight": (8, [64, 2], blocks.tobytes()),
+    })
+    return written
+
+
+def _fix_zip_times(path):
+    """Rewrite the archive with fixed member timestamps, so regenerating gives the same bytes."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        members = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for info, data in members:
+            fixed = zipfile.ZipInfo(info.filename, date_time=(2020, 1, 1, 0, 0, 0))
+            z.writestr(fixed, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=6)
+
+
+def _onnx(out, rng):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "W")
+    b = numpy_helper.from_array(np.full(4, 0.5, np.float32), "B")
+    half = helper.make_tensor("half", TensorProto.FLOAT16, [2],
+                              np.array([1.0, -2.0], np.float16).view(np.uint16).tolist())
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["XW"]),
+         helper.make_node("Add", ["XW", "B"], ["Y0"]),
+         helper.make_node("Constant", [], ["H"], name="const_half", value=half),
+         helper.make_node("Cast", ["H"], ["Hf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["Y0", "Hf"], ["Y"])],
+        "tiny", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], initializer=[w, b])
+    model = helper.make_model(graph, producer_name="fpclass-examples",
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    for name in ("tiny.onnx", "tiny.onnx.data"):
+        if os.path.exists(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
+    # W goes to tiny.onnx.data; B (16 bytes) stays inline in raw_data.
+    onnx.save_model(model, os.path.join(out, "tiny.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="tiny.onnx.data", size_threshold=32)
+
+
+if __name__ == "__main__":
+    target = sys.argv[1] if len(sys.argv) > 1 else HERE
+    os.makedirs(target, exist_ok=True)
+    for name in make(target):
+        print(os.path.join(target, name))

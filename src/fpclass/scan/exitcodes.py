@@ -1,0 +1,13 @@
+"""The exit codes of `fpclass scan`, one meaning each."""
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """0 clean; 1 a value of a `--fail-on` class was found; 2 something could not be checked;
+    130 interrupted. Found and inconclusive together give 1: a definite finding wins."""
+
+    CLEAN = 0
+    FOUND = 1
+    INCONCLUSIVE = 2
+    INTERRUPTED = 130

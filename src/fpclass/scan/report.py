@@ -1,0 +1,205 @@
+"""The scan's data model: per-tensor results, file problems, the summary, the exit code, and the
+JSON document (schema "fpclass.scan/1", documented in docs/scan.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .exitcodes import ExitCode
+from .tasks import CHECK, NOT_APPLICABLE, UNCHECKED
+
+SCHEMA = "fpclass.scan/1"
+CHECKED = "checked"
+
+#: The classes a scan counts, as named in --fail-on, JSON keys and locations.
+CLASSES = ("nan", "posinf", "neginf")
+#: --fail-on spellings and the classes they stand for.
+FAIL_ON_NAMES = {"nan": {"nan"}, "inf": {"posinf", "neginf"}, "posinf": {"posinf"},
+                 "+inf": {"posinf"}, "neginf": {"neginf"}, "-inf": {"neginf"},
+                 "any": set(CLASSES)}
+
+
+def parse_fail_on(spec) -> frozenset:
+    """The classes named by `spec` ("nan,inf" or an iterable of names); ValueError naming the
+    accepted names otherwise. An empty spec fails on nothing."""
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: set = set()
+    for name in (n.strip().lower() for n in names):
+        if not name:
+            continue
+        if name not in FAIL_ON_NAMES:
+            raise ValueError(f"unknown --fail-on class {name!r}; accepted: "
+                             + ", ".join(FAIL_ON_NAMES))
+        out |= FAIL_ON_NAMES[name]
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A non-finite value: its N-d index in the tensor, its class, and for block-quantized
+    tensors the block field that holds it."""
+
+    index: tuple
+    cls: str
+    field: str = ""
+
+    def to_json(self) -> dict:
+        out = {"index": list(self.index), "class": self.cls}
+        if self.field:
+            out["field"] = self.field
+        return out
+
+
+@dataclass(frozen=True)
+class TensorResult:
+    """What run_task found for one task: counts, first locations (C order, or block order), or
+    why nothing could be checked. Small and picklable."""
+
+    file: str
+    name: str
+    dtype: str
+    shape: tuple
+    status: str                 # checked | not_applicable | unchecked | file | problem
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    locations: tuple = ()
+    values_checked: int = 0
+    bytes_checked: int = 0
+    reason: str = ""
+    first: int = 0              # first item of the part this result covers
+
+    @property
+    def key(self) -> tuple:
+        return (self.file, self.name)
+
+    @property
+    def elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nonfinite(self) -> int:
+        return self.nan + self.posinf + self.neginf
+
+    def counts(self) -> dict:
+        return {"nan": self.nan, "posinf": self.posinf, "neginf": self.neginf}
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "name": self.name, "dtype": self.dtype,
+                "shape": list(self.shape), "elements": self.elements, "status": self.status,
+                "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
+                "locations": [loc.to_json() for loc in self.locations],
+                "values_checked": self.values_checked, "bytes_checked": self.bytes_checked,
+                "reason": self.reason or None}
+
+
+def merge_parts(parts: list, max_locations: int) -> TensorResult:
+    """One result from the results of a tensor's parts (in any order)."""
+    parts = sorted(parts, key=lambda r: r.first)
+    head = parts[0]
+    bad = [p for p in parts if p.status == UNCHECKED]
+    locations = tuple(loc for p in parts for loc in p.locations)[:max_locations]
+    return TensorResult(
+        head.file, head.name, head.dtype, head.shape, UNCHECKED if bad else head.status,
+        sum(p.nan for p in parts), sum(p.posinf for p in parts), sum(p.neginf for p in parts),
+        locations, sum(p.values_checked for p in parts), sum(p.bytes_checked for p in parts),
+        bad[0].reason if bad else "")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file (or directory entry) that could not be read as a whole, with a one-line reason."""
+
+    path: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass
+class ScanReport:
+    """Everything a scan found. `exit_code` follows ExitCode; `to_json()` gives the documented
+    JSON document."""
+
+    tensors: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    files: list = field(default_factory=list)      # (path, format) of every file opened
+    fail_on: frozenset = frozenset(CLASSES)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def checked(self) -> list:
+        return [t for t in self.tensors if t.status == CHECKED]
+
+    @property
+    def unchecked(self) -> list:
+        return [t for t in self.tensors if t.status == UNCHECKED]
+
+    @property
+    def not_applicable(self) -> list:
+        return [t for t in self.tensors if t.status == NOT_APPLICABLE]
+
+    @property
+    def with_findings(self) -> list:
+        return [t for t in self.tensors if t.nonfinite]
+
+    @property
+    def failing(self) -> list:
+        """Tensors holding a value of a class named by fail_on."""
+        return [t for t in self.tensors if any(t.counts()[c] for c in self.fail_on)]
+
+    @property
+    def bytes_checked(self) -> int:
+        return sum(t.bytes_checked for t in self.tensors)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
+        if self.failing:
+            return ExitCode.FOUND
+        if self.problems or self.unchecked:
+            return ExitCode.INCONCLUSIVE
+        return ExitCode.CLEAN
+
+    @property
+    def status(self) -> str:
+        return {ExitCode.CLEAN: "clean", ExitCode.FOUND: "found",
+                ExitCode.INCONCLUSIVE: "inconclusive",
+                ExitCode.INTERRUPTED: "interrupted"}[self.exit_code]
+
+    def summary(self) -> dict:
+        return {
+            "files": len(self.files), "tensors": len(self.tensors),
+            "checked": len(self.checked), "not_applicable": len(self.not_applicable),
+            "unchecked": len(self.unchecked), "problems": len(self.problems),
+            "tensors_with_findings": len(self.with_findings),
+            "nan": sum(t.nan for t in self.tensors),
+            "posinf": sum(t.posinf for t in self.tensors),
+            "neginf": sum(t.neginf for t in self.tensors),
+            "bytes_checked": self.bytes_checked,
+            "seconds": round(self.seconds, 6),
+            "bytes_per_second": round(self.bytes_checked / self.seconds, 1) if self.seconds else None,
+        }
+
+    def to_json(self) -> dict:
+        from .. import __version__
+        return {
+            "schema": SCHEMA, "fpclass_version": __version__,
+            "status": self.status, "exit_code": int(self.exit_code),
+            "interrupted": self.interrupted,
+            "fail_on": [c for c in CLASSES if c in self.fail_on],
+            "summary": self.summary(),
+            "files": [{"path": p, "format": f} for p, f in self.files],
+            "tensors": [t.to_json() for t in self.tensors],
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+__all__ = ["CHECK", "CHECKED", "CLASSES", "Location", "Problem", "ScanReport", "TensorResult",
+           "merge_parts", "parse_fail_on"]

@@ -1,0 +1,199 @@
+"""The `fpclass scan` command line: exit codes, plain / rich / JSON output (validated against the
+schema documented in docs/scan.md), the shipped examples, and `python -m fpclass`."""
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fpclass.cli import main
+from fpclass.scan import ExitCode
+from test_scan_support import safetensors_bytes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def run(*argv, stdout=None):
+    out, err = stdout or io.StringIO(), io.StringIO()
+    code = main(["scan", *map(str, argv)], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def files(tmp_path):
+    def st(name, a):
+        (tmp_path / name).write_bytes(safetensors_bytes({"w": ("F32", a, a.shape)}))
+        return tmp_path / name
+    clean = st("clean.safetensors", np.ones(3, np.float32))
+    bad = st("bad.safetensors", np.array([1, np.nan, -np.inf, np.nan], np.float32))
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"\x05\0\0\0\0\0\0\0{")
+    return clean, bad, broken
+
+
+def test_exit_codes(files):
+    clean, bad, broken = files
+    assert run(clean)[0] == ExitCode.CLEAN == 0
+    assert run(bad)[0] == ExitCode.FOUND == 1
+    assert run(broken)[0] == ExitCode.INCONCLUSIVE == 2
+    assert run(clean, broken)[0] == ExitCode.INCONCLUSIVE   # clean but incomplete is never 0
+    assert run(bad, broken)[0] == ExitCode.FOUND            # mixed: the finding wins
+    assert run(bad, "--fail-on", "posinf")[0] == ExitCode.CLEAN
+    assert run(bad, "--fail-on=-inf")[0] == ExitCode.FOUND
+    assert ExitCode.INTERRUPTED == 130
+
+
+def test_plain_output(files):
+    _, bad, broken = files
+    code, out, err = run(bad, broken, "--max-locations", "2")
+    lines = out.splitlines()
+    assert lines[0] == (f"found: {bad}: w: F32[4]: nan=2 posinf=0 neginf=1 of 4: "
+                        "at [1] nan, [2] neginf, ... 1 more")
+    assert lines[1].startswith(f"problem: {broken}: ")
+    assert lines[-1].startswith("summary: 1 files, 1 tensors (1 checked")
+    assert lines[-1].endswith("-> found (exit 1)")
+    assert err == ""
+    code, out, _ = run(bad, "--quiet")
+    assert not any(line.startswith("summary") for line in out.splitlines())
+
+
+def test_rich_table_on_a_terminal(files):
+    _, bad, _ = files
+    code, out, _ = run(bad, stdout=Terminal())
+    assert code == 1 and "┃" in out and "F32" in out and "summary:" in out
+
+
+def test_bad_arguments(files):
+    clean, _, _ = files
+    code, out, err = run(clean, "--fail-on", "nope")
+    assert code == 2 and "accepted" in err and err.count("\n") == 1
+    code, _, err = run(clean, "--threads", "0")
+    assert code == 2 and "--threads" in err
+    assert main(["scan"], stdout=io.StringIO(), stderr=io.StringIO()) == 2
+    out = io.StringIO()
+    assert main(["scan", "--help"], stdout=out, stderr=io.StringIO()) == 0
+    assert "--fail-on" in out.getvalue()
+
+
+def test_internal_error_is_one_line_unless_traceback(files, monkeypatch):
+    clean, _, _ = files
+    from fpclass.scan import engine
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+    monkeypatch.setattr(engine, "plan", boom)
+    code, out, err = run(clean)
+    assert code == 2 and err.count("\n") == 1 and "kaboom" in err
+    with pytest.raises(RuntimeError):
+        run(clean, "--traceback")
+
+
+def check_schema(doc):
+    """The JSON document against docs/scan.md, field by field."""
+    def expect(obj, spec, where):
+        assert isinstance(obj, dict), where
+        assert set(obj) == set(spec), (where, set(obj) ^ set(spec))
+        for key, kind in spec.items():
+            value = obj[key]
+            if isinstance(kind, tuple):
+                assert isinstance(value, kind), (where, key, value)
+            else:
+                assert kind(value), (where, key, value)
+
+    nat = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
+    expect(doc, {"schema": lambda v: v == "fpclass.scan/1", "fpclass_version": (str,),
+                 "status": lambda v: v in ("clean", "found", "inconclusive", "interrupted"),
+                 "exit_code": lambda v: v in (0, 1, 2, 130), "interrupted": (bool,),
+                 "fail_on": lambda v: set(v) <= {"nan", "posinf", "neginf"},
+                 "summary": (dict,), "files": (list,), "tensors": (list,), "problems": (list,)},
+           "document")
+    counts = ("files", "tensors", "checked", "not_applicable", "unchecked", "problems",
+              "tensors_with_findings", "nan", "posinf", "neginf", "bytes_checked")
+    expect(doc["summary"], {**{k: nat for k in counts}, "seconds": lambda v: v >= 0,
+                            "bytes_per_second": lambda v: v is None or v >= 0}, "summary")
+    for f in doc["files"]:
+        expect(f, {"path": (str,), "format": lambda v: v in (
+            "safetensors", "safetensors-index", "npy", "npz", "onnx", "gguf")}, "file")
+    for p in doc["problems"]:
+        expect(p, {"path": (str,), "reason": lambda v: isinstance(v, str) and "\n" not in v}, "problem")
+    for t in doc["tensors"]:
+        expect(t, {"file": (str,), "name": (str,), "dtype": (str,),
+                   "shape": lambda v: isinstance(v, list) and all(map(nat, v)), "elements": nat,
+                   "status": lambda v: v in ("checked", "not_applicable", "unchecked"),
+                   "nan": nat, "posinf": nat, "neginf": nat, "locations": (list,),
+                   "values_checked": nat, "bytes_checked": nat,
+                   "reason": lambda v: v is None or (isinstance(v, str) and "\n" not in v)}, "tensor")
+        assert (t["reason"] is None) == (t["status"] == "checked")
+        for loc in t["locations"]:
+            spec = {"index": lambda v: isinstance(v, list) and all(map(nat, v)),
+                    "class": lambda v: v in ("nan", "posinf", "neginf")}
+            expect(loc, {**spec, "field": (str,)} if "field" in loc else spec, "location")
+            assert len(loc["index"]) in (len(t["shape"]), len(t["shape"]) + 1)  # +1: complex part
+    s = doc["summary"]
+    assert s["tensors"] == len(doc["tensors"]) and s["problems"] == len(doc["problems"])
+    assert s["nan"] == sum(t["nan"] for t in doc["tensors"])
+
+
+def test_json_output_follows_the_schema(files):
+    code, out, err = run(*files, os.path.join(ROOT, "examples"), "--json")
+    doc = json.loads(out)
+    check_schema(doc)
+    assert doc["exit_code"] == code == 1 and doc["status"] == "found"
+
+
+def _documented_lines():
+    """The plain output documented in examples/README.md (the block after the scan command)."""
+    with open(os.path.join(ROOT, "examples", "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    block = re.search(r"```text\n\$ fpclass scan examples\n(.*?)```", text, re.S).group(1)
+    return block.strip().splitlines()
+
+
+def test_examples_give_the_documented_output(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out, _ = run("examples")
+    documented = _documented_lines()
+    got = out.splitlines()
+    assert got[:-1] == documented[:-1]
+    timing = re.compile(r" checked in .*? s( \(.*?/s\))?;")
+    assert timing.sub("", got[-1]) == timing.sub("", documented[-1])
+    assert code == 1
+
+
+def test_python_dash_m(files):
+    clean, _, _ = files
+    proc = subprocess.run([sys.executable, "-m", "fpclass", "scan", str(clean), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["checked"] == 1
+
+
+def test_progress_bar_on_a_terminal_stderr(files):
+    _, bad, _ = files
+    err = Terminal()
+    code = main(["scan", str(bad)], stdout=io.StringIO(), stderr=err)
+    assert code == 1   # the transient bar ran on `err` without disturbing the result
+    code = main(["scan", str(bad), "--quiet"], stdout=io.StringIO(), stderr=(quiet := Terminal()))
+    assert code == 1 and quiet.getvalue() == ""
+
+
+def test_formats_are_detected_by_content(tmp_path):
+    import shutil
+    for name, fmt in [("nan_inf.safetensors", "safetensors"), ("tiny.gguf", "gguf"),
+                      ("arrays.npz", "npz"), ("tiny.onnx", "onnx")]:
+        shutil.copy(os.path.join(ROOT, "examples", name), tmp_path / (fmt + ".bin"))
+    shutil.copy(os.path.join(ROOT, "examples", "tiny.onnx.data"), tmp_path)
+    from fpclass.scan import scan
+    report = scan([tmp_path])
+    assert sorted(f for _, f in report.files) == ["gguf", "npz", "onnx", "safetensors"]
+    assert not report.problems and not report.unchecked
