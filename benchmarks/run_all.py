@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Run every benchmark script in one go and write docs/benchmarks.md from their output.
+
+    python3 dev.py bench            # all of them (several minutes; needs the bench extra)
+    python3 dev.py bench --only core,onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = {  # name -> (script, arguments)
+    "core": ("bench_core.py", []),
+    "onnx": ("bench_onnx.py", []),
+    "openvino": ("bench_openvino.py", []),
+    "directml": ("bench_directml.py", []),
+    "scan": ("bench_scan.py", ["--size-gib", "4"]),
+    "dask": ("bench_dask.py", []),
+}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--only", default=",".join(SCRIPTS), help="comma-separated: " + ",".join(SCRIPTS))
+    ap.add_argument("--out", default=str(HERE.parent / "docs" / "benchmarks.md"))
+    args = ap.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    parts = [
+        "# Benchmarks\n",
+        f"Made by `python3 dev.py bench{'' if args.only == ','.join(SCRIPTS) else ' --only ' + args.only}` "
+        f"on {datetime.date.today()}: {os.cpu_count()} cores ({cpu_name()}), Python "
+        f"{platform.python_version()}. Every ratio compares timings taken in the same run; the "
+        "machine's copy and read bandwidth are measured in that run too.\n",
+    ]
+    failed = 0
+    for name in names:
+        script, extra = SCRIPTS[name]
+        print(f"== {name}", file=sys.stderr, flush=True)
+        run = subprocess.run([sys.executable, str(HERE / script), *extra], capture_output=True, text=True)
+        sys.stderr.write(run.stderr[-2000:])
+        body = run.stdout.strip() if run.returncode == 0 else f"(failed with exit {run.returncode})"
+        failed += run.returncode != 0
+        parts.append(f"## {name}\n\n`python benchmarks/{script} {' '.join(extra)}`\n\n{body}\n")
+    Path(args.out).write_text("\n".join(parts))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
