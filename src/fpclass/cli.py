@@ -4,6 +4,7 @@ streams are injected so tests run it in process."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
@@ -55,7 +56,9 @@ def _parser(out, err) -> _Parser:
                       help="no progress bar and no summary line")
     scan.add_argument("--traceback", action="store_true",
                       help="show internal errors with their traceback")
-    # --scheduler ADDRESS (a dask cluster) will run the same tasks remotely.
+    scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                      help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
+                           "workers read the files from a shared filesystem. Needs fpclass[dask].")
     return parser
 
 
@@ -106,13 +109,28 @@ def _scan(args, out, err) -> int:
     import time
     start = time.perf_counter()
     tasks = engine.plan(args.paths, debug=args.traceback)
-    options = dict(threads=args.threads, max_locations=args.max_locations, debug=args.traceback)
-    if _is_terminal(err) and not args.quiet and not args.json:
-        from .scan.render import Progress
-        with Progress(err, sum(t.nbytes for t in tasks if t.status == "check")) as bar:
-            results, interrupted = engine.execute(tasks, progress=bar.advance, **options)
+    options = dict(max_locations=args.max_locations, debug=args.traceback)
+    if args.scheduler:
+        try:
+            from .dask import distributed
+            execute = functools.partial(distributed.execute, scheduler=args.scheduler)
+        except ImportError as e:
+            err.write(f"fpclass scan: error: {e}\n")
+            return ExitCode.INCONCLUSIVE
     else:
-        results, interrupted = engine.execute(tasks, **options)
+        execute = functools.partial(engine.execute, threads=args.threads)
+    try:
+        if _is_terminal(err) and not args.quiet and not args.json:
+            from .scan.render import Progress
+            with Progress(err, sum(t.nbytes for t in tasks if t.status == "check")) as bar:
+                results, interrupted = execute(tasks, progress=bar.advance, **options)
+        else:
+            results, interrupted = execute(tasks, **options)
+    except (ConnectionError, OSError) as e:
+        if args.traceback:
+            raise
+        err.write(f"fpclass scan: error: cannot reach scheduler {args.scheduler}: {e}\n")
+        return ExitCode.INCONCLUSIVE
     report = engine.assemble(tasks, results, fail_on=fail_on, max_locations=args.max_locations,
                              seconds=time.perf_counter() - start, interrupted=interrupted)
     if args.json:

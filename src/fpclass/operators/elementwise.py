@@ -93,6 +93,15 @@ def _classify(x, query: Query | None, negate: bool, out):
     return result
 
 
+def _dask(name, x, *args, **kwargs):
+    """fpclass.dask's lazy answer for dask input; NotImplemented otherwise (checked by module
+    name, so numpy input never imports dask)."""
+    if type(x).__module__.partition(".")[0] not in ("dask", "distributed"):
+        return NotImplemented
+    from ..dask import dispatch
+    return dispatch(name, x, *args, **kwargs)
+
+
 def _launch():
     """The kernel launcher, imported on first use: importing it imports numba."""
     global _LAUNCH, _FLAT
@@ -108,12 +117,17 @@ _LAUNCH = _FLAT = None
 def isnan(x, out=None):
     """True where `x` is NaN (any sign, payload or quietness); NaT for datetimes; either part for
     complex. Same shape as `x`; a NumPy bool scalar for scalar input; writes into `out` if given."""
+    if (lazy := _dask("isnan", x, out)) is not NotImplemented:
+        return lazy
     return _classify(x, Query.NAN, False, out)
 
 
 def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     """True where `x` is an infinity of a selected sign (ONNX / OpenVINO IsInf attributes).
     Both flags false gives all False. Complex: either part infinite (both signs only)."""
+    lazy = _dask("isinf", x, out, detect_negative=detect_negative, detect_positive=detect_positive)
+    if lazy is not NotImplemented:
+        return lazy
     neg = check_flag("detect_negative", detect_negative)
     pos = check_flag("detect_positive", detect_positive)
     if neg and pos:
@@ -125,6 +139,8 @@ def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
 
 def isfinite(x, out=None):
     """True where `x` is neither NaN nor ±Inf (complex: both parts finite; NaT is not finite)."""
+    if (lazy := _dask("isfinite", x, out)) is not NotImplemented:
+        return lazy
     return _classify(x, Query.NONFINITE, True, out)
 
 

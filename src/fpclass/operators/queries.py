@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..formats import Kind, Query
-from .elementwise import _BY_VALUE, _launch as _kernels, _refuse_complex
+from .elementwise import _BY_VALUE, _dask, _launch as _kernels, _refuse_complex
 from .inputs import as_source, check_flag
 
 
@@ -103,11 +103,15 @@ def _locate(x, query, limit):
 def any_nan(x, axis=None, keepdims=False):
     """Same as numpy's isnan(x).any(axis, keepdims=keepdims), in one pass that stops at the first
     NaN. Empty input gives False."""
+    if (lazy := _dask("any_nan", x, axis, keepdims)) is not NotImplemented:
+        return lazy
     return _any(x, Query.NAN, axis, keepdims)
 
 
 def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as isinf(x, detect_negative=..., detect_positive=...).any(axis), without the mask."""
+    if (lazy := _dask("any_inf", x, axis, keepdims, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
+        return lazy
     query = _inf_query(detect_negative, detect_positive)
     if query not in (Query.INF, None):
         _refuse_complex(x, "any_inf with one sign")
@@ -116,11 +120,15 @@ def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positi
 
 def any_nonfinite(x, axis=None, keepdims=False):
     """Same as (~isfinite(x)).any(axis): is there a NaN or an Inf? Empty input gives False."""
+    if (lazy := _dask("any_nonfinite", x, axis, keepdims)) is not NotImplemented:
+        return lazy
     return _any(x, Query.NONFINITE, axis, keepdims)
 
 
 def all_finite(x, axis=None, keepdims=False):
     """Same as isfinite(x).all(axis): no NaN and no Inf. Empty input gives True."""
+    if (lazy := _dask("all_finite", x, axis, keepdims)) is not NotImplemented:
+        return lazy
     return ~_any(x, Query.NONFINITE, axis, keepdims)
 
 
@@ -128,11 +136,15 @@ def all_finite(x, axis=None, keepdims=False):
 
 def count_nan(x, axis=None, keepdims=False):
     """Same as count_nonzero(isnan(x), axis): int64 counts. Empty input gives 0."""
+    if (lazy := _dask("count_nan", x, axis, keepdims)) is not NotImplemented:
+        return lazy
     return _count(x, Query.NAN, axis, keepdims)
 
 
 def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as count_nonzero(isinf(x, ...), axis), for the selected signs."""
+    if (lazy := _dask("count_inf", x, axis, keepdims, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
+        return lazy
     query = _inf_query(detect_negative, detect_positive)
     if query not in (Query.INF, None):
         _refuse_complex(x, "count_inf with one sign")
@@ -141,6 +153,8 @@ def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_posi
 
 def count_nonfinite(x, axis=None, keepdims=False):
     """Same as count_nonzero(~isfinite(x), axis)."""
+    if (lazy := _dask("count_nonfinite", x, axis, keepdims)) is not NotImplemented:
+        return lazy
     return _count(x, Query.NONFINITE, axis, keepdims)
 
 
@@ -192,6 +206,8 @@ def class_counts(x) -> ClassCounts:
     """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`, in
     one pass. Subnormal means exponent field 0 and mantissa != 0. A NaN's sign is not counted.
     Complex, integer and datetime input raise TypeError. Empty input gives all zeros."""
+    if (lazy := _dask("class_counts", x)) is not NotImplemented:
+        return lazy
     src = as_source(x)
     a = src.array
     if src.format.kind not in (Kind.FLOAT, Kind.NATIVE):
@@ -227,30 +243,42 @@ def _class_counts_by_value(a) -> ClassCounts:
 
 def first_nan(x):
     """The N-d index (a tuple) of the first NaN in C order, or None. Stops at the first hit."""
+    if (lazy := _dask("first_nan", x)) is not NotImplemented:
+        return lazy
     return _first(x, Query.NAN)
 
 
 def first_inf(x, *, detect_negative=True, detect_positive=True):
     """The N-d index of the first infinity of a selected sign in C order, or None."""
+    if (lazy := _dask("first_inf", x, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
+        return lazy
     return _first(x, _inf_query(detect_negative, detect_positive))
 
 
 def first_nonfinite(x):
     """The N-d index of the first NaN or Inf in C order, or None."""
+    if (lazy := _dask("first_nonfinite", x)) is not NotImplemented:
+        return lazy
     return _first(x, Query.NONFINITE)
 
 
 def locate_nan(x, limit=None):
     """Indices of the NaNs in C order as a (k, ndim) int64 array, like np.argwhere(isnan(x)),
     stopping after `limit` hits (None: all)."""
+    if (lazy := _dask("locate_nan", x, limit)) is not NotImplemented:
+        return lazy
     return _locate(x, Query.NAN, limit)
 
 
 def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True):
     """Indices of the selected infinities in C order, (k, ndim), at most `limit`."""
+    if (lazy := _dask("locate_inf", x, limit, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
+        return lazy
     return _locate(x, _inf_query(detect_negative, detect_positive), limit)
 
 
 def locate_nonfinite(x, limit=None):
     """Indices of the NaNs and Infs in C order, (k, ndim), at most `limit`."""
+    if (lazy := _dask("locate_nonfinite", x, limit)) is not NotImplemented:
+        return lazy
     return _locate(x, Query.NONFINITE, limit)
