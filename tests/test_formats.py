@@ -57,3 +57,19 @@ def test_readme_shows_the_table():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert markdown_table() in readme, "regenerate: python -c 'from fpclass.formats.describe import " \
                                        "markdown_table; print(markdown_table())'"
+
+
+@pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
+def test_histogram_gates_contain_their_tests(dtype):
+    # class_counts skips a gated test wherever its gate counted nothing: sound only if every
+    # word the test matches is matched by its gate too.
+    from fpclass.operators.inputs import as_source
+    from fpclass.operators.queries import _HISTOGRAM
+    src = as_source(np.empty(0, dtype))
+    w = ref.all_patterns(dtype).view(src.word)
+    match = lambda t: ((w & t.mask) == t.value) & ((w & t.mask2) != t.value2)
+    tests = {name: src.test(q, neg) for name, q, neg, _ in _HISTOGRAM}
+    for name, _, _, gate in _HISTOGRAM:
+        if gate and tests[name] is not None:
+            assert tests[gate] is not None, (name, gate)
+            assert not (match(tests[name]) & ~match(tests[gate])).any(), (name, gate)

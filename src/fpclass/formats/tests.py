@@ -25,6 +25,7 @@ class Query(enum.Enum):
     NONFINITE = "nonfinite"
     ZERO = "zero"
     SUBNORMAL = "subnormal"
+    TINY = "tiny"           # exponent field zero: zero or subnormal (a superset, for gating)
     NEGATIVE = "negative"   # sign bit set
 
 
@@ -91,6 +92,8 @@ def bit_test(f: Format, query: Query) -> BitTest | None:
         if not f.has_zero:
             return None
         return BitTest(f.magnitude_mask if f.negative_zero else every, 0)
+    if query is Query.TINY:
+        return BitTest(exponent, 0) if f.has_zero or f.has_subnormals else None
     if query is Query.SUBNORMAL:
         return BitTest(exponent, 0, f.mantissa_mask, 0) if f.has_subnormals else None
     if query is Query.NEGATIVE:

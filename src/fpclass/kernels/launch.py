@@ -108,19 +108,23 @@ def _source_plan(a, word, c_order, lanes=1):
     return src, plan(a.shape, [src], reorder=not c_order)
 
 
-def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list) -> np.ndarray:
-    """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test)."""
+def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list, gates=None) -> np.ndarray:
+    """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test).
+    `gates[t] = g` promises test t only matches where test g does (see count_range)."""
     src, p = _source_plan(a, word, c_order=False, lanes=lanes)
     if src is None:
-        return sum((count(_copy(a[ix]), word, lanes, tests) for ix in pieces(a.shape)),
+        return sum((count(_copy(a[ix]), word, lanes, tests, gates) for ix in pieces(a.shape)),
                    np.zeros(len(tests), np.int64))
     table = np.array([list(t) for t in tests], dtype=word).reshape(len(tests), 4)
+    gate = np.full(len(tests), -1, np.int64) if gates is None else np.asarray(gates, np.int64)
     if parallel_ok(p.size):
         rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, len(tests)), np.int64)
-        reductions.count_parallel(src.flat, p.offsets[0], p.strides[0], p.shape, table, lanes, BLOCK, rows)
+        reductions.count_parallel(src.flat, p.offsets[0], p.strides[0], p.shape, table, gate, lanes,
+                                  BLOCK, rows)
         return rows.sum(axis=0)
     counts = np.zeros(len(tests), np.int64)
-    reductions.count_range(src.flat, p.offsets[0], p.strides[0], p.shape, 0, p.size, table, lanes, counts)
+    reductions.count_range(src.flat, p.offsets[0], p.strides[0], p.shape, 0, p.size, table, gate,
+                           lanes, counts)
     return counts
 
 

@@ -18,8 +18,16 @@ FIND_BLOCK = 1 << 14
 def _count_run(src, sp, ss, run, m, v, m2, v2, lanes):
     c = 0
     if lanes == 1 and ss == 1:
-        for k in range(np.uint64(run)):
-            c += hit(src[sp + k], m, v, m2, v2)
+        # 32-bit partial sums: LLVM then packs 2x more lanes per vector than with int64,
+        # which doubles the speed on 8- and 16-bit words (measured).
+        k = 0
+        while k < run:
+            end = min(run, k + 65535)
+            part = np.uint32(0)
+            for j in range(np.uint64(k), np.uint64(end)):
+                part = np.uint32(part + np.uint32(hit(src[sp + j], m, v, m2, v2)))
+            c += part
+            k = end
     elif lanes == 1:
         for k in range(run):
             c += hit(src[np.uint64(sp + k * ss)], m, v, m2, v2)
@@ -31,32 +39,40 @@ def _count_run(src, sp, ss, run, m, v, m2, v2, lanes):
 
 
 @njit(**JIT)
-def count_range(src, s_off, s_str, shape, start, stop, tests, lanes, counts):
+def count_range(src, s_off, s_str, shape, start, stop, tests, gates, lanes, counts):
     """counts[t] += how many elements at C-order positions start..stop match tests[t]
-    (tests: a (T, 4) array of mask, value, mask2, value2 words)."""
+    (tests: a (T, 4) array of mask, value, mask2, value2 words). A test with gates[t] = g >= 0
+    only matches where test g does, so it is skipped on runs where test g counted nothing: a
+    class histogram of clean data then costs a few tests per element, not all of them."""
     idx = np.empty(shape.size, np.int64)
     seek(shape, start, idx)
     ss = s_str[shape.size - 1]
+    in_run = np.zeros(tests.shape[0], np.int64)
     pos = start
     while pos < stop:
         run = run_length(idx, shape, pos, stop)
         sp = np.uint64(word_at(idx, s_str, s_off))
         for t in range(tests.shape[0]):
-            counts[t] += _count_run(src, sp, ss, run, tests[t, 0], tests[t, 1], tests[t, 2],
-                                    tests[t, 3], lanes)
+            g = gates[t]
+            if g >= 0 and in_run[g] == 0:
+                in_run[t] = 0
+                continue
+            in_run[t] = _count_run(src, sp, ss, run, tests[t, 0], tests[t, 1], tests[t, 2],
+                                   tests[t, 3], lanes)
+            counts[t] += in_run[t]
         pos += run
         advance(idx, shape, run)
 
 
 @njit(parallel=True, **JIT)
-def count_parallel(src, s_off, s_str, shape, tests, lanes, block, counts):
+def count_parallel(src, s_off, s_str, shape, tests, gates, lanes, block, counts):
     """count_range over the whole plan; counts is (tasks, T), one row per task of `block`."""
     total = 1
     for n in shape:
         total *= n
     for t in prange(counts.shape[0]):
         count_range(src, s_off, s_str, shape, t * block, min(total, (t + 1) * block), tests,
-                    lanes, counts[t])
+                    gates, lanes, counts[t])
 
 
 @njit(**JIT)

@@ -196,10 +196,21 @@ class ClassCounts(NamedTuple):
         return sum(self)
 
 
-#: The bit tests behind a class histogram: (query, restricted to the sign bit set).
-_HISTOGRAM = [(Query.NAN, False), (Query.NAN, True), (Query.POSINF, False), (Query.NEGINF, False),
-              (Query.ZERO, False), (Query.ZERO, True), (Query.SUBNORMAL, False),
-              (Query.SUBNORMAL, True), (Query.NEGATIVE, False)]
+#: The bit tests behind a class histogram: (name, query, sign bit set, gate). A gated test only
+#: matches where its gate does, so the kernel skips it wherever the gate counted nothing.
+_HISTOGRAM = [
+    ("nonfinite", Query.NONFINITE, False, None),
+    ("tiny", Query.TINY, False, None),
+    ("neg", Query.NEGATIVE, False, None),
+    ("nan", Query.NAN, False, "nonfinite"),
+    ("nan_neg", Query.NAN, True, "nan"),
+    ("pinf", Query.POSINF, False, "nonfinite"),
+    ("ninf", Query.NEGINF, False, "nonfinite"),
+    ("zero", Query.ZERO, False, "tiny"),
+    ("zero_neg", Query.ZERO, True, "zero"),
+    ("sub", Query.SUBNORMAL, False, "tiny"),
+    ("sub_neg", Query.SUBNORMAL, True, "sub"),
+]
 
 
 def class_counts(x) -> ClassCounts:
@@ -215,15 +226,19 @@ def class_counts(x) -> ClassCounts:
                         "(for complex, count x.real and x.imag separately)")
     if src.by_value:
         return _class_counts_by_value(a)
-    tests = [src.test(q, negative) for q, negative in _HISTOGRAM]
-    present = [t for t in tests if t is not None]
-    got = iter(_kernels().count(a, src.word, 1, present) if present and a.size else [0] * len(present))
-    nan, nan_neg, pinf, ninf, zero, zero_neg, sub, sub_neg, neg = (
-        0 if t is None else int(next(got)) for t in tests)
-    neg_normal = neg - nan_neg - ninf - zero_neg - sub_neg
+    named = [(name, src.test(q, negative), gate) for name, q, negative, gate in _HISTOGRAM]
+    named = [(name, t, gate) for name, t, gate in named if t is not None]
+    slot = {name: i for i, (name, _, _) in enumerate(named)}
+    tests = [t for _, t, _ in named]
+    gates = [slot.get(gate, -1) for _, _, gate in named]
+    counts = _kernels().count(a, src.word, 1, tests, gates) if a.size else np.zeros(len(tests))
+    c = {name: int(counts[i]) for name, i in slot.items()}
+    get = lambda name: c.get(name, 0)
+    nan, pinf, ninf, zero, sub = get("nan"), get("pinf"), get("ninf"), get("zero"), get("sub")
+    neg_normal = get("neg") - get("nan_neg") - ninf - get("zero_neg") - get("sub_neg")
     pos_normal = a.size - nan - pinf - ninf - zero - sub - neg_normal
-    return ClassCounts(nan, pinf, ninf, zero - zero_neg, zero_neg, sub - sub_neg, sub_neg,
-                       pos_normal, neg_normal)
+    return ClassCounts(nan, pinf, ninf, zero - get("zero_neg"), get("zero_neg"), sub - get("sub_neg"),
+                       get("sub_neg"), pos_normal, neg_normal)
 
 
 def _class_counts_by_value(a) -> ClassCounts:
