@@ -214,7 +214,9 @@ def test_signalling_nans_never_warn():
         check_all_ops(x)
 
 
-def test_large_arrays_use_the_parallel_path_correctly():
+def test_large_arrays_use_the_parallel_path_correctly(monkeypatch):
+    from fpclass.kernels import launch
+    monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)  # the threaded path, on a small array
     x = ref.random_bits(np.float16, 3_000_001, seed=9)
     np.testing.assert_array_equal(fpclass.isnan(x), ref.isnan(x))
     np.testing.assert_array_equal(fpclass.isfinite(x[::-3]), ref.isfinite(x[::-3]))

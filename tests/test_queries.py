@@ -67,7 +67,11 @@ def test_random_bits_and_specials(dtype):
 @pytest.mark.parametrize("position", [0, 1, (1 << 14) - 1, 1 << 14, (1 << 16) - 1, 1 << 16,
                                       (1 << 18) + 7, 3_000_000 - 1])
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn], ids=str)
-def test_single_hit_at_block_boundaries(position, dtype):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_single_hit_at_block_boundaries(position, dtype, threaded, monkeypatch):
+    from fpclass.kernels import launch
+    if threaded:  # the threaded count and the rounds of the early-exit search
+        monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)
     x = np.ones(3_000_000, dtype)
     x[position] = np.nan
     assert fpclass.first_nan(x) == (position,)

@@ -20,7 +20,7 @@ U8 = np.dtype(np.uint8)
 
 #: Below this many elements one thread is faster than waking numba's pool (measured: see
 #: docs/benchmarks.md).
-PARALLEL_MIN = 1 << 18
+PARALLEL_MIN = 1 << 22
 #: Elements per parallel task.
 BLOCK = 1 << 16
 #: Odd layouts (strides that are not whole words, unaligned data) are copied in pieces this big.
