@@ -24,6 +24,13 @@ def test_capabilities_match_the_values(dtype):
     assert f.itemsize == dtype.itemsize
 
 
+def test_complex_capabilities_are_their_parts():
+    for name, part in [("complex64", np.float32), ("complex128", np.float64), ("complex32", np.float16),
+                       ("bcomplex32", ml_dtypes.bfloat16)]:
+        f, p = formats.FORMATS[name], formats.format_of(part)
+        assert (f.has_nan, f.has_inf) == (p.has_nan, p.has_inf) == (True, True)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=str)
 def test_numpy_layouts(dtype):
     f = formats.format_of(dtype)
@@ -40,7 +47,7 @@ def test_byteswapped_test_reads_swapped_words():
     assert np.array_equal(native, ((swapped & s.mask) == s.value) & ((swapped & s.mask2) != s.value2))
 
 
-def test_with_sign_never_matches_positive_words():
+def test_fnuz_has_no_negative_zero():
     f = formats.format_of(ml_dtypes.float8_e4m3fnuz)
     assert bit_test(f, Query.ZERO).with_sign(f.sign_mask) is None   # fnuz has no -0
 

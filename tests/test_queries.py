@@ -130,8 +130,25 @@ def test_inf_signs_and_complex():
     assert fpclass.count_nan(z) == 1 and fpclass.first_inf(z) == (2,)
     with pytest.raises(TypeError, match="complex"):
         fpclass.class_counts(z)
-    with pytest.raises(TypeError, match="complex"):
-        fpclass.any_inf(z, detect_negative=False)
+    for query in (fpclass.any_inf, fpclass.count_inf, fpclass.first_inf, fpclass.locate_inf):
+        with pytest.raises(TypeError, match="complex"):
+            query(z, detect_negative=False)
+        with pytest.raises(TypeError, match="complex"):
+            query(z, detect_negative=False, detect_positive=False)
+
+
+def test_limit_zero_and_limits_beyond_the_size():
+    x = np.array([np.nan, 1, np.nan], np.float32)
+    assert fpclass.locate_nan(x, limit=0).shape == (0, 1)
+    np.testing.assert_array_equal(fpclass.locate_nan(x, limit=10**9), [[0], [2]])
+
+
+def test_odd_strides_go_through_pieces():
+    record = np.zeros(5000, dtype=[("pad", "u1"), ("v", "<f4")])
+    record["v"] = ref.random_bits(np.float32, 5000, seed=8)
+    v = record["v"]                       # stride 5: copied piece by piece
+    check_queries(v)
+    check_counts(v)
 
 
 def test_errors():

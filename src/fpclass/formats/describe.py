@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from .table import FORMATS, Kind, NaN
-
-_NAN_TEXT = {NaN.IEEE: "exponent all ones, mantissa ≠ 0", NaN.MAX_MAGNITUDE: "S.1111.111 (±)",
-             NaN.NEGATIVE_ZERO: "0x80 only", NaN.ALL_ONES: "0xFF only", NaN.NONE: "none"}
+from .table import FORMATS, Kind
 
 
 def markdown_table() -> str:
@@ -16,7 +13,7 @@ def markdown_table() -> str:
     for f in FORMATS.values():
         if f.kind is Kind.FLOAT:
             layout = f"{int(f.signed)}/{f.exponent_bits}/{f.mantissa_bits}"
-            rows.append(f"| {f.name} | {f.bits} | {layout} | {_NAN_TEXT[f.nan]} | {yes(f.inf)} | "
+            rows.append(f"| {f.name} | {f.bits} | {layout} | {f.nan.value} | {yes(f.inf)} | "
                         f"{yes(f.signed and f.negative_zero)} | {yes(f.has_subnormals)} |")
         else:
             rows.append(f"| {f.name} | {8 * f.itemsize} | two {f.component} parts | either part | "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from .table import FORMATS, ML_DTYPES_INTEGERS, Format, Kind
@@ -52,5 +50,3 @@ def component_format(f: Format) -> Format | None:
     """The format of each part of a COMPLEX format (None for clongdouble, classified by value)."""
     return FORMATS.get(f.component) if f.component else None
 
-
-BYTEORDER = sys.byteorder

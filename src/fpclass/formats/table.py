@@ -25,8 +25,8 @@ class NaN(enum.Enum):
     """Which bit patterns of a FLOAT format are NaN."""
 
     NONE = "none"                    # every pattern is a number (float6, float4)
-    IEEE = "exponent all ones, mantissa != 0"
-    MAX_MAGNITUDE = "S.1111.111 only (both signs)"  # the *fn formats: the slot Inf would use is a number
+    IEEE = "exponent all ones, mantissa ≠ 0"
+    MAX_MAGNITUDE = "S.1111.111 (both signs)"  # the *fn formats: the slot Inf would use is a number
     NEGATIVE_ZERO = "0x80 only"      # the *fnuz formats: the -0 pattern is the single NaN
     ALL_ONES = "0xFF only"           # e8m0: unsigned exponent-only scale
 
@@ -76,10 +76,14 @@ class Format:
     # -- capabilities --------------------------------------------------------------------------
     @property
     def has_nan(self) -> bool:
+        if self.kind is Kind.COMPLEX:
+            return FORMATS[self.component].has_nan if self.component else True
         return self.nan is not NaN.NONE or self.kind is Kind.DATETIME or self.kind is Kind.NATIVE
 
     @property
     def has_inf(self) -> bool:
+        if self.kind is Kind.COMPLEX:
+            return FORMATS[self.component].has_inf if self.component else True
         return self.inf or self.kind is Kind.NATIVE
 
     @property

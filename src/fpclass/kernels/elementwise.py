@@ -29,15 +29,16 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
         sp = word_at(idx, s_str, s_off)
         dp = word_at(idx, d_str, d_off)
         # Unsigned indices: numba then skips its negative-index wraparound, which blocks SIMD.
-        sp = np.uint64(sp)
-        dp = np.uint64(dp)
+        # Offsets stay int64 and only the finished index is cast (uint64 + int64 is float64).
         if lanes == 1:
             if accumulate:
                 for k in range(run):
                     dst[np.uint64(dp + k * ds)] += hit(src[np.uint64(sp + k * ss)], m, v, m2, v2)
             elif ss == 1 and ds == 1:  # the common case: a separate loop LLVM can vectorize
+                s0 = np.uint64(sp)
+                d0 = np.uint64(dp)
                 for k in range(np.uint64(run)):
-                    dst[dp + k] = hit(src[sp + k], m, v, m2, v2) ^ negate
+                    dst[d0 + k] = hit(src[s0 + k], m, v, m2, v2) ^ negate
             else:
                 for k in range(run):
                     dst[np.uint64(dp + k * ds)] = hit(src[np.uint64(sp + k * ss)], m, v, m2, v2) ^ negate

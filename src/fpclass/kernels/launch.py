@@ -14,7 +14,7 @@ import numpy as np
 import numba
 
 from . import elementwise, reductions
-from .layout import Plan, Words, as_words, plan
+from .layout import Plan, as_words, plan
 
 U8 = np.dtype(np.uint8)
 
@@ -56,6 +56,11 @@ def _first_flat(ix, shape) -> int:
     return int(np.ravel_multi_index(first, shape)) if shape else 0
 
 
+def _part(out: np.ndarray, ix) -> np.ndarray:
+    """The view of `out` at piece `ix` (indexing a 0-d array with () would give a scalar)."""
+    return out[ix] if ix else out
+
+
 def _copy(piece) -> np.ndarray:
     """A fresh, aligned, C-contiguous copy (ascontiguousarray would keep unaligned data as is)."""
     return np.array(piece, order="C", copy=True)
@@ -87,7 +92,7 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     src = as_words(a, word)
     if src is None:  # strides or address not whole words: copy piece by piece, never whole
         for ix in pieces(a.shape):
-            mask(_copy(a[ix]), word, lanes, test, negate, out[ix])
+            mask(_copy(a[ix]), word, lanes, test, negate, _part(out, ix))
         return
     dst = as_words(out, U8)
     p = plan(a.shape, [src, dst], reorder=True)
@@ -99,31 +104,36 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
 
 
 def _source_plan(a, word, c_order, lanes=1):
+    """(flat words, plan) for reading `a`, or (None, None) when its layout needs copying."""
     fast = _contiguous(a, word, lanes)
     if fast is not None:
-        return Words(fast[0], 0, ()), fast[1]
+        return fast
     src = as_words(a, word)
     if src is None:
         return None, None
-    return src, plan(a.shape, [src], reorder=not c_order)
+    return src.flat, plan(a.shape, [src], reorder=not c_order)
 
 
 def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list, gates=None) -> np.ndarray:
     """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test).
     `gates[t] = g` promises test t only matches where test g does (see count_range)."""
-    src, p = _source_plan(a, word, c_order=False, lanes=lanes)
-    if src is None:
-        return sum((count(_copy(a[ix]), word, lanes, tests, gates) for ix in pieces(a.shape)),
-                   np.zeros(len(tests), np.int64))
+    if gates is not None:
+        assert all(g < t for t, g in enumerate(gates)), "a gate must precede the tests it gates"
+    flat, p = _source_plan(a, word, c_order=False, lanes=lanes)
+    if flat is None:
+        total = np.zeros(len(tests), np.int64)
+        for ix in pieces(a.shape):
+            total += count(_copy(a[ix]), word, lanes, tests, gates)
+        return total
     table = np.array([list(t) for t in tests], dtype=word).reshape(len(tests), 4)
     gate = np.full(len(tests), -1, np.int64) if gates is None else np.asarray(gates, np.int64)
     if parallel_ok(p.size):
         rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, len(tests)), np.int64)
-        reductions.count_parallel(src.flat, p.offsets[0], p.strides[0], p.shape, table, gate, lanes,
+        reductions.count_parallel(flat, p.offsets[0], p.strides[0], p.shape, table, gate, lanes,
                                   BLOCK, rows)
         return rows.sum(axis=0)
     counts = np.zeros(len(tests), np.int64)
-    reductions.count_range(src.flat, p.offsets[0], p.strides[0], p.shape, 0, p.size, table, gate,
+    reductions.count_range(flat, p.offsets[0], p.strides[0], p.shape, 0, p.size, table, gate,
                            lanes, counts)
     return counts
 
@@ -134,7 +144,7 @@ def count_into(a: np.ndarray, word: np.dtype, lanes: int, test, counts: np.ndarr
     src = as_words(a, word)
     if src is None:
         for ix in pieces(a.shape):
-            count_into(_copy(a[ix]), word, lanes, test, counts[ix])
+            count_into(_copy(a[ix]), word, lanes, test, _part(counts, ix))
         return
     dst = as_words(counts, np.dtype(np.int64))
     p = plan(a.shape, [src, dst], reorder=True)
@@ -145,18 +155,20 @@ def count_into(a: np.ndarray, word: np.dtype, lanes: int, test, counts: np.ndarr
 
 def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndarray:
     """C-order flat positions of the first `limit` elements of `a` matching `test` (int64)."""
-    src, p = _source_plan(a, word, c_order=True, lanes=lanes)
-    if src is None:
-        hits = []
+    if limit <= 0:
+        return np.empty(0, np.int64)
+    flat, p = _source_plan(a, word, c_order=True, lanes=lanes)
+    if flat is None:
+        hits, found = [], 0
         for ix in pieces(a.shape):
-            piece = _copy(a[ix])
-            found = find(piece, word, lanes, test, limit - sum(map(len, hits)))
-            hits.append(found + _first_flat(ix, a.shape))
-            if sum(map(len, hits)) == limit:
+            more = find(_copy(a[ix]), word, lanes, test, limit - found)
+            hits.append(more + _first_flat(ix, a.shape))
+            found += more.size
+            if found == limit:
                 break
         return np.concatenate(hits) if hits else np.empty(0, np.int64)
     m, v, m2, v2 = scalars(test, word)
-    args = (src.flat, p.offsets[0], p.strides[0], p.shape)
+    args = (flat, p.offsets[0], p.strides[0], p.shape)
     if limit == 1 and parallel_ok(p.size):
         return _first_in_rounds(args, (m, v, m2, v2, lanes), p.size)
     found = np.empty(min(limit, p.size), np.int64)

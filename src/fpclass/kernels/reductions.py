@@ -1,7 +1,7 @@
 """Read-only kernels: count elements matching bit tests, and find matches in C order with early exit.
 
-Both read the data once and build no mask. Counting walks a task's range test by test over each
-run; runs are at most a task long (BLOCK elements), so the repeated passes hit cache, not memory.
+Both read the data once and build no mask. Counting walks its range test by test over each run;
+runs are cut to COUNT_RUN elements, so the repeated passes hit cache, not memory.
 """
 
 import numpy as np
@@ -12,6 +12,8 @@ from .walk import JIT, advance, hit, run_length, seek, word_at
 #: Positions counted before `find_range` stops to look for the exact one: large enough for
 #: a vectorized count, small enough that an early hit answers in microseconds.
 FIND_BLOCK = 1 << 14
+#: Longest run counted test by test: its words stay in L1/L2 cache between the passes.
+COUNT_RUN = 1 << 14
 
 
 @njit(**JIT)
@@ -19,15 +21,12 @@ def _count_run(src, sp, ss, run, m, v, m2, v2, lanes):
     c = 0
     if lanes == 1 and ss == 1:
         # 32-bit partial sums: LLVM then packs 2x more lanes per vector than with int64,
-        # which doubles the speed on 8- and 16-bit words (measured).
-        k = 0
-        while k < run:
-            end = min(run, k + 65535)
-            part = np.uint32(0)
-            for j in range(np.uint64(k), np.uint64(end)):
-                part = np.uint32(part + np.uint32(hit(src[sp + j], m, v, m2, v2)))
-            c += part
-            k = end
+        # which doubles the speed on 8- and 16-bit words (measured). run <= COUNT_RUN < 2**32.
+        s0 = np.uint64(sp)
+        part = np.uint32(0)
+        for j in range(np.uint64(run)):
+            part = np.uint32(part + np.uint32(hit(src[s0 + j], m, v, m2, v2)))
+        c = part
     elif lanes == 1:
         for k in range(run):
             c += hit(src[np.uint64(sp + k * ss)], m, v, m2, v2)
@@ -50,8 +49,8 @@ def count_range(src, s_off, s_str, shape, start, stop, tests, gates, lanes, coun
     in_run = np.zeros(tests.shape[0], np.int64)
     pos = start
     while pos < stop:
-        run = run_length(idx, shape, pos, stop)
-        sp = np.uint64(word_at(idx, s_str, s_off))
+        run = min(run_length(idx, shape, pos, stop), COUNT_RUN)
+        sp = word_at(idx, s_str, s_off)
         for t in range(tests.shape[0]):
             g = gates[t]
             if g >= 0 and in_run[g] == 0:
@@ -83,6 +82,8 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
     idx = np.empty(shape.size, np.int64)
     ss = s_str[shape.size - 1]
     n_found = 0
+    if found.size == 0:
+        return 0
     for b0 in range(start, stop, FIND_BLOCK):
         b1 = min(stop, b0 + FIND_BLOCK)
         seek(shape, b0, idx)
@@ -90,7 +91,7 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
         hits = 0
         while pos < b1:
             run = run_length(idx, shape, pos, b1)
-            hits += _count_run(src, np.uint64(word_at(idx, s_str, s_off)), ss, run, m, v, m2, v2, lanes)
+            hits += _count_run(src, word_at(idx, s_str, s_off), ss, run, m, v, m2, v2, lanes)
             pos += run
             advance(idx, shape, run)
         if hits == 0:

@@ -132,7 +132,7 @@ def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     pos = check_flag("detect_positive", detect_positive)
     if neg and pos:
         return _classify(x, Query.INF, False, out)
-    _refuse_complex(x, "isinf with one sign")
+    _refuse_complex(x, "isinf with one or no sign")
     query = Query.POSINF if pos else Query.NEGINF if neg else None
     return _classify(x, query, False, out)
 

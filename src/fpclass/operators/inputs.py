@@ -47,7 +47,13 @@ def _test(word_format, swapped, nbytes, query, negative):
 def as_source(x) -> Source:
     """`x` (any array-like, scalar, or ndarray of any layout) as a Source; TypeError for dtypes
     fpclass does not classify."""
-    a = x if type(x) is np.ndarray else np.asarray(x)
+    if type(x) is np.ndarray:
+        a = x
+    elif isinstance(x, np.ma.MaskedArray):
+        raise TypeError("fpclass does not take masked arrays (numpy.ma): pass x.data, or "
+                        "x.filled(value), and combine the answer with x.mask yourself")
+    else:
+        a = np.asarray(x)
     return Source(a, *_describe(a.dtype))
 
 

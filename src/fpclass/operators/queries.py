@@ -16,10 +16,15 @@ from .elementwise import _BY_VALUE, _dask, _launch as _kernels, _refuse_complex
 from .inputs import as_source, check_flag
 
 
-def _inf_query(detect_negative, detect_positive) -> Query | None:
+def _inf_query(x, what, detect_negative, detect_positive) -> Query | None:
+    """The query for the selected signs; complex input with one or no sign is refused, as in
+    numpy's isposinf (which part's sign would count?)."""
     neg = check_flag("detect_negative", detect_negative)
     pos = check_flag("detect_positive", detect_positive)
-    return Query.INF if neg and pos else Query.POSINF if pos else Query.NEGINF if neg else None
+    if neg and pos:
+        return Query.INF
+    _refuse_complex(x, f"{what} with one or no sign")
+    return Query.POSINF if pos else Query.NEGINF if neg else None
 
 
 def _count(x, query: Query | None, axis, keepdims) -> np.ndarray | np.int64:
@@ -70,6 +75,7 @@ def _positions(x, query: Query | None, limit):
         limit = a.size
     elif not isinstance(limit, (int, np.integer)) or isinstance(limit, bool) or limit < 0:
         raise ValueError(f"limit must be None or an integer >= 0, got {limit!r}")
+    limit = min(int(limit), a.size)
     if a.size == 0 or query is None or limit == 0:
         flat = np.empty(0, np.int64)
     elif src.by_value:
@@ -78,7 +84,7 @@ def _positions(x, query: Query | None, limit):
         flat = np.empty(0, np.int64)
     else:
         launch = _kernels()
-        if limit == a.size:  # count first, so the buffer holds exactly the hits
+        if limit == a.size:  # count first, so the buffer holds exactly the hits (no a.size buffer)
             limit = int(launch.count(a, src.word, src.lanes, [test])[0])
         flat = launch.find(a, src.word, src.lanes, test, limit) if limit else np.empty(0, np.int64)
     return flat, a.shape
@@ -112,10 +118,7 @@ def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positi
     """Same as isinf(x, detect_negative=..., detect_positive=...).any(axis), without the mask."""
     if (lazy := _dask("any_inf", x, axis, keepdims, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
         return lazy
-    query = _inf_query(detect_negative, detect_positive)
-    if query not in (Query.INF, None):
-        _refuse_complex(x, "any_inf with one sign")
-    return _any(x, query, axis, keepdims)
+    return _any(x, _inf_query(x, "any_inf", detect_negative, detect_positive), axis, keepdims)
 
 
 def any_nonfinite(x, axis=None, keepdims=False):
@@ -145,10 +148,7 @@ def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_posi
     """Same as count_nonzero(isinf(x, ...), axis), for the selected signs."""
     if (lazy := _dask("count_inf", x, axis, keepdims, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
         return lazy
-    query = _inf_query(detect_negative, detect_positive)
-    if query not in (Query.INF, None):
-        _refuse_complex(x, "count_inf with one sign")
-    return _count(x, query, axis, keepdims)
+    return _count(x, _inf_query(x, "count_inf", detect_negative, detect_positive), axis, keepdims)
 
 
 def count_nonfinite(x, axis=None, keepdims=False):
@@ -267,7 +267,7 @@ def first_inf(x, *, detect_negative=True, detect_positive=True):
     """The N-d index of the first infinity of a selected sign in C order, or None."""
     if (lazy := _dask("first_inf", x, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
         return lazy
-    return _first(x, _inf_query(detect_negative, detect_positive))
+    return _first(x, _inf_query(x, "first_inf", detect_negative, detect_positive))
 
 
 def first_nonfinite(x):
@@ -289,7 +289,7 @@ def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True):
     """Indices of the selected infinities in C order, (k, ndim), at most `limit`."""
     if (lazy := _dask("locate_inf", x, limit, detect_negative=detect_negative, detect_positive=detect_positive)) is not NotImplemented:
         return lazy
-    return _locate(x, _inf_query(detect_negative, detect_positive), limit)
+    return _locate(x, _inf_query(x, "locate_inf", detect_negative, detect_positive), limit)
 
 
 def locate_nonfinite(x, limit=None):
