@@ -22,7 +22,7 @@ SCRIPTS = {  # name -> (script, arguments)
     "openvino": ("bench_openvino.py", []),
     "directml": ("bench_directml.py", []),
     "scan": ("bench_scan.py", ["--size-gib", "4"]),
-    "dask": ("bench_dask.py", []),
+    "dask": ("bench_dask.py", ["--gib", "8"]),
 }
 
 

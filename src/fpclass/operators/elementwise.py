@@ -69,6 +69,11 @@ def _classify(x, query: Query | None, negate: bool, out):
         return done
     src = as_source(x)
     a = src.array
+    test = None if query is None else src.test(query)
+    if out is None and test is None and not negate and not src.by_value:
+        # No element can match: zeroed memory from the allocator, never written or read.
+        result = np.zeros(a.shape, bool)
+        return result[()] if a.ndim == 0 else result
     if out is None:
         result = np.empty(a.shape, bool) if a.flags.c_contiguous else np.empty_like(a, bool, order="K")
     else:
@@ -76,7 +81,6 @@ def _classify(x, query: Query | None, negate: bool, out):
     target = result
     if out is not None and a.size and np.may_share_memory(a, out):
         target = np.empty_like(a, dtype=bool, order="K")  # read all input before writing any
-    test = None if query is None else src.test(query)
     if a.size == 0:
         pass
     elif src.by_value:
