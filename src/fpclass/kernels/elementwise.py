@@ -67,10 +67,16 @@ def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lan
 
 
 @njit(**JIT)
-def mask_flat(src, dst, m, v, m2, v2, lanes, negate):
-    """mask_range for a contiguous source: dst[k] = test(element k) ^ negate. Few arguments and
-    no plan, because for small arrays the call itself is the cost."""
-    if lanes == 1:
+def mask_flat(src, dst, test, flags):
+    """mask_range for a contiguous source: dst[k] = test(element k), negated if flags & 1, an
+    element being two words (complex) if flags & 2. Four arguments and no plan: for small
+    arrays numba's per-argument dispatch is most of the cost (8 arguments: 0.8 µs, 4: 0.4 µs)."""
+    m = test[0]
+    v = test[1]
+    m2 = test[2]
+    v2 = test[3]
+    negate = (flags & 1) != 0
+    if flags & 2 == 0:
         for k in range(dst.size):
             dst[k] = hit(src[k], m, v, m2, v2) ^ negate
     else:

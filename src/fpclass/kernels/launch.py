@@ -72,6 +72,14 @@ def scalars(test, word):
     return tuple(word.type(v) for v in test)
 
 
+@functools.lru_cache(maxsize=1024)
+def test_words(test, word) -> np.ndarray:
+    """The test's four constants as an array of the word type (read-only: it is shared)."""
+    words = np.array(list(test), dtype=word)
+    words.flags.writeable = False
+    return words
+
+
 def _contiguous(a: np.ndarray, word: np.dtype, lanes: int):
     """(flat words, plan) for a C-contiguous aligned array without building a plan, else None."""
     if not (a.flags.c_contiguous and a.flags.aligned):
@@ -87,7 +95,8 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     m, v, m2, v2 = scalars(test, word)
     flat = _contiguous(a, word, lanes)
     if flat is not None and out.flags.c_contiguous and not parallel_ok(a.size):
-        elementwise.mask_flat(flat[0], out.reshape(-1), m, v, m2, v2, lanes, negate)
+        flags = int(negate) | (2 if lanes == 2 else 0)
+        elementwise.mask_flat(flat[0], out.reshape(-1), test_words(test, word), flags)
         return
     src = as_words(a, word)
     if src is None:  # strides or address not whole words: copy piece by piece, never whole

@@ -14,11 +14,13 @@ _BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Qu
 _BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)
 #: Contiguous arrays up to this size take `_small`, where the per-call cost is the whole cost.
 _SMALL = 1 << 15
-_PREPARED: dict = {}
+#: Per query: id(dtype) -> (dtype, prepared). Plain int keys: hashing an Enum or a dtype costs
+#: more than the rest of a 1 Ki call.
+_PREPARED: dict = {q: {} for q in list(Query) + [None]}
 
 
 def _prepare(dtype: np.dtype, query: Query | None):
-    """(word, lanes, m, v, m2, v2) for classifying `dtype` by `query` with the flat kernel, or
+    """(word, test words, flags) for classifying `dtype` by `query` with the flat kernel, or
     False where the small path does not apply (classified by value, or no such values)."""
     try:
         src = as_source(np.empty(0, dtype))
@@ -27,46 +29,39 @@ def _prepare(dtype: np.dtype, query: Query | None):
     test = None if query is None else src.test(query)
     if src.by_value or test is None:
         return False
-    return (src.word, src.lanes, *_launch().scalars(test, src.word))
+    return src.word, _launch().test_words(test, src.word), 2 if src.lanes == 2 else 0
 
 
 def _small(x, query, negate, out):
-    """The common case of a small, contiguous ndarray with no or a plain `out`: the same kernel
+    """The common case of a small, C-contiguous ndarray with no or a plain `out`: the same kernel
     and bit test as the general path, minus its planning. None where it does not apply."""
-    if type(x) is not np.ndarray or x.size > _SMALL:
-        return None
-    flags = x.flags
-    if not (flags.c_contiguous and flags.aligned):
+    if type(x) is not np.ndarray or x.size > _SMALL or not x.flags.c_contiguous:
         return None
     dtype = x.dtype
-    # Keyed by id(): hashing a dtype costs more than the rest of a 1 Ki call. The entry keeps
-    # its dtype alive, so the id cannot be reused by another dtype while the entry exists.
-    entry = _PREPARED.get((id(dtype), query))
+    cache = _PREPARED[query]
+    # The entry keeps its dtype alive, so the id cannot be reused by another dtype meanwhile.
+    entry = cache.get(id(dtype))
     if entry is None or entry[0] is not dtype:
-        if len(_PREPARED) > 4096:
-            _PREPARED.clear()
-        entry = _PREPARED[(id(dtype), query)] = (dtype, _prepare(dtype, query))
+        if len(cache) > 1024:
+            cache.clear()
+        entry = cache[id(dtype)] = (dtype, _prepare(dtype, query))
     prepared = entry[1]
     if not prepared or x.size == 0:
         return None
     if out is None:
         result = np.empty(x.shape, _BOOL)
-    elif (type(out) is np.ndarray and out.shape == x.shape and (out.dtype == _BOOL or out.dtype == _U8)
+    elif (type(out) is np.ndarray and out.shape == x.shape and (out.dtype is _BOOL or out.dtype is _U8)
           and out.flags.c_contiguous and out.flags.writeable and not np.may_share_memory(x, out)):
         result = out
     else:
         return None
-    word, lanes, m, v, m2, v2 = prepared
-    src = x.view(word) if x.ndim == 1 else x.reshape(-1).view(word)
-    dst = result if result.ndim == 1 else result.reshape(-1)
-    _FLAT(src, dst, m, v, m2, v2, lanes, negate)
+    word, test, flags = prepared
+    _FLAT(x.view(word) if x.ndim == 1 else x.reshape(-1).view(word),
+          result if result.ndim == 1 else result.reshape(-1), test, flags | negate)
     return result[()] if out is None and x.ndim == 0 else result
 
 
 def _classify(x, query: Query | None, negate: bool, out):
-    done = _small(x, query, negate, out)
-    if done is not None:
-        return done
     src = as_source(x)
     a = src.array
     test = None if query is None else src.test(query)
@@ -121,6 +116,8 @@ _LAUNCH = _FLAT = None
 def isnan(x, out=None):
     """True where `x` is NaN (any sign, payload or quietness); NaT for datetimes; either part for
     complex. Same shape as `x`; a NumPy bool scalar for scalar input; writes into `out` if given."""
+    if (done := _small(x, Query.NAN, False, out)) is not None:
+        return done
     if (lazy := _dask("isnan", x, out)) is not NotImplemented:
         return lazy
     return _classify(x, Query.NAN, False, out)
@@ -129,20 +126,24 @@ def isnan(x, out=None):
 def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     """True where `x` is an infinity of a selected sign (ONNX / OpenVINO IsInf attributes).
     Both flags false gives all False. Complex: either part infinite (both signs only)."""
-    lazy = _dask("isinf", x, out, detect_negative=detect_negative, detect_positive=detect_positive)
-    if lazy is not NotImplemented:
-        return lazy
+    if type(x) is not np.ndarray:
+        lazy = _dask("isinf", x, out, detect_negative=detect_negative, detect_positive=detect_positive)
+        if lazy is not NotImplemented:
+            return lazy
     neg = check_flag("detect_negative", detect_negative)
     pos = check_flag("detect_positive", detect_positive)
-    if neg and pos:
-        return _classify(x, Query.INF, False, out)
-    _refuse_complex(x, "isinf with one or no sign")
-    query = Query.POSINF if pos else Query.NEGINF if neg else None
+    if not (neg and pos):
+        _refuse_complex(x, "isinf with one or no sign")
+    query = Query.INF if neg and pos else Query.POSINF if pos else Query.NEGINF if neg else None
+    if query is not None and (done := _small(x, query, False, out)) is not None:
+        return done
     return _classify(x, query, False, out)
 
 
 def isfinite(x, out=None):
     """True where `x` is neither NaN nor ±Inf (complex: both parts finite; NaT is not finite)."""
+    if (done := _small(x, Query.NONFINITE, True, out)) is not None:
+        return done
     if (lazy := _dask("isfinite", x, out)) is not NotImplemented:
         return lazy
     return _classify(x, Query.NONFINITE, True, out)
