@@ -233,3 +233,21 @@ def test_masked_arrays_are_refused_not_unmasked():
     x = np.ma.masked_array([1.0, np.nan], mask=[False, True])
     with pytest.raises(TypeError, match="masked"):
         fpclass.isnan(x)
+
+
+def test_large_masks_recycle_memory_only_when_every_view_is_gone():
+    from fpclass.operators import outputs
+    x = np.zeros(outputs.POOL_MIN_BYTES, np.float16)
+    x[6] = np.nan
+    first = fpclass.isnan(x)
+    view = first[::2]
+    address = first.ctypes.data
+    del first                              # a view still holds the memory: not recycled
+    second = fpclass.isnan(x)
+    assert second.ctypes.data != address
+    assert view[3] and view.sum() == 1     # the view still reads its own answer
+    del view
+    third = fpclass.isnan(x)               # now the first block is free to reuse
+    assert third.ctypes.data == address
+    np.testing.assert_array_equal(third, np.isnan(x))
+    outputs.release_idle()

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..formats import Query
 from .inputs import as_source, check_flag, check_out
+from .outputs import empty_mask
 
 _BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Query.INF: np.isinf,
              Query.POSINF: np.isposinf, Query.NEGINF: np.isneginf}
@@ -70,7 +71,7 @@ def _classify(x, query: Query | None, negate: bool, out):
         result = np.zeros(a.shape, bool)
         return result[()] if a.ndim == 0 else result
     if out is None:
-        result = np.empty(a.shape, bool) if a.flags.c_contiguous else np.empty_like(a, bool, order="K")
+        result = empty_mask(a.shape) if a.flags.c_contiguous else np.empty_like(a, bool, order="K")
     else:
         result = check_out(out, a.shape)
     target = result

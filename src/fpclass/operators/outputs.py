@@ -1,0 +1,74 @@
+"""Large result masks from a small pool of recycled memory.
+
+A fresh 64 Mi-element mask costs the kernel the operating system's page faults and zeroing: a
+third of an isnan call (measured: 7.7 ms fresh vs 4.9 ms recycled, bfloat16, 2 cores), which is
+where onnxruntime's and OpenVINO's arenas win. A pooled mask is an ordinary bool ndarray; its
+memory returns to the pool only once the mask and every view of it are gone.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+#: Masks smaller than this come from numpy's allocator (the C heap recycles those itself).
+POOL_MIN_BYTES = 8 << 20
+#: At most this many idle bytes are kept for reuse; memory beyond goes back to the system.
+POOL_MAX_IDLE_BYTES = 256 << 20
+
+_idle: dict[int, list[np.ndarray]] = {}
+_idle_bytes = 0
+_lock = threading.Lock()
+
+
+class _Lease:
+    """Lends a pooled block to one mask through the array interface; when the mask (and every
+    view, which keeps the mask alive) is gone, the block goes back to the pool."""
+
+    def __init__(self, block: np.ndarray, shape: tuple):
+        self.block = block
+        self.__array_interface__ = {"shape": shape, "typestr": "|b1", "version": 3,
+                                    "data": (block.ctypes.data, False)}
+
+    def __del__(self):
+        try:
+            _give_back(self.block)
+        except Exception:  # interpreter shutdown: module globals may already be gone
+            pass
+
+
+def _give_back(block: np.ndarray) -> None:
+    global _idle_bytes
+    with _lock:
+        if _idle_bytes + block.nbytes <= POOL_MAX_IDLE_BYTES:
+            _idle.setdefault(block.nbytes, []).append(block)
+            _idle_bytes += block.nbytes
+
+
+def _take(nbytes: int) -> np.ndarray:
+    global _idle_bytes
+    with _lock:
+        blocks = _idle.get(nbytes)
+        if blocks:
+            _idle_bytes -= nbytes
+            return blocks.pop()
+    return np.empty(nbytes, np.uint8)
+
+
+def empty_mask(shape: tuple) -> np.ndarray:
+    """An uninitialised C-contiguous bool array of `shape`, from the pool when it is large."""
+    nbytes = 1
+    for n in shape:
+        nbytes *= n
+    if nbytes < POOL_MIN_BYTES:
+        return np.empty(shape, bool)
+    return np.asarray(_Lease(_take(nbytes), tuple(shape)))
+
+
+def release_idle() -> None:
+    """Return every idle pooled block to the system now."""
+    global _idle_bytes
+    with _lock:
+        _idle.clear()
+        _idle_bytes = 0
