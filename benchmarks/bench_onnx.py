@@ -83,7 +83,12 @@ def main(argv=None) -> int:
             m = model(op, element_type)
             rep = fpclass.onnx.Backend.prepare(m)
             ours = rep.run([x])[0]
-            session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            options = ort.SessionOptions()
+            # onnxruntime's idle workers otherwise spin for a while after each run and steal
+            # the cores from whatever is timed next (measured: fpclass 2x slower right after).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            session = ort.InferenceSession(m.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
             value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x.view(f"u{dtype.itemsize}"), element_type)
             theirs = session.run_with_ort_values(["y"], {"x": value})[0].numpy()
             if not np.array_equal(ours, theirs):

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...operators.outputs import empty_mask
+
 from .errors import InputError
 from .shapes import PartialShape
 from .types import ElementType
@@ -122,7 +124,7 @@ class Model:
             if node.kind.evaluate is None or node.layer.id not in self._needed:
                 continue
             x = values[node.source]
-            out = np.empty(x.shape, dtype=bool)
+            out = empty_mask(x.shape)  # recycled memory for large masks: no page faults
             node.kind.evaluate(x, out, node.options)
             values[(node.layer.id, *node.layer.outputs)] = out
         results, handed_out = [], set(values) - self._computed
