@@ -220,6 +220,25 @@ def numpy_class_counts(x):
             c(sub & neg), c(fin & ~zero & ~sub & ~neg), c(fin & ~zero & ~sub & neg))
 
 
+def threads_section():
+    """Why large arrays use numba's threads and small ones do not (launch.PARALLEL_MIN)."""
+    from fpclass.kernels import launch
+    rows = []
+    default = launch.PARALLEL_MIN
+    for n in (1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26):
+        x = sample(np.dtype(np.float32), n)
+        out = np.empty(n, bool)
+        times = []
+        for threshold in (1, 1 << 62):  # all threaded, all serial
+            launch.PARALLEL_MIN = threshold
+            times.append(best_time(lambda: fpclass.isnan(x, out=out), repeat=9))
+        launch.PARALLEL_MIN = default
+        rows.append([f"{n:,}", f"{times[1] * 1e3:.3f}", f"{times[0] * 1e3:.3f}", ratio(times[0], times[1]),
+                     "threads" if n >= default else "one thread"])
+    return table(["float32 isnan, elements", "one thread ms", "threads ms", "threads speed-up",
+                  "fpclass uses"], rows)
+
+
 def startup_section():
     code_import = "import time; t=time.perf_counter(); import fpclass; print(time.perf_counter()-t)"
     code_call = ("import numpy as np, fpclass, time; x=np.ones(8, np.float32); t=time.perf_counter(); "
@@ -252,6 +271,8 @@ def main():
     print(call_overhead_section(), "\n")
     print("### Fused queries (clean data unless noted)\n")
     print(queries_section(args.elements, bw, args.quick), "\n")
+    print("### Threads\n")
+    print(threads_section(), "\n")
     print("### Startup\n")
     print(startup_section())
 

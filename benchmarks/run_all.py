@@ -36,19 +36,37 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+NOTES = """How to read these tables: "% np.copyto bw" compares bytes read + written per second with
+numpy copying a buffer on one thread (the issue's baseline); "% 2-thread copy bw" with a numba copy
+over both cores, the stricter ceiling. "no read" rows are formats that cannot hold the asked value:
+the format table answers without touching the data. Ratios "N×" are peer time / fpclass time.
+"""
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The '## name' sections of an earlier docs/benchmarks.md, by name."""
+    found, name, lines = {}, None, []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            if name:
+                found[name] = "".join(lines)
+            name, lines = line[3:].strip(), [line]
+        elif name:
+            lines.append(line)
+    if name:
+        found[name] = "".join(lines)
+    return found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--only", default=",".join(SCRIPTS), help="comma-separated: " + ",".join(SCRIPTS))
     ap.add_argument("--out", default=str(HERE.parent / "docs" / "benchmarks.md"))
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n]
-    parts = [
-        "# Benchmarks\n",
-        f"Made by `python3 dev.py bench{'' if args.only == ','.join(SCRIPTS) else ' --only ' + args.only}` "
-        f"on {datetime.date.today()}: {os.cpu_count()} cores ({cpu_name()}), Python "
-        f"{platform.python_version()}. Every ratio compares timings taken in the same run; the "
-        "machine's copy and read bandwidth are measured in that run too.\n",
-    ]
+    out = Path(args.out)
+    # A partial run replaces its own sections and keeps the others (each names its command/date).
+    sections = _sections(out.read_text()) if out.exists() and set(names) != set(SCRIPTS) else {}
     failed = 0
     for name in names:
         script, extra = SCRIPTS[name]
@@ -57,8 +75,16 @@ def main() -> int:
         sys.stderr.write(run.stderr[-2000:])
         body = run.stdout.strip() if run.returncode == 0 else f"(failed with exit {run.returncode})"
         failed += run.returncode != 0
-        parts.append(f"## {name}\n\n`python benchmarks/{script} {' '.join(extra)}`\n\n{body}\n")
-    Path(args.out).write_text("\n".join(parts))
+        command = " ".join(["python", f"benchmarks/{script}", *extra])
+        sections[name] = f"## {name}\n\n`{command}` on {datetime.date.today()}\n\n{body}\n"
+    header = (
+        "# Benchmarks\n\n"
+        f"Made by `python3 dev.py bench` (all sections, or `--only NAME,...` for some) on a machine with "
+        f"{os.cpu_count()} cores ({cpu_name()}), Python {platform.python_version()}. Every ratio "
+        "compares timings taken in the same run; the machine's copy and read bandwidth are measured "
+        "in that run too.\n\n" + NOTES)
+    ordered = [sections[n] for n in SCRIPTS if n in sections]
+    out.write_text("\n".join([header] + ordered))
     print(f"wrote {args.out}", file=sys.stderr)
     return 1 if failed else 0
 
