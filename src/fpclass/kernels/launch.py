@@ -73,9 +73,10 @@ def scalars(test, word):
 
 
 @functools.lru_cache(maxsize=1024)
-def test_words(test, word) -> np.ndarray:
-    """The test's four constants as an array of the word type (read-only: it is shared)."""
-    words = np.array(list(test), dtype=word)
+def test_words(test, word, flags: int = 0) -> np.ndarray:
+    """The test's four constants and mask_flat's flags as an array of the word type (read-only:
+    it is shared)."""
+    words = np.array([*test, flags], dtype=word)
     words.flags.writeable = False
     return words
 
@@ -96,8 +97,8 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     flat = _contiguous(a, word, lanes)
     if flat is not None and out.flags.c_contiguous and not parallel_ok(a.size):
         flags = int(negate) | (2 if lanes == 2 else 0)
-        elementwise.mask_flat(flat[0], out.reshape(-1), test_words(test, word), flags)
-        return
+        if elementwise.mask_flat(flat[0], out.reshape(-1), test_words(test, word, flags)):
+            return
     src = as_words(a, word)
     if src is None:  # strides or address not whole words: copy piece by piece, never whole
         for ix in pieces(a.shape):

@@ -21,8 +21,8 @@ _PREPARED: dict = {q: {} for q in list(Query) + [None]}
 
 
 def _prepare(dtype: np.dtype, query: Query | None):
-    """(word, test words, flags) for classifying `dtype` by `query` with the flat kernel, or
-    False where the small path does not apply (classified by value, or no such values)."""
+    """(word, {negate: mask_flat's test words}) for classifying `dtype` by `query` with the flat
+    kernel, or False where the small path does not apply (by value, or no such values)."""
     try:
         src = as_source(np.empty(0, dtype))
     except TypeError:
@@ -30,7 +30,10 @@ def _prepare(dtype: np.dtype, query: Query | None):
     test = None if query is None else src.test(query)
     if src.by_value or test is None:
         return False
-    return src.word, _launch().test_words(test, src.word), 2 if src.lanes == 2 else 0
+    launch = _launch()
+    lanes = 2 if src.lanes == 2 else 0
+    return src.word, {False: launch.test_words(test, src.word, lanes),
+                      True: launch.test_words(test, src.word, lanes | 1)}
 
 
 def _small(x, query, negate, out):
@@ -51,14 +54,18 @@ def _small(x, query, negate, out):
         return None
     if out is None:
         result = np.empty(x.shape, _BOOL)
-    elif (type(out) is np.ndarray and out.shape == x.shape and (out.dtype is _BOOL or out.dtype is _U8)
-          and out.flags.c_contiguous and out.flags.writeable and not np.may_share_memory(x, out)):
+    elif type(out) is np.ndarray and out.shape == x.shape and (out.dtype is _BOOL or out.dtype is _U8):
+        flags = out.flags
+        if not (flags.c_contiguous and flags.writeable):
+            return None
         result = out
     else:
         return None
-    word, test, flags = prepared
-    _FLAT(x.view(word) if x.ndim == 1 else x.reshape(-1).view(word),
-          result if result.ndim == 1 else result.reshape(-1), test, flags | negate)
+    word, tests = prepared
+    # mask_flat refuses (writes nothing) when out overlaps x; the general path handles that.
+    if not _FLAT(x.view(word) if x.ndim == 1 else x.reshape(-1).view(word),
+                 result if result.ndim == 1 else result.reshape(-1), tests[negate]):
+        return None
     return result[()] if out is None and x.ndim == 0 else result
 
 
