@@ -52,6 +52,15 @@ def test_fnuz_has_no_negative_zero():
     assert bit_test(f, Query.ZERO).with_sign(f.sign_mask) is None   # fnuz has no -0
 
 
+def test_table_names_need_no_ml_dtypes_import():
+    import subprocess
+    import sys
+    code = ("import sys; from fpclass import formats; f = formats.format_of('float8_e4m3fn'); "
+            "print(f.has_inf, f.has_nan, 'ml_dtypes' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "False"]
+
+
 def test_lookup_errors_and_kinds():
     assert formats.format_of(">f8").name == "float64"
     assert formats.format_of(np.int8).kind is formats.Kind.INTEGER

@@ -18,8 +18,11 @@ def _native_name(dtype: np.dtype) -> str:
 
 
 def format_of(dtype) -> Format:
-    """The table row for `dtype` (any byte order). Raises TypeError naming the dtype for kinds
-    fpclass does not classify (object, str, bytes, void/structured)."""
+    """The table row for `dtype` (a dtype, anything np.dtype takes, or a table name such as
+    "float8_e4m3fn"; any byte order). Raises TypeError naming the dtype for kinds fpclass does not
+    classify (object, str, bytes, void/structured)."""
+    if isinstance(dtype, str) and dtype in FORMATS:  # a table name, with or without ml_dtypes loaded
+        return FORMATS[dtype]
     dtype = np.dtype(dtype)
     if dtype.names is None and dtype.subdtype is None:
         name = _native_name(dtype)
