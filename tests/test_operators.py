@@ -251,3 +251,15 @@ def test_large_masks_recycle_memory_only_when_every_view_is_gone():
     assert third.ctypes.data == address
     np.testing.assert_array_equal(third, np.isnan(x))
     outputs.release_idle()
+
+
+def test_pooled_mask_leases_cannot_be_copied():
+    import copy
+    import pickle
+
+    from fpclass.operators import outputs
+    mask = fpclass.isnan(np.zeros(outputs.POOL_MIN_BYTES, np.float16))
+    for clone in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="lease"):
+            clone(mask.base)
+    assert pickle.loads(pickle.dumps(mask)).shape == mask.shape   # the mask itself pickles

@@ -24,26 +24,40 @@ _lock = threading.Lock()
 
 class _Lease:
     """Lends a pooled block to one mask through the array interface; when the mask (and every
-    view, which keeps the mask alive) is gone, the block goes back to the pool."""
+    view, which keeps the mask alive) is gone, the block goes back to the pool. Not copyable:
+    a copy would point at memory the pool may hand out again."""
+
+    __slots__ = ("_block", "__array_interface__")
 
     def __init__(self, block: np.ndarray, shape: tuple):
-        self.block = block
+        self._block = block
         self.__array_interface__ = {"shape": shape, "typestr": "|b1", "version": 3,
                                     "data": (block.ctypes.data, False)}
 
+    def __reduce__(self, *_):
+        raise TypeError("a pooled mask's memory lease cannot be copied or pickled; copy the mask")
+
+    __reduce_ex__ = __copy__ = __deepcopy__ = __reduce__
+
     def __del__(self):
         try:
-            _give_back(self.block)
+            _give_back(self._block)
         except Exception:  # interpreter shutdown: module globals may already be gone
             pass
 
 
 def _give_back(block: np.ndarray) -> None:
     global _idle_bytes
-    with _lock:
+    # Never wait: __del__ can run inside _take/_give_back on this very thread (a signal
+    # handler, a garbage collection); then the block is simply freed instead of pooled.
+    if not _lock.acquire(blocking=False):
+        return
+    try:
         if _idle_bytes + block.nbytes <= POOL_MAX_IDLE_BYTES:
             _idle.setdefault(block.nbytes, []).append(block)
             _idle_bytes += block.nbytes
+    finally:
+        _lock.release()
 
 
 def _take(nbytes: int) -> np.ndarray:
