@@ -162,7 +162,7 @@ def call_overhead_section():
             fn()
         return (time.perf_counter() - t0) / loops
     rows = []
-    for op in ("isnan", "isposinf"):
+    for op in ("isnan", "isinf", "isfinite", "isposinf"):
         t_fp = min(per_call(lambda: getattr(fpclass, op)(x, out=out)) for _ in range(3))
         t_np = min(per_call(lambda: numpy_op(op)(x, out=out)) for _ in range(3))
         rows.append([op, f"{t_fp * 1e6:.2f}", f"{t_np * 1e6:.2f}", f"{(t_fp - t_np) * 1e6:+.2f}"])

@@ -15,56 +15,74 @@ _BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Qu
 _BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)
 #: Contiguous arrays up to this size take `_small`, where the per-call cost is the whole cost.
 _SMALL = 1 << 15
-#: Per query: id(dtype) -> (dtype, prepared). Plain int keys: hashing an Enum or a dtype costs
-#: more than the rest of a 1 Ki call.
-_PREPARED: dict = {q: {} for q in list(Query) + [None]}
 
 
-def _prepare(dtype: np.dtype, query: Query | None):
-    """(word, {negate: mask_flat's test words}) for classifying `dtype` by `query` with the flat
-    kernel, or False where the small path does not apply (by value, or no such values)."""
-    try:
-        src = as_source(np.empty(0, dtype))
-    except TypeError:
-        return False
-    test = None if query is None else src.test(query)
-    if src.by_value or test is None:
-        return False
-    launch = _launch()
-    lanes = 2 if src.lanes == 2 else 0
-    return src.word, {False: launch.test_words(test, src.word, lanes),
-                      True: launch.test_words(test, src.word, lanes | 1)}
+class _Fast:
+    """One operator's small-array path: its query, whether it negates, and per input dtype the
+    flat kernel's words (or False where the path does not apply). Keyed by id(dtype): hashing a
+    dtype or an Enum costs more than the rest of a 1 Ki call; each entry keeps its dtype alive, so
+    an id cannot be reused by another dtype while its entry exists."""
+
+    __slots__ = ("query", "negate", "by_dtype")
+
+    def __init__(self, query: Query, negate: bool):
+        self.query, self.negate, self.by_dtype = query, negate, {}
+
+    def prepare(self, dtype: np.dtype):
+        """(dtype, word, mask_flat's test words) or (dtype, False)."""
+        if len(self.by_dtype) > 1024:
+            self.by_dtype.clear()
+        try:
+            src = as_source(np.empty(0, dtype))
+        except TypeError:
+            src = None
+        test = None if src is None else src.test(self.query)
+        if src is None or src.by_value or test is None:
+            entry = (dtype, False, None)
+        else:
+            flags = (2 if src.lanes == 2 else 0) | int(self.negate)
+            entry = (dtype, src.word, _launch().test_words(test, src.word, flags))
+        self.by_dtype[id(dtype)] = entry
+        return entry
 
 
-def _small(x, query, negate, out):
+_FAST_NAN, _FAST_FINITE = _Fast(Query.NAN, False), _Fast(Query.NONFINITE, True)
+_FAST_INF = {  # (detect_negative, detect_positive) -> path
+    (True, True): _Fast(Query.INF, False),
+    (False, True): _Fast(Query.POSINF, False),
+    (True, False): _Fast(Query.NEGINF, False),
+}
+_FAST_BOTH_SIGNS = _FAST_INF[True, True]
+
+
+def _small(x, fast: _Fast, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np.ndarray):
     """The common case of a small, C-contiguous ndarray with no or a plain `out`: the same kernel
-    and bit test as the general path, minus its planning. None where it does not apply."""
-    if type(x) is not np.ndarray or x.size > _SMALL or not x.flags.c_contiguous:
+    and bit test as the general path, minus its planning. None where it does not apply.
+    (Globals arrive as default arguments: at 1 Ki elements every lookup shows.)"""
+    if type(x) is not _ndarray or x.size > _limit or not x.flags.c_contiguous:
         return None
     dtype = x.dtype
-    cache = _PREPARED[query]
-    # The entry keeps its dtype alive, so the id cannot be reused by another dtype meanwhile.
-    entry = cache.get(id(dtype))
+    entry = fast.by_dtype.get(id(dtype))
     if entry is None or entry[0] is not dtype:
-        if len(cache) > 1024:
-            cache.clear()
-        entry = cache[id(dtype)] = (dtype, _prepare(dtype, query))
-    prepared = entry[1]
-    if not prepared or x.size == 0:
+        entry = fast.prepare(dtype)
+    word = entry[1]
+    if word is False:
         return None
     if out is None:
-        result = np.empty(x.shape, _BOOL)
-    elif type(out) is np.ndarray and out.shape == x.shape and (out.dtype is _BOOL or out.dtype is _U8):
+        result = np.empty(x.shape, _bool)
+    elif type(out) is _ndarray and out.shape == x.shape and (out.dtype is _bool or out.dtype is _u8):
         flags = out.flags
         if not (flags.c_contiguous and flags.writeable):
             return None
         result = out
     else:
         return None
-    word, tests = prepared
     # mask_flat refuses (writes nothing) when out overlaps x; the general path handles that.
-    if not _FLAT(x.view(word) if x.ndim == 1 else x.reshape(-1).view(word),
-                 result if result.ndim == 1 else result.reshape(-1), tests[negate]):
+    if x.ndim == 1:
+        done = _FLAT(x.view(word), result, entry[2])
+    else:
+        done = _FLAT(x.reshape(-1).view(word), result.reshape(-1), entry[2])
+    if not done:
         return None
     return result[()] if out is None and x.ndim == 0 else result
 
@@ -124,7 +142,7 @@ _LAUNCH = _FLAT = None
 def isnan(x, out=None):
     """True where `x` is NaN (any sign, payload or quietness); NaT for datetimes; either part for
     complex. Same shape as `x`; a NumPy bool scalar for scalar input; writes into `out` if given."""
-    if (done := _small(x, Query.NAN, False, out)) is not None:
+    if (done := _small(x, _FAST_NAN, out)) is not None:
         return done
     if (lazy := _dask("isnan", x, out)) is not NotImplemented:
         return lazy
@@ -134,6 +152,9 @@ def isnan(x, out=None):
 def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     """True where `x` is an infinity of a selected sign (ONNX / OpenVINO IsInf attributes).
     Both flags false gives all False. Complex: either part infinite (both signs only)."""
+    if detect_negative is True and detect_positive is True:  # the default, checked cheaply
+        if (done := _small(x, _FAST_BOTH_SIGNS, out)) is not None:
+            return done
     if type(x) is not np.ndarray:
         lazy = _dask("isinf", x, out, detect_negative=detect_negative, detect_positive=detect_positive)
         if lazy is not NotImplemented:
@@ -143,14 +164,14 @@ def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     if not (neg and pos):
         _refuse_complex(x, "isinf with one or no sign")
     query = Query.INF if neg and pos else Query.POSINF if pos else Query.NEGINF if neg else None
-    if query is not None and (done := _small(x, query, False, out)) is not None:
+    if query is not None and (done := _small(x, _FAST_INF[neg, pos], out)) is not None:
         return done
     return _classify(x, query, False, out)
 
 
 def isfinite(x, out=None):
     """True where `x` is neither NaN nor ±Inf (complex: both parts finite; NaT is not finite)."""
-    if (done := _small(x, Query.NONFINITE, True, out)) is not None:
+    if (done := _small(x, _FAST_FINITE, out)) is not None:
         return done
     if (lazy := _dask("isfinite", x, out)) is not NotImplemented:
         return lazy
