@@ -7,7 +7,7 @@
 
 from .lookup import SUPPORTED, component_format, format_of, is_byteswapped
 from .table import FORMATS, ML_DTYPES_NAMES, Format, Kind, NaN
-from .tests import BitTest, Query, bit_test
+from .bit_tests import BitTest, Query, bit_test
 
 __all__ = [
     "FORMATS", "ML_DTYPES_NAMES", "SUPPORTED", "BitTest", "Format", "Kind", "NaN", "Query",

@@ -49,5 +49,5 @@ def advance(idx, shape, run):
 
 @njit(**JIT)
 def hit(w, m, v, m2, v2):
-    """The bit test of formats/tests.py: (w & m) == v and (w & m2) != v2."""
+    """The bit test of formats/bit_tests.py: (w & m) == v and (w & m2) != v2."""
     return ((w & m) == v) & ((w & m2) != v2)
