@@ -456,3 +456,18 @@ def test_devices_and_bad_inputs():
         fpclass.onnx.Backend.prepare(42)
     tensor_input = fpclass.onnx.from_array(np.array([np.nan, 1.0], np.float32))
     assert rep.run([tensor_input])[0].tolist() == [True, False]
+
+
+@pytest.mark.parametrize("op, attrs", [("IsNaN", {}), ("IsInf", {}), ("IsInf", {"detect_positive": 0}),
+                                       ("IsInf", {"detect_negative": 0, "detect_positive": 0})])
+def test_outputs_are_c_order_whatever_the_input_layout(op, attrs):
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [None, None])],
+                              [helper.make_tensor_value_info("y", TP.BOOL, [None, None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    x = np.asfortranarray(np.array([[1, np.nan, -np.inf], [np.inf, 5, np.nan]], np.float32))
+    y = fpclass.onnx.Backend.prepare(model).run([x])[0]
+    assert y.flags.c_contiguous and y.shape == x.shape
+    neg, pos = attrs.get("detect_negative", 1), attrs.get("detect_positive", 1)
+    want = np.isnan(x) if op == "IsNaN" else (np.isposinf(x) & bool(pos)) | (np.isneginf(x) & bool(neg))
+    np.testing.assert_array_equal(y, want)

@@ -16,7 +16,6 @@ import onnx
 
 import fpclass
 
-from ...operators.outputs import empty_mask
 from .errors import NodeAttributeError, NodeTypeError, NodeVersionError
 from .schema import DEFAULT_DOMAINS, OPERATORS, OpVersion, op_version, type_name
 from .tensors import element_type_of
@@ -121,12 +120,13 @@ class NodeSemantics:
             raise NodeTypeError(f"{self.context}: input X must be a numpy.ndarray, "
                                 f"got {type(x).__name__}")
         self.check_dtype(x.dtype)
-        # A C-order mask from fpclass's pool of recycled memory: a fresh 64 MiB output would
-        # spend a third of the call in page faults (measured).
-        out = empty_mask(x.shape)
+        # No out=: fpclass then answers from recycled memory (a fresh 64 MiB output would spend
+        # a third of the call in page faults, measured) or, for a format without such values,
+        # with untouched zeroed pages. ONNX tensors are C-order, whatever x's layout.
         if self.version.op_type == "IsNaN":
-            fpclass.isnan(x, out=out)
+            y = fpclass.isnan(x)
         else:
-            fpclass.isinf(x, out=out, detect_negative=bool(self.attributes["detect_negative"]),
-                          detect_positive=bool(self.attributes["detect_positive"]))
-        return out
+            y = fpclass.isinf(x, detect_negative=bool(self.attributes["detect_negative"]),
+                              detect_positive=bool(self.attributes["detect_positive"]))
+        y = np.asarray(y)  # a 0-d input gives a NumPy scalar
+        return y if y.flags.c_contiguous else np.ascontiguousarray(y)
