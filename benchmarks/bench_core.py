@@ -62,7 +62,6 @@ def numpy_op(op):
 def ort_runner(dtype, op):
     """A callable running the op in onnxruntime (opset 20), or None where ORT cannot."""
     try:
-        import onnx
         import onnxruntime as ort
         from onnx import TensorProto, helper
     except ImportError:

@@ -12,7 +12,7 @@ import pytest
 
 from fpclass.cli import main
 from fpclass.scan import ExitCode, scan
-from test_scan_support import gguf_bytes, gguf_string, safetensors_bytes
+from test_scan_support import gguf_bytes, safetensors_bytes
 
 GOOD = safetensors_bytes({"w": ("F32", np.array([1.0, np.nan], np.float32), (2,))})
 

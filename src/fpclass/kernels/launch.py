@@ -93,7 +93,6 @@ _STRIDE = {1: np.array([1], np.int64), 2: np.array([2], np.int64)}
 
 def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.ndarray) -> None:
     """out[...] = test(a) ^ negate element-wise; `out` is a uint8 array of a's shape."""
-    m, v, m2, v2 = scalars(test, word)
     flat = _contiguous(a, word, lanes)
     if flat is not None and out.flags.c_contiguous and not parallel_ok(a.size):
         flags = int(negate) | (2 if lanes == 2 else 0)
@@ -106,6 +105,7 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
         return
     dst = as_words(out, U8)
     p = plan(a.shape, [src, dst], reorder=True)
+    m, v, m2, v2 = scalars(test, word)
     common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape)
     if parallel_ok(p.size):
         elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK)

@@ -5,7 +5,6 @@ A kernel visits a range [start, stop) of C-order positions of the plan's shape a
 body is a tight, vectorizable loop.
 """
 
-import numpy as np
 from numba import njit
 
 JIT = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")

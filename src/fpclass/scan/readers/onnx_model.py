@@ -14,7 +14,7 @@ import os
 from . import ReaderError
 from ..tasks import RAW, VARINT, Task, problem
 from .layout import elements, float_task, marker, not_applicable, unchecked
-from .protobuf import I32, I64, LEN, VARINT as WIRE_VARINT, ProtobufError, fields, open_map
+from .protobuf import LEN, VARINT as WIRE_VARINT, ProtobufError, fields, open_map
 
 #: ONNX data_type → (element dtype for the core, bits, typed field number); None: not a float.
 FLOATS = {
