@@ -55,6 +55,17 @@ def test_every_bit_pattern(dtype):
         check_counts(swapped(x))
 
 
+@pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
+@pytest.mark.parametrize("start", [1, 63])
+def test_every_bit_pattern_off_vector_boundaries(dtype, start):
+    # kernels test 64 words at a time: start mid-vector and end with a partial one
+    x = np.tile(ref.all_patterns(dtype), 3)[start:-5]
+    check_counts(x)
+    for any_, count, _, _, mask in QUERIES.values():
+        assert count(x) == np.count_nonzero(mask(x))
+        assert any_(x) == mask(x).any()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, ">f4", ">f8"], ids=str)
 def test_random_bits_and_specials(dtype):
     x = ref.random_bits(np.dtype(dtype), 300_000, seed=5)

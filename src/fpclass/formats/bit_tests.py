@@ -25,7 +25,7 @@ class Query(enum.Enum):
     NONFINITE = "nonfinite"
     ZERO = "zero"
     SUBNORMAL = "subnormal"
-    TINY = "tiny"           # exponent field zero: zero or subnormal (a superset, for gating)
+    TINY = "tiny"           # zero or subnormal: exponent field zero, and not a NaN
     NEGATIVE = "negative"   # sign bit set
 
 
@@ -93,7 +93,14 @@ def bit_test(f: Format, query: Query) -> BitTest | None:
             return None
         return BitTest(f.magnitude_mask if f.negative_zero else every, 0)
     if query is Query.TINY:
-        return BitTest(exponent, 0) if f.has_zero or f.has_subnormals else None
+        if not (f.has_zero or f.has_subnormals):
+            return None
+        nan = _nan_test(f)
+        if nan is not None and nan.mask2 == 0 and nan.value & exponent == 0:
+            # The *fnuz NaN sits in the -0 slot, exponent field zero: keep it out, so that
+            # tiny = zero + subnormal exactly and counting both is never needed.
+            return BitTest(exponent, 0, nan.mask, nan.value)
+        return BitTest(exponent, 0)
     if query is Query.SUBNORMAL:
         return BitTest(exponent, 0, f.mantissa_mask, 0) if f.has_subnormals else None
     if query is Query.NEGATIVE:

@@ -208,8 +208,7 @@ _HISTOGRAM = [
     ("ninf", Query.NEGINF, False, "nonfinite"),
     ("zero", Query.ZERO, False, "tiny"),
     ("zero_neg", Query.ZERO, True, "zero"),
-    ("sub", Query.SUBNORMAL, False, "tiny"),
-    ("sub_neg", Query.SUBNORMAL, True, "sub"),
+    ("tiny_neg", Query.TINY, True, "tiny"),
 ]
 
 
@@ -234,11 +233,13 @@ def class_counts(x) -> ClassCounts:
     counts = _kernels().count(a, src.word, 1, tests, gates) if a.size else np.zeros(len(tests))
     c = {name: int(counts[i]) for name, i in slot.items()}
     get = lambda name: c.get(name, 0)
-    nan, pinf, ninf, zero, sub = get("nan"), get("pinf"), get("ninf"), get("zero"), get("sub")
-    neg_normal = get("neg") - get("nan_neg") - ninf - get("zero_neg") - get("sub_neg")
+    nan, pinf, ninf, zero, zero_neg = get("nan"), get("pinf"), get("ninf"), get("zero"), get("zero_neg")
+    # Subnormals are tiny values that are not zero: one-clause tests, counted faster.
+    sub, sub_neg = get("tiny") - zero, get("tiny_neg") - zero_neg
+    neg_normal = get("neg") - get("nan_neg") - ninf - zero_neg - sub_neg
     pos_normal = a.size - nan - pinf - ninf - zero - sub - neg_normal
-    return ClassCounts(nan, pinf, ninf, zero - get("zero_neg"), get("zero_neg"), sub - get("sub_neg"),
-                       get("sub_neg"), pos_normal, neg_normal)
+    return ClassCounts(nan, pinf, ninf, zero - zero_neg, zero_neg, sub - sub_neg, sub_neg, pos_normal,
+                       neg_normal)
 
 
 def _class_counts_by_value(a) -> ClassCounts:

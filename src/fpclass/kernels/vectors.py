@@ -1,0 +1,64 @@
+"""Bit tests on 64 consecutive words at once, answered as the 64 bits of one integer.
+
+A plain counting loop makes LLVM widen every compare result to the lanes of its partial sum
+(about 8 vector ops per 64 bytes). Asking for the 64 results as one integer and counting its bits
+maps onto one vector compare into a mask register and a popcount instead: 1.6x the counting speed
+on 8- and 16-bit words, measured, which is what lets a class histogram keep up with memory. This
+is portable LLVM IR, not assembly: the backend splits <64 x iN> into whatever registers the CPU has.
+"""
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+#: Words per call of `match_bits`.
+VECTOR = 64
+
+
+def _splat(builder, value, vector_type):
+    undef = ir.Constant(vector_type, ir.Undefined)
+    one = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), VECTOR), [0] * VECTOR)
+    return builder.shuffle_vector(one, undef, zeros)
+
+
+@intrinsic
+def match_bits(typingctx, src, start, m, v, m2, v2):
+    """Bit k is set iff src[start + k] passes (w & m) == v and (w & m2) != v2, for k < 64.
+    Pass m2 = v2 = None for a one-clause test. src is a 1-D C-contiguous unsigned-integer array
+    and start + 64 <= src.size (the caller's duty: nothing is checked)."""
+    if not (isinstance(src, types.Array) and src.ndim == 1 and src.layout == "C"
+            and isinstance(src.dtype, types.Integer) and not src.dtype.signed):
+        return None
+    one_clause = m2 is types.none
+
+    def codegen(context, builder, sig, args):
+        word = sig.args[0].dtype
+        vector_type = ir.VectorType(context.get_value_type(word), VECTOR)
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        start_at = context.cast(builder, args[1], sig.args[1], types.intp)
+        address = builder.bitcast(builder.gep(data, [start_at]), vector_type.as_pointer())
+        words = builder.load(address, align=1)
+
+        def splat(i):
+            return _splat(builder, context.cast(builder, args[i], sig.args[i], word), vector_type)
+
+        hits = builder.icmp_unsigned("==", builder.and_(words, splat(2)), splat(3))
+        if not one_clause:
+            hits = builder.and_(hits, builder.icmp_unsigned("!=", builder.and_(words, splat(4)), splat(5)))
+        return builder.bitcast(hits, ir.IntType(VECTOR))
+
+    return types.uint64(src, start, m, v, m2, v2), codegen
+
+
+@intrinsic
+def popcount(typingctx, bits):
+    """The number of set bits of a uint64."""
+    if bits != types.uint64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.ctpop(args[0])
+
+    return types.uint64(types.uint64), codegen
+
