@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="64Mi", help="elements per tensor (e.g. 64Mi, 1M, 1000)")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of fpclass and onnxruntime")
-    parser.add_argument("--reference-repeat", type=int, default=1, help="timed runs of onnx.reference")
+    parser.add_argument("--reference-repeat", type=int, default=3, help="timed runs of onnx.reference")
     args = parser.parse_args(argv)
     n = parse_size(args.size)
     print(f"{n:,} elements, one-node opset-20 model, best of {args.repeat} "

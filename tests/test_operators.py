@@ -223,6 +223,25 @@ def test_large_arrays_use_the_parallel_path_correctly(monkeypatch):
     np.testing.assert_array_equal(fpclass.isfinite(x[::-3]), ref.isfinite(x[::-3]))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.float8_e4m3fn, np.float64], ids=str)
+@pytest.mark.parametrize("out_offset", [0, 5])
+def test_streamed_masks_match_the_reference(dtype, out_offset, monkeypatch):
+    # large masks are written past the caches from the first 64-byte boundary of `out`:
+    # check head, whole vectors and tail, one- and two-clause tests, negated (isfinite)
+    from fpclass.kernels import launch
+    monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)
+    monkeypatch.setattr(launch, "STREAM_MIN_BYTES", 0)
+    x = ref.random_bits(np.dtype(dtype), 300_017, seed=11)
+    buffer = np.full(x.size + out_offset, 7, np.uint8)
+    cases = {"isnan": (fpclass.isnan, ref.isnan), "isinf": (fpclass.isinf, ref.isinf),
+             "isfinite": (fpclass.isfinite, ref.isfinite),
+             "isneginf": (fpclass.isneginf, lambda x: ref.isinf(x, detect_positive=False))}
+    for name, (ours, truth) in cases.items():
+        got = ours(x, out=buffer[out_offset:].view(bool))
+        np.testing.assert_array_equal(got, truth(x), err_msg=name)
+        assert (buffer[:out_offset] == 7).all()
+
+
 def test_import_compiles_nothing():
     code = "import sys, fpclass; print('numba' in sys.modules, 'ml_dtypes' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,16 +8,18 @@ specialization per width, cached on disk.
 import numpy as np
 from numba import njit, prange
 
+from .vectors import VECTOR, fence, match_bits, stream_bits
 from .walk import JIT, advance, hit, run_length, seek, word_at
 
 
 @njit(**JIT)
 def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m2, v2, lanes, negate,
-               accumulate=False):
+               accumulate=False, stream=False):
     """dst[i] = test(src[i]) ^ negate for C-order positions start..stop of the plan; with lanes == 2
     an element is two adjacent words (complex) and the test holds if it holds for either.
     With `accumulate`, dst[i] += test(src[i]) instead (per-slice counts: dst strides 0 on reduced
-    axes; serial only, as tasks would share dst elements)."""
+    axes; serial only, as tasks would share dst elements). With `stream`, contiguous runs are
+    written with non-temporal stores (for masks larger than the cache)."""
     idx = np.empty(shape.size, np.int64)
     seek(shape, start, idx)
     last = shape.size - 1
@@ -37,11 +39,14 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
             elif ss == 1 and ds == 1:  # the common case: a separate loop LLVM can vectorize
                 s0 = np.uint64(sp)
                 d0 = np.uint64(dp)
+                done = np.uint64(0)
+                if stream:
+                    done = _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate)
                 if m2 == 0:  # a one-clause test: half the work per word
-                    for k in range(np.uint64(run)):
+                    for k in range(done, np.uint64(run)):
                         dst[d0 + k] = ((src[s0 + k] & m) == v) ^ negate
                 else:
-                    for k in range(np.uint64(run)):
+                    for k in range(done, np.uint64(run)):
                         dst[d0 + k] = hit(src[s0 + k], m, v, m2, v2) ^ negate
             else:
                 for k in range(run):
@@ -56,10 +61,41 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
                     dst[np.uint64(dp + k * ds)] = pair ^ negate
         pos += run
         advance(idx, shape, run)
+    if stream:
+        fence()
+
+
+@njit(**JIT)
+def _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate):
+    """The stream=True part of a unit-stride run: from the first 64-byte boundary of dst (whose
+    address is a multiple of its itemsize), whole vectors of 64 elements, written with non-temporal stores. Returns where it stopped; the
+    plain loop does the rest, and the head before the boundary."""
+    address = dst.ctypes.data + d0 * dst.itemsize
+    head = np.uint64((64 - address % 64) % 64 // dst.itemsize)
+    if run < head + VECTOR:
+        return np.uint64(0)
+    flip = np.uint64(0xFFFFFFFFFFFFFFFF) if negate else np.uint64(0)
+    if m2 == 0:
+        for k in range(head):
+            dst[d0 + k] = ((src[s0 + k] & m) == v) ^ negate
+    else:
+        for k in range(head):
+            dst[d0 + k] = hit(src[s0 + k], m, v, m2, v2) ^ negate
+    vectors = (np.uint64(run) - head) // np.uint64(VECTOR)
+    if m2 == 0:
+        for b in range(vectors):
+            k = head + b * np.uint64(VECTOR)
+            stream_bits(dst, d0 + k, match_bits(src, s0 + k, m, v, None, None) ^ flip)
+    else:
+        for b in range(vectors):
+            k = head + b * np.uint64(VECTOR)
+            stream_bits(dst, d0 + k, match_bits(src, s0 + k, m, v, m2, v2) ^ flip)
+    return head + vectors * np.uint64(VECTOR)
 
 
 @njit(parallel=True, **JIT)
-def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lanes, negate, block):
+def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lanes, negate, block,
+                  stream):
     """mask_range over the whole plan, `block` positions per task, tasks spread over threads."""
     total = 1
     for n in shape:
@@ -67,7 +103,7 @@ def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lan
     tasks = (total + block - 1) // block
     for t in prange(tasks):
         mask_range(src, s_off, s_str, dst, d_off, d_str, shape, t * block,
-                   min(total, (t + 1) * block), m, v, m2, v2, lanes, negate)
+                   min(total, (t + 1) * block), m, v, m2, v2, lanes, negate, False, stream)
 
 
 @njit(**JIT)

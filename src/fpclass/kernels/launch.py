@@ -23,6 +23,10 @@ U8 = np.dtype(np.uint8)
 PARALLEL_MIN = 1 << 22
 #: Elements per parallel task.
 BLOCK = 1 << 16
+#: Masks from this size on are written with non-temporal stores, past the caches: larger than
+#: half a typical last-level cache, they would not stay there, and skipping the read of the old
+#: bytes makes writing them 1.2x faster (measured, bfloat16 isnan over 64 Mi elements).
+STREAM_MIN_BYTES = 16 << 20
 #: Odd layouts (strides that are not whole words, unaligned data) are copied in pieces this big.
 PIECE = 1 << 20
 
@@ -108,7 +112,8 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     m, v, m2, v2 = scalars(test, word)
     common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape)
     if parallel_ok(p.size):
-        elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK)
+        stream = out.nbytes >= STREAM_MIN_BYTES
+        elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK, stream)
     else:
         elementwise.mask_range(*common, 0, p.size, m, v, m2, v2, lanes, negate)
 

@@ -62,3 +62,37 @@ def popcount(typingctx, bits):
 
     return types.uint64(types.uint64), codegen
 
+
+
+@intrinsic
+def stream_bits(typingctx, dst, start, bits):
+    """dst[start + k] = bit k of `bits` (1 or 0, k < 64), written past the caches (a non-temporal
+    store): a mask far larger than the cache then costs no read of its old bytes. dst is a 1-D
+    C-contiguous integer array, &dst[start] is a multiple of 64 bytes, and `fence()` must run
+    before other threads read what was written."""
+    if not (isinstance(dst, types.Array) and dst.ndim == 1 and dst.layout == "C"
+            and isinstance(dst.dtype, types.Integer) and bits == types.uint64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        start_at = context.cast(builder, args[1], sig.args[1], types.intp)
+        vector_type = ir.VectorType(context.get_value_type(sig.args[0].dtype), VECTOR)
+        values = builder.zext(builder.bitcast(args[2], ir.VectorType(ir.IntType(1), VECTOR)), vector_type)
+        address = builder.bitcast(builder.gep(data, [start_at]), vector_type.as_pointer())
+        store = builder.store(values, address, align=64)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return types.none(dst, start, bits), codegen
+
+
+@intrinsic
+def fence(typingctx):
+    """A full memory fence: orders the non-temporal stores before it with everything after."""
+
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.none(), codegen
