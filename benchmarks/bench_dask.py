@@ -1,20 +1,31 @@
-"""fpclass on dask vs dask's own expressions, on a lazily generated chunked float32 array.
+"""fpclass on dask vs dask's own expressions, on a lazily built chunked float32 array.
 
-    python benchmarks/bench_dask.py --gib 8            # the issue's size
+    python benchmarks/bench_dask.py --gib 8                  # the issue's size, generated chunks
+    python benchmarks/bench_dask.py --gib 8 --source file    # the same data from a .npy on disk
     python benchmarks/bench_dask.py --gib 1 --chunk-mib 64
 
 Queries: any non-finite (fpclass.dask.any_nonfinite vs da.isnan(x).any() | da.isinf(x).any())
 and the class histogram (fpclass.dask.class_counts vs da.isnan(x).sum() and da.isinf(x).sum()),
-on the threaded scheduler and on a 2-process LocalCluster. Each chunk is built from a seeded
-generator (a random 1 MiB tile repeated, so generating costs about one memory write); the
-"generate" row times a reduction that only touches each chunk, and the net ratios subtract it.
+on the threaded scheduler and on a 2-process LocalCluster.
+
+Sources: "generate" builds each chunk from a seeded generator (a random 1 MiB tile repeated, so
+generating costs about one memory write); the "generate" row times a reduction that only touches
+each chunk, and the net ratios subtract it. "memory" keeps 8 distinct generated chunks per
+process (9 with the one holding the NaN/-Inf) and hands out read-only views of them: an in-memory
+array far larger than the caches. "file" writes the same chunks to one .npy file first (in --dir;
+it stays in the page cache) and each task memory-maps its chunk of the file, as a worker reading
+a shared filesystem would. For both, nothing is generated while timed: end to end is the ratio.
 Memory: peak RSS growth of this process (threads) or the largest worker's peak RSS, sampled every
-10 ms, next to its RSS before the case ran (cluster).
+10 ms, next to its RSS before the case ran (cluster). Mapped file pages count in RSS while mapped.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
+import sys
+import tempfile
 import threading
 import time
 
@@ -25,24 +36,14 @@ import psutil
 
 import fpclass.dask as fd
 
-TILE = 1 << 18  # float32 elements in the random tile each chunk repeats (1 MiB)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from dask_sources import file_array, fill_pool, make_array, memory_array, write_file  # noqa: E402
 
 
-def _chunk(seed: int, n: int, block_id=None) -> np.ndarray:
-    rng = np.random.default_rng([seed, block_id[0]])
-    tile = rng.standard_normal(TILE, dtype=np.float32)
-    out = np.resize(tile, n)
-    if block_id[0] == 3:  # one NaN and one -Inf deep inside one chunk: no early exit anywhere
-        out[n // 2] = np.nan
-        out[n // 2 + 1] = -np.inf
-    return out
-
-
-def make_array(gib: float, chunk_mib: int, seed: int = 0) -> da.Array:
-    per_chunk = chunk_mib * (1 << 20) // 4
-    n_chunks = max(1, int(gib * (1 << 30)) // (per_chunk * 4))
-    return da.map_blocks(_chunk, seed, per_chunk, chunks=((per_chunk,) * n_chunks,),
-                         dtype=np.float32, meta=np.empty((0,), np.float32))
+def _add_to_path(folder):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 
 def _touch(block):
@@ -111,13 +112,16 @@ def run_threads(x, repeat):
     return rows
 
 
-def run_cluster(x, repeat):
+def run_cluster(x, repeat, warm=None):
     from distributed import Client, LocalCluster
     rows = {}
     for name, build in CASES.items():  # a fresh cluster per case: worker peaks are per case
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                           dashboard_address=None, host="127.0.0.1") as cluster, Client(cluster) as c:
+            c.run(_add_to_path, HERE)  # the workers import dask_sources, never get it by value
             c.run(lambda: fd.any_nonfinite(da.ones(8, chunks=4)).compute(scheduler="sync"))  # JIT warm
+            if warm is not None:
+                c.run(warm)
             c.run(_start_sampler)
             best = float("inf")
             for _ in range(repeat):
@@ -129,8 +133,8 @@ def run_cluster(x, repeat):
     return rows
 
 
-def report(title, rows, nbytes):
-    print(f"\n## {title}")
+def report(title, rows, nbytes, generated):
+    print(f"\n### {title}")
     print("| case | seconds | GB/s | memory |")
     print("|---|---|---|---|")
     for name, (sec, *mem) in rows.items():
@@ -143,7 +147,8 @@ def report(title, rows, nbytes):
                          ("fpclass count_nan,count_inf", "dask isnan.sum,isinf.sum")):
         raw = rows[theirs][0] / rows[ours][0]
         net = (rows[theirs][0] - gen) / max(rows[ours][0] - gen, 1e-9)
-        print(f"- {ours} vs {theirs}: {raw:.2f}x end to end, {net:.2f}x net of generation")
+        print(f"- {ours} vs {theirs}: {raw:.2f}x end to end"
+              + (f", {net:.2f}x net of generation" if generated else ""))
 
 
 def main(argv=None):
@@ -152,18 +157,43 @@ def main(argv=None):
     parser.add_argument("--chunk-mib", type=int, default=64, help="chunk size in MiB (default 64)")
     parser.add_argument("--repeat", type=int, default=2, help="best of N runs (default 2)")
     parser.add_argument("--skip-cluster", action="store_true")
+    parser.add_argument("--source", choices=("generate", "memory", "file"), default="generate")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where --source file writes")
     args = parser.parse_args(argv)
-    x = make_array(args.gib, args.chunk_mib)
+    path = os.path.join(args.dir, f"fpclass_bench_dask_{os.getpid()}.npy")
+    try:
+        if args.source == "file":
+            t = time.perf_counter()
+            write_file(path, args.gib, args.chunk_mib)
+            print(f"wrote {path} in {time.perf_counter() - t:.1f} s")
+            x = file_array(path, args.gib, args.chunk_mib)
+        elif args.source == "memory":
+            x = memory_array(args.gib, args.chunk_mib)
+        else:
+            x = make_array(args.gib, args.chunk_mib)
+        run(x, args)
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def run(x, args):
+    generated = args.source == "generate"
+    warm = None
+    if args.source == "memory":  # each process makes its pool before anything is timed
+        warm = functools.partial(fill_pool, 0, x.chunks[0][0])
+        warm()
     nbytes = x.nbytes
     # the answers agree before anything is timed
     assert fd.any_nonfinite(x[: x.chunks[0][0] * 4]).compute()
     cc = fd.class_counts(x[: x.chunks[0][0] * 4]).compute()
     assert (cc.nan, cc.neg_inf) == (1, 1), cc
     print(f"array: {nbytes / 2**30:.2f} GiB float32 in {x.numblocks[0]} chunks of "
-          f"{args.chunk_mib} MiB; {psutil.cpu_count()} cores")
-    report("threaded scheduler", run_threads(x, args.repeat), nbytes)
+          f"{args.chunk_mib} MiB, source: {args.source}; {psutil.cpu_count()} cores")
+    report("threaded scheduler", run_threads(x, args.repeat), nbytes, generated)
     if not args.skip_cluster:
-        report("LocalCluster, 2 worker processes x 1 thread", run_cluster(x, args.repeat), nbytes)
+        report("LocalCluster, 2 worker processes x 1 thread", run_cluster(x, args.repeat, warm), nbytes,
+               generated)
 
 
 if __name__ == "__main__":

@@ -44,10 +44,11 @@ the format table answers without touching the data. Ratios "N×" are peer time /
 
 
 def _sections(text: str) -> dict[str, str]:
-    """The '## name' sections of an earlier docs/benchmarks.md, by name."""
+    """The '## name' sections of an earlier docs/benchmarks.md, by name (only names of SCRIPTS
+    start a section: a script's own output may hold '## ' lines too)."""
     found, name, lines = {}, None, []
     for line in text.splitlines(keepends=True):
-        if line.startswith("## "):
+        if line.startswith("## ") and line[3:].strip() in SCRIPTS:
             if name:
                 found[name] = "".join(lines)
             name, lines = line[3:].strip(), [line]
