@@ -23,6 +23,7 @@ SCRIPTS = {  # name -> (script, arguments)
     "directml": ("bench_directml.py", []),
     "scan": ("bench_scan.py", ["--size-gib", "4"]),
     "dask": ("bench_dask.py", ["--gib", "8"]),
+    "dask-memory": ("bench_dask.py", ["--gib", "8", "--source", "memory"]),
 }
 
 

@@ -75,7 +75,8 @@ def test_random_bits_and_specials(dtype):
     check_queries(x[:297_000].reshape(3, -1, 11), axis=(0, 2))
 
 
-@pytest.mark.parametrize("position", [0, 1, (1 << 14) - 1, 1 << 14, (1 << 16) - 1, 1 << 16,
+@pytest.mark.parametrize("position", [0, 1, (1 << 12) - 1, 1 << 12, (1 << 14) - 1, 1 << 14,
+                                      (1 << 15) - 1, 1 << 15, (1 << 16) - 1, 1 << 16,
                                       (1 << 18) + 7, 3_000_000 - 1])
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn], ids=str)
 @pytest.mark.parametrize("threaded", [False, True])

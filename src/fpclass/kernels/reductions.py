@@ -10,9 +10,9 @@ from numba import njit, prange
 from .vectors import VECTOR, match_bits, popcount
 from .walk import JIT, advance, hit, run_length, seek, word_at
 
-#: Positions counted before `find_range` stops to look for the exact one: large enough for
-#: a vectorized count, small enough that an early hit answers in microseconds.
-FIND_BLOCK = 1 << 14
+#: Bytes counted before `find_range` stops to look for the exact position of a hit: large
+#: enough that the per-block work is noise, small enough that an early hit answers in microseconds.
+FIND_BYTES = 1 << 16
 #: Longest run, in bytes, counted test by test: its words stay in L1 cache between the passes
 #: (measured: 16 KiB runs count float16 at 0.65x the speed of 4 KiB runs).
 COUNT_BYTES = 1 << 12
@@ -91,8 +91,9 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
     n_found = 0
     if found.size == 0:
         return 0
-    for b0 in range(start, stop, FIND_BLOCK):
-        b1 = min(stop, b0 + FIND_BLOCK)
+    block = FIND_BYTES // (src.itemsize * lanes)
+    for b0 in range(start, stop, block):
+        b1 = min(stop, b0 + block)
         seek(shape, b0, idx)
         pos = b0
         hits = 0
