@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fpclass  # noqa: E402
-from common import bandwidth, best_time, ratio, table  # noqa: E402
+from common import bandwidth, best_time, paired_times, ratio, read_baseline, table  # noqa: E402
 
 FORMATS = ["float64", "float32", "float16", "bfloat16", "float8_e5m2", "float8_e4m3", "float8_e3m4",
            "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
@@ -178,25 +178,25 @@ def queries_section(n, bw, quick):
         dt = dtype_of(name)
         x = sample(dt, n)
         fmt = fpclass.formats.format_of(dt)
+        read_x = read_baseline(x.nbytes)
         with np.errstate(all="ignore"):
-            t_nonfinite = best_time(lambda: fpclass.any_nonfinite(x))
+            t_nonfinite, t_read_nonfinite = paired_times(lambda: fpclass.any_nonfinite(x), read_x)
             t_any = best_time(lambda: fpclass.any_nan(x))
             t_np_any = best_time(lambda: np.isnan(x).any(), repeat=1 if quick else 3)
-            t_bn = (best_time(lambda: bottleneck.anynan(x)) if bottleneck and name in ("float32", "float64")
+            t_bn = (best_time(lambda: bottleneck.anynan(x)) if bottleneck and name in ("float64", "float32", "float16")
                     else None)
             t_first = best_time(lambda: fpclass.first_nonfinite(x))
-            t_hist = best_time(lambda: fpclass.class_counts(x))
+            t_hist, t_read_hist = paired_times(lambda: fpclass.class_counts(x), read_x)
             t_np_hist = best_time(lambda: numpy_class_counts(x), repeat=1)
             t_early = None
             if fmt.has_nan:
                 early = x.copy()
                 early[1000] = np.nan
                 t_early = best_time(lambda: fpclass.any_nan(early), repeat=20)
-        read = (lambda t: f"{100 * x.nbytes / t / bw['read']:.0f}%") if fmt.has_nan or fmt.has_inf \
-            else (lambda t: "no read")
-        rows.append([name, read(t_nonfinite), ratio(t_any, t_np_any) if fmt.has_nan else "no read",
+        rows.append([name, f"{100 * t_read_nonfinite / t_nonfinite:.0f}%" if fmt.has_nan or fmt.has_inf
+                     else "no read", ratio(t_any, t_np_any) if fmt.has_nan else "no read",
                      ratio(t_any, t_bn), "—" if t_early is None else f"{t_early * 1e6:.1f}",
-                     f"{100 * x.nbytes / t_hist / bw['read']:.0f}%", ratio(t_hist, t_np_hist),
+                     f"{100 * t_read_hist / t_hist:.0f}%", ratio(t_hist, t_np_hist),
                      f"{t_first / t_nonfinite:.2f}" if fmt.has_nan or fmt.has_inf else "—"])
         print(f"  {name} queries done", file=sys.stderr, flush=True)
     return table(["format", "any_nonfinite % read bw", "any_nan vs numpy isnan().any()",

@@ -6,6 +6,7 @@ every result is reported as a ratio against a baseline measured in the same run.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -23,6 +24,30 @@ def best_time(fn, repeat=5, warmup=1) -> float:
     return best
 
 
+def paired_times(fn, baseline, repeat=7) -> tuple[float, float]:
+    """Best wall times of `fn()` and `baseline()`, run alternately: on a machine whose memory
+    bandwidth drifts with its neighbours' load, a ratio of the two then compares like with like."""
+    fn(), baseline()
+    best_fn = best_base = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        baseline()
+        t1 = time.perf_counter()
+        fn()
+        t2 = time.perf_counter()
+        best_base, best_fn = min(best_base, t1 - t0), min(best_fn, t2 - t1)
+    return best_fn, best_base
+
+
+def read_baseline(nbytes: int):
+    """A function that reads `nbytes` once over all cores (a uint64 sum): the read-bandwidth
+    baseline for a query over data of that size."""
+    _, read = _parallel_kernels()
+    words = np.ones(max(1, nbytes // 8), np.uint64)
+    return lambda: read(words)
+
+
+@functools.cache
 def _parallel_kernels():
     from numba import njit, prange
 

@@ -41,6 +41,8 @@ NOTES = """How to read these tables: "% np.copyto bw" compares bytes read + writ
 numpy copying a buffer on one thread (the issue's baseline); "% 2-thread copy bw" with a numba copy
 over both cores, the stricter ceiling. "no read" rows are formats that cannot hold the asked value:
 the format table answers without touching the data. Ratios "N×" are peer time / fpclass time.
+"% read bw" in the queries table compares with reading the same bytes (a uint64 sum over both
+cores), timed alternately with the query, since this machine's bandwidth drifts from minute to minute.
 """
 
 

@@ -232,14 +232,14 @@ def test_streamed_masks_match_the_reference(dtype, out_offset, monkeypatch):
     monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)
     monkeypatch.setattr(launch, "STREAM_MIN_BYTES", 0)
     x = ref.random_bits(np.dtype(dtype), 300_017, seed=11)
-    buffer = np.full(x.size + out_offset, 7, np.uint8)
+    buffer = np.full(x.size + out_offset + 64, 7, np.uint8)
     cases = {"isnan": (fpclass.isnan, ref.isnan), "isinf": (fpclass.isinf, ref.isinf),
              "isfinite": (fpclass.isfinite, ref.isfinite),
              "isneginf": (fpclass.isneginf, lambda x: ref.isinf(x, detect_positive=False))}
     for name, (ours, truth) in cases.items():
-        got = ours(x, out=buffer[out_offset:].view(bool))
+        got = ours(x, out=buffer[out_offset:out_offset + x.size].view(bool))
         np.testing.assert_array_equal(got, truth(x), err_msg=name)
-        assert (buffer[:out_offset] == 7).all()
+        assert (buffer[:out_offset] == 7).all() and (buffer[out_offset + x.size:] == 7).all()
 
 
 def test_import_compiles_nothing():

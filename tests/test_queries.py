@@ -78,7 +78,8 @@ def test_random_bits_and_specials(dtype):
 @pytest.mark.parametrize("position", [0, 1, (1 << 12) - 1, 1 << 12, (1 << 14) - 1, 1 << 14,
                                       (1 << 15) - 1, 1 << 15, (1 << 16) - 1, 1 << 16,
                                       (1 << 18) + 7, 3_000_000 - 1])
-@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.complex64],
+                         ids=str)
 @pytest.mark.parametrize("threaded", [False, True])
 def test_single_hit_at_block_boundaries(position, dtype, threaded, monkeypatch):
     from fpclass.kernels import launch
@@ -91,7 +92,8 @@ def test_single_hit_at_block_boundaries(position, dtype, threaded, monkeypatch):
     assert fpclass.any_nan(x) and not fpclass.all_finite(x)
     assert fpclass.count_nan(x) == 1
     np.testing.assert_array_equal(fpclass.locate_nan(x), [[position]])
-    assert fpclass.class_counts(x).nan == 1
+    if x.dtype.kind != "c":
+        assert fpclass.class_counts(x).nan == 1
     y = x.reshape(1000, 3000)
     assert fpclass.first_nan(y) == divmod(position, 3000)
     assert fpclass.first_nan(y.T) == divmod(position, 3000)[::-1]  # C order of the transpose

@@ -70,9 +70,12 @@ def _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate):
     """The stream=True part of a unit-stride run: from the first 64-byte boundary of dst (whose
     address is a multiple of its itemsize), whole vectors of 64 elements, written with non-temporal stores. Returns where it stopped; the
     plain loop does the rest, and the head before the boundary."""
-    address = dst.ctypes.data + d0 * dst.itemsize
-    head = np.uint64((64 - address % 64) % 64 // dst.itemsize)
-    if run < head + VECTOR:
+    size = np.uint64(dst.itemsize)
+    address = np.uint64(dst.ctypes.data) + d0 * size
+    if address % size != 0:  # no element starts on a 64-byte boundary: all of it the plain way
+        return np.uint64(0)
+    head = (np.uint64(64) - address % np.uint64(64)) % np.uint64(64) // size
+    if np.uint64(run) < head + np.uint64(VECTOR):
         return np.uint64(0)
     flip = np.uint64(0xFFFFFFFFFFFFFFFF) if negate else np.uint64(0)
     if m2 == 0:

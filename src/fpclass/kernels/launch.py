@@ -23,8 +23,8 @@ U8 = np.dtype(np.uint8)
 PARALLEL_MIN = 1 << 22
 #: Elements per parallel task.
 BLOCK = 1 << 16
-#: The most bytes one thread searches in a round of `find`'s parallel search (about a
-#: millisecond of reading): rounds cost a thread wake-up each, which smaller rounds on 1-byte
+#: The most bytes one thread searches in a round of `find`'s parallel search (a few
+#: milliseconds of reading): rounds cost a thread wake-up each, which smaller rounds on 1-byte
 #: formats made 10-15% of the search time (measured).
 ROUND_BYTES = 32 << 20
 #: Masks from this size on are written with non-temporal stores, past the caches: larger than

@@ -33,7 +33,7 @@ def _count_run(src, sp, ss, run, m, v, m2, v2, lanes):
                 total += popcount(match_bits(src, s0 + b * np.uint64(VECTOR), m, v, m2, v2))
         for j in range(vectors * np.uint64(VECTOR), np.uint64(run)):
             total += np.uint64(hit(src[s0 + j], m, v, m2, v2))
-        c = total
+        c = np.int64(total)
     elif lanes == 1:
         for k in range(run):
             c += hit(src[np.uint64(sp + k * ss)], m, v, m2, v2)

@@ -7,8 +7,11 @@ on 8- and 16-bit words, measured, which is what lets a class histogram keep up w
 is portable LLVM IR, not assembly: the backend splits <64 x iN> into whatever registers the CPU has.
 """
 
+import platform
+
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 #: Words per call of `match_bits`.
@@ -24,13 +27,17 @@ def _splat(builder, value, vector_type):
 
 @intrinsic
 def match_bits(typingctx, src, start, m, v, m2, v2):
-    """Bit k is set iff src[start + k] passes (w & m) == v and (w & m2) != v2, for k < 64.
+    """Bit k (k < 64, counted from the least significant) is set iff src[start + k] passes (w & m) == v and (w & m2) != v2, for k < 64.
     Pass m2 = v2 = None for a one-clause test. src is a 1-D C-contiguous unsigned-integer array
     and start + 64 <= src.size (the caller's duty: nothing is checked)."""
     if not (isinstance(src, types.Array) and src.ndim == 1 and src.layout == "C"
-            and isinstance(src.dtype, types.Integer) and not src.dtype.signed):
+            and isinstance(src.dtype, types.Integer) and not src.dtype.signed
+            and all(isinstance(t, types.Integer) for t in (start, m, v))):
         return None
     one_clause = m2 is types.none
+    if one_clause != (v2 is types.none) or not (one_clause or isinstance(m2, types.Integer)
+                                                   and isinstance(v2, types.Integer)):
+        return None
 
     def codegen(context, builder, sig, args):
         word = sig.args[0].dtype
@@ -71,7 +78,8 @@ def stream_bits(typingctx, dst, start, bits):
     C-contiguous integer array, &dst[start] is a multiple of 64 bytes, and `fence()` must run
     before other threads read what was written."""
     if not (isinstance(dst, types.Array) and dst.ndim == 1 and dst.layout == "C"
-            and isinstance(dst.dtype, types.Integer) and bits == types.uint64):
+            and isinstance(dst.dtype, types.Integer) and isinstance(start, types.Integer)
+            and bits == types.uint64):
         return None
 
     def codegen(context, builder, sig, args):
@@ -87,12 +95,22 @@ def stream_bits(typingctx, dst, start, bits):
     return types.none(dst, start, bits), codegen
 
 
+#: x86 orders non-temporal stores with `sfence`; LLVM may lower a seq_cst fence to a locked
+#: instruction there, which it does not promise to order them.
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
 @intrinsic
 def fence(typingctx):
-    """A full memory fence: orders the non-temporal stores before it with everything after."""
+    """Orders the non-temporal stores before it with every store after it."""
 
     def codegen(context, builder, sig, args):
-        builder.fence("seq_cst")
+        if _X86:
+            sfence = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                    "llvm.x86.sse.sfence")
+            builder.call(sfence, [])
+        else:
+            builder.fence("seq_cst")
         return context.get_dummy_value()
 
     return types.none(), codegen

@@ -234,7 +234,7 @@ def class_counts(x) -> ClassCounts:
     c = {name: int(counts[i]) for name, i in slot.items()}
     get = lambda name: c.get(name, 0)
     nan, pinf, ninf, zero, zero_neg = get("nan"), get("pinf"), get("ninf"), get("zero"), get("zero_neg")
-    # Subnormals are tiny values that are not zero: one-clause tests, counted faster.
+    # Subnormals are the tiny values that are not zero: two tests fewer than counting them.
     sub, sub_neg = get("tiny") - zero, get("tiny_neg") - zero_neg
     neg_normal = get("neg") - get("nan_neg") - ninf - zero_neg - sub_neg
     pos_normal = a.size - nan - pinf - ninf - zero - sub - neg_normal
