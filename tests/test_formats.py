@@ -76,16 +76,19 @@ def test_readme_shows_the_table():
 
 
 @pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
-def test_histogram_gates_contain_their_tests(dtype):
-    # class_counts skips a gated test wherever its gate counted nothing: sound only if every
-    # word the test matches is matched by its gate too.
+def test_histogram_kernel_contracts_hold(dtype):
+    # kernels/histogram.py counts NaN and ±Inf only on runs holding a non-finite value, and takes
+    # the signed tiny/zero counts as ANDs with the negative test: sound only if, on every word,
+    # NaN/±Inf imply non-finite and each signed test is its test AND negative.
+    from fpclass.formats.bit_tests import Query
     from fpclass.operators.inputs import as_source
-    from fpclass.operators.queries import _HISTOGRAM
     src = as_source(np.empty(0, dtype))
     w = ref.all_patterns(dtype).view(src.word)
-    match = lambda t: ((w & t.mask) == t.value) & ((w & t.mask2) != t.value2)
-    tests = {name: src.test(q, neg) for name, q, neg, _ in _HISTOGRAM}
-    for name, _, _, gate in _HISTOGRAM:
-        if gate and tests[name] is not None:
-            assert tests[gate] is not None, (name, gate)
-            assert not (match(tests[name]) & ~match(tests[gate])).any(), (name, gate)
+    never = np.zeros(w.shape, bool)
+    match = lambda t: never if t is None else ((w & t.mask) == t.value) & ((w & t.mask2) != t.value2)
+    nonfinite = match(src.test(Query.NONFINITE))
+    for q, negative in [(Query.NAN, False), (Query.NAN, True), (Query.POSINF, False), (Query.NEGINF, False)]:
+        assert not (match(src.test(q, negative)) & ~nonfinite).any(), (q, negative)
+    sign = match(src.test(Query.NEGATIVE))
+    for q in (Query.TINY, Query.ZERO):
+        np.testing.assert_array_equal(match(src.test(q, True)), match(src.test(q)) & sign, err_msg=str(q))

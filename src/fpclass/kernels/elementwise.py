@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from .vectors import VECTOR, fence, match_bits, stream_bits
-from .walk import JIT, advance, hit, run_length, seek, word_at
+from .walk import JIT, advance, hit, plan_size, run_length, seek, word_at
 
 
 @njit(**JIT)
@@ -100,9 +100,7 @@ def _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate):
 def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lanes, negate, block,
                   stream):
     """mask_range over the whole plan, `block` positions per task, tasks spread over threads."""
-    total = 1
-    for n in shape:
-        total *= n
+    total = plan_size(shape)
     tasks = (total + block - 1) // block
     for t in prange(tasks):
         mask_range(src, s_off, s_str, dst, d_off, d_str, shape, t * block,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import threading
 
-import numpy as np
 import numba
+import numpy as np
 
 from . import elementwise, reductions
+from . import histogram as histogram_kernels
 from .layout import Plan, as_words, plan
 
 U8 = np.dtype(np.uint8)
@@ -133,28 +134,61 @@ def _source_plan(a, word, c_order, lanes=1):
     return src.flat, plan(a.shape, [src], reorder=not c_order)
 
 
-def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list, gates=None) -> np.ndarray:
-    """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test).
-    `gates[t] = g` promises test t only matches where test g does (see count_range)."""
-    if gates is not None:
-        assert all(g < t for t, g in enumerate(gates)), "a gate must precede the tests it gates"
+def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list) -> np.ndarray:
+    """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test)."""
     flat, p = _source_plan(a, word, c_order=False, lanes=lanes)
     if flat is None:
         total = np.zeros(len(tests), np.int64)
         for ix in pieces(a.shape):
-            total += count(_copy(a[ix]), word, lanes, tests, gates)
+            total += count(_copy(a[ix]), word, lanes, tests)
         return total
-    table = np.array([list(t) for t in tests], dtype=word).reshape(len(tests), 4)
-    gate = np.full(len(tests), -1, np.int64) if gates is None else np.asarray(gates, np.int64)
+    table = _table(tests, word)
     if parallel_ok(p.size):
         rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, len(tests)), np.int64)
-        reductions.count_parallel(flat, p.offsets[0], p.strides[0], p.shape, table, gate, lanes,
-                                  BLOCK, rows)
+        reductions.count_parallel(flat, p.offsets[0], p.strides[0], p.shape, table, lanes, BLOCK, rows)
         return rows.sum(axis=0)
     counts = np.zeros(len(tests), np.int64)
-    reductions.count_range(flat, p.offsets[0], p.strides[0], p.shape, 0, p.size, table, gate,
-                           lanes, counts)
+    reductions.count_range(flat, p.offsets[0], p.strides[0], p.shape, 0, p.size, table, lanes, counts)
     return counts
+
+
+def histogram(a: np.ndarray, word: np.dtype, base: list, special: list) -> np.ndarray:
+    """Counts of a real array's elements matching the six `base` tests (rows as in
+    kernels/histogram.py) then each `special` test, in one streaming pass (int64 array). A test
+    that is None matches nothing; special tests must only match where base[NONFINITE] does."""
+    tests = base + special
+    if all(t is None for t in base[1:]):
+        # Only the non-finite classes exist (e8m0): counting just those beats testing for
+        # classes that cannot occur on every vector.
+        counts = np.zeros(len(tests), np.int64)
+        present = [i for i, t in enumerate(tests) if t is not None]
+        if present:
+            counts[present] = count(a, word, 1, [tests[i] for i in present])
+        return counts
+    flat, p = _source_plan(a, word, c_order=False)
+    if flat is None:
+        total = np.zeros(len(base) + len(special), np.int64)
+        for ix in pieces(a.shape):
+            total += histogram(_copy(a[ix]), word, base, special)
+        return total
+    base_table, special_table = _table(base, word), _table(special, word)
+    width = len(tests)
+    common = (flat, p.offsets[0], p.strides[0], p.shape, base_table, special_table)
+    if parallel_ok(p.size):
+        rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, width), np.int64)
+        histogram_kernels.histogram_parallel(*common, BLOCK, rows)
+        return rows.sum(axis=0)
+    counts = np.zeros(width, np.int64)
+    histogram_kernels.histogram_range(*common[:4], 0, p.size, *common[4:], counts)
+    return counts
+
+
+_NEVER = (0, 1, 0, 1)  # (w & 0) == 1 never holds
+
+
+def _table(tests: list, word: np.dtype) -> np.ndarray:
+    """Bit tests as a (T, 4) array of the word type; None becomes a test that matches nothing."""
+    return np.array([list(_NEVER if t is None else t) for t in tests], dtype=word).reshape(len(tests), 4)
 
 
 def count_into(a: np.ndarray, word: np.dtype, lanes: int, test, counts: np.ndarray) -> None:

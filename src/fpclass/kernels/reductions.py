@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from .vectors import VECTOR, match_bits, popcount
-from .walk import JIT, advance, hit, run_length, seek, word_at
+from .walk import JIT, advance, hit, plan_size, run_length, seek, word_at
 
 #: Bytes counted before `find_range` stops to look for the exact position of a hit: large
 #: enough that the per-block work is noise, small enough that an early hit answers in microseconds.
@@ -19,7 +19,9 @@ COUNT_BYTES = 1 << 12
 
 
 @njit(**JIT)
-def _count_run(src, sp, ss, run, m, v, m2, v2, lanes):
+def count_run(src, sp, ss, run, m, v, m2, v2, lanes):
+    """How many of the `run` elements from word sp, ss words apart, match the test (with
+    lanes == 2 an element is two words and matches if either does)."""
     c = 0
     if lanes == 1 and ss == 1:
         s0 = np.uint64(sp)
@@ -45,40 +47,30 @@ def _count_run(src, sp, ss, run, m, v, m2, v2, lanes):
 
 
 @njit(**JIT)
-def count_range(src, s_off, s_str, shape, start, stop, tests, gates, lanes, counts):
+def count_range(src, s_off, s_str, shape, start, stop, tests, lanes, counts):
     """counts[t] += how many elements at C-order positions start..stop match tests[t]
-    (tests: a (T, 4) array of mask, value, mask2, value2 words). A test with gates[t] = g >= 0
-    only matches where test g does, so it is skipped on runs where test g counted nothing: a
-    class histogram of clean data then costs a few tests per element, not all of them."""
+    (tests: a (T, 4) array of mask, value, mask2, value2 words), test by test over each run."""
     idx = np.empty(shape.size, np.int64)
     seek(shape, start, idx)
     ss = s_str[shape.size - 1]
-    in_run = np.zeros(tests.shape[0], np.int64)
     pos = start
     while pos < stop:
         run = min(run_length(idx, shape, pos, stop), COUNT_BYTES // src.itemsize)
         sp = word_at(idx, s_str, s_off)
         for t in range(tests.shape[0]):
-            g = gates[t]
-            if g >= 0 and in_run[g] == 0:
-                in_run[t] = 0
-                continue
-            in_run[t] = _count_run(src, sp, ss, run, tests[t, 0], tests[t, 1], tests[t, 2],
-                                   tests[t, 3], lanes)
-            counts[t] += in_run[t]
+            counts[t] += count_run(src, sp, ss, run, tests[t, 0], tests[t, 1], tests[t, 2], tests[t, 3],
+                                   lanes)
         pos += run
         advance(idx, shape, run)
 
 
 @njit(parallel=True, **JIT)
-def count_parallel(src, s_off, s_str, shape, tests, gates, lanes, block, counts):
+def count_parallel(src, s_off, s_str, shape, tests, lanes, block, counts):
     """count_range over the whole plan; counts is (tasks, T), one row per task of `block`."""
-    total = 1
-    for n in shape:
-        total *= n
+    total = plan_size(shape)
     for t in prange(counts.shape[0]):
-        count_range(src, s_off, s_str, shape, t * block, min(total, (t + 1) * block), tests,
-                    gates, lanes, counts[t])
+        count_range(src, s_off, s_str, shape, t * block, min(total, (t + 1) * block), tests, lanes,
+                    counts[t])
 
 
 @njit(**JIT)
@@ -99,7 +91,7 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
         hits = 0
         while pos < b1:
             run = run_length(idx, shape, pos, b1)
-            hits += _count_run(src, word_at(idx, s_str, s_off), ss, run, m, v, m2, v2, lanes)
+            hits += count_run(src, word_at(idx, s_str, s_off), ss, run, m, v, m2, v2, lanes)
             pos += run
             advance(idx, shape, run)
         if hits == 0:

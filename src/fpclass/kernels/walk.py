@@ -11,6 +11,15 @@ JIT = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 
 
 @njit(**JIT)
+def plan_size(shape):
+    """The number of elements of a plan's shape."""
+    total = 1
+    for n in shape:
+        total *= n
+    return total
+
+
+@njit(**JIT)
 def seek(shape, start, idx):
     """Set `idx` to the multi-index of C-order position `start`."""
     rem = start

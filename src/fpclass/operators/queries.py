@@ -196,22 +196,6 @@ class ClassCounts(NamedTuple):
         return sum(self)
 
 
-#: The bit tests behind a class histogram: (name, query, sign bit set, gate). A gated test only
-#: matches where its gate does, so the kernel skips it wherever the gate counted nothing.
-_HISTOGRAM = [
-    ("nonfinite", Query.NONFINITE, False, None),
-    ("tiny", Query.TINY, False, None),
-    ("neg", Query.NEGATIVE, False, None),
-    ("nan", Query.NAN, False, "nonfinite"),
-    ("nan_neg", Query.NAN, True, "nan"),
-    ("pinf", Query.POSINF, False, "nonfinite"),
-    ("ninf", Query.NEGINF, False, "nonfinite"),
-    ("zero", Query.ZERO, False, "tiny"),
-    ("zero_neg", Query.ZERO, True, "zero"),
-    ("tiny_neg", Query.TINY, True, "tiny"),
-]
-
-
 def class_counts(x) -> ClassCounts:
     """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`, in
     one pass. Subnormal means exponent field 0 and mantissa != 0. A NaN's sign is not counted.
@@ -225,18 +209,17 @@ def class_counts(x) -> ClassCounts:
                         "(for complex, count x.real and x.imag separately)")
     if src.by_value:
         return _class_counts_by_value(a)
-    named = [(name, src.test(q, negative), gate) for name, q, negative, gate in _HISTOGRAM]
-    named = [(name, t, gate) for name, t, gate in named if t is not None]
-    slot = {name: i for i, (name, _, _) in enumerate(named)}
-    tests = [t for _, t, _ in named]
-    gates = [slot.get(gate, -1) for _, _, gate in named]
-    counts = _kernels().count(a, src.word, 1, tests, gates) if a.size else np.zeros(len(tests))
-    c = {name: int(counts[i]) for name, i in slot.items()}
-    get = lambda name: c.get(name, 0)
-    nan, pinf, ninf, zero, zero_neg = get("nan"), get("pinf"), get("ninf"), get("zero"), get("zero_neg")
+    t = src.test
+    # rows as in kernels/histogram.py: nonfinite, tiny, negative, zero, their signed tiny and zero;
+    # then the non-finite classes, counted only where there are non-finite values
+    base = [t(Query.NONFINITE), t(Query.TINY), t(Query.NEGATIVE), t(Query.ZERO), t(Query.TINY, True),
+            t(Query.ZERO, True)]
+    special = [t(Query.NAN), t(Query.NAN, True), t(Query.POSINF), t(Query.NEGINF)]
+    counts = _kernels().histogram(a, src.word, base, special) if a.size else np.zeros(10, np.int64)
+    _, tiny, neg, zero, tiny_neg, zero_neg, nan, nan_neg, pinf, ninf = (int(c) for c in counts)
     # Subnormals are the tiny values that are not zero: two tests fewer than counting them.
-    sub, sub_neg = get("tiny") - zero, get("tiny_neg") - zero_neg
-    neg_normal = get("neg") - get("nan_neg") - ninf - zero_neg - sub_neg
+    sub, sub_neg = tiny - zero, tiny_neg - zero_neg
+    neg_normal = neg - nan_neg - ninf - zero_neg - sub_neg
     pos_normal = a.size - nan - pinf - ninf - zero - sub - neg_normal
     return ClassCounts(nan, pinf, ninf, zero - zero_neg, zero_neg, sub - sub_neg, sub_neg, pos_normal,
                        neg_normal)
