@@ -2,7 +2,8 @@
 
 Counting the classes test by test over cache-sized runs leaves memory idle while the later tests
 run (measured: 40-60% of read bandwidth on 8-bit formats). Here each 64-word vector is loaded once
-and tested for every class, so the loads stream while the tests run (70-93% on the same formats).
+and tested for every class, so the loads stream while the tests run (mostly 70-85% on the same
+formats).
 The two signed counts are ANDs of bit masks the vector already has, not tests of their own.
 """
 
