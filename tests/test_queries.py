@@ -99,6 +99,26 @@ def test_single_hit_at_block_boundaries(position, dtype, threaded, monkeypatch):
     assert fpclass.first_nan(y.T) == divmod(position, 3000)[::-1]  # C order of the transpose
 
 
+@pytest.mark.parametrize("dtype", [np.float64, ">f4", np.float16, ml_dtypes.float8_e4m3fnuz,
+                                   ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn], ids=str)
+def test_threaded_class_counts_on_any_layout(dtype, monkeypatch):
+    # the streaming histogram kernel on threads: unit-stride and strided runs, foreign byte order,
+    # non-finite values in some runs only (NaN and Inf are counted only on those runs)
+    from fpclass.kernels import launch
+    monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 10)
+    monkeypatch.setattr(launch, "BLOCK", 1 << 12)
+    dtype = np.dtype(dtype)
+    x = ref.random_bits(dtype.newbyteorder("="), 200_004, seed=21).astype(dtype)
+    bad = ~ref.isfinite(x)
+    mostly_finite = x.copy()
+    mostly_finite[bad] = x[~bad][0]
+    if bad.any():  # one non-finite value, in one run of one task
+        mostly_finite[150_001] = x[bad][0]
+    y = mostly_finite
+    for view in (y, y[::-1], y[::3], y.reshape(7, -1)[:, 1::2].T, x[5:]):
+        check_counts(view)
+
+
 def test_first_is_in_c_order_not_memory_order():
     x = np.zeros((4, 5), np.float32, order="F")
     x[3, 0] = np.nan                      # first in memory (column-major)

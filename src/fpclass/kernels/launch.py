@@ -24,9 +24,9 @@ U8 = np.dtype(np.uint8)
 PARALLEL_MIN = 1 << 22
 #: Elements per parallel task.
 BLOCK = 1 << 16
-#: The most bytes one thread searches in a round of `find`'s parallel search (a few
-#: milliseconds of reading): rounds cost a thread wake-up each, which smaller rounds on 1-byte
-#: formats made 10-15% of the search time (measured).
+#: The bytes one thread searches in a round of `find`'s parallel search, once rounds have grown
+#: (a few milliseconds of reading; the last round takes the rest, up to twice that): rounds cost
+#: a thread wake-up each, which smaller rounds on 1-byte formats made 10-15% of the time (measured).
 ROUND_BYTES = 32 << 20
 #: How much larger each round of that search is than the last: a hit at position k still
 #: costs O(k), in few rounds (each wakes the threads: about 30 µs here).
