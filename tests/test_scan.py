@@ -305,3 +305,15 @@ def test_interrupt_returns_partial_results(tmp_path):
     report = engine.assemble(tasks, results, interrupted=interrupted)
     assert interrupted and report.exit_code == ExitCode.INTERRUPTED
     assert len(report.checked) == 1 and len(report.unchecked) == 2
+
+
+@pytest.mark.parametrize("dtype", ["F32", "BF16"])
+def test_split_parts_cover_the_tensor_bytes_once(tmp_path, dtype):
+    # the progress bar's total is the parts' bytes: a split tensor must add up to its own size
+    from fpclass.scan import engine
+    np_dtype = ST_FLOATS[dtype][0]
+    a = np.arange(1001, dtype=np.float32).astype(np_dtype).reshape(7, 143)
+    path = write_safetensors(tmp_path / "m.safetensors", {"w": (dtype, a)})
+    parts = [t for t in engine.plan([path], task_bytes=160) if t.status == "check"]
+    assert len(parts) > 1
+    assert sum(t.part_bytes for t in parts) == a.nbytes

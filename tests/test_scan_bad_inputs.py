@@ -142,6 +142,7 @@ def test_overlapping_zip_members(tmp_path):
     (tmp_path / "o.npz").write_bytes(bytes(data[:end]) + entry + bytes(eocd))
     report = scan([tmp_path / "o.npz"])
     assert any("overlap" in p.reason for p in report.problems)
+    assert not report.tensors  # neither member is read
     assert report.exit_code == ExitCode.INCONCLUSIVE
 
 

@@ -122,7 +122,7 @@ def _scan(args, out, err) -> int:
     try:
         if _is_terminal(err) and not args.quiet and not args.json:
             from .scan.render import Progress
-            with Progress(err, sum(t.nbytes for t in tasks if t.status == "check")) as bar:
+            with Progress(err, sum(t.part_bytes for t in tasks if t.status == "check")) as bar:
                 results, interrupted = execute(tasks, progress=bar.advance, **options)
         else:
             results, interrupted = execute(tasks, **options)

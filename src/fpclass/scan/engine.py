@@ -4,6 +4,7 @@ scheduler (dask) can run the same tasks."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -90,9 +91,7 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
         return base
     try:
         if not can_hold_nonfinite(task.element):
-            n = 1
-            for d in task.shape:
-                n *= d
+            n = math.prod(task.shape)
             return replace(base, status=CHECKED, values_checked=n if task.first == 0 else 0)
         if task.block_bytes:
             return _run_blocks(task, base, max_locations, chunk_bytes, io, stop)
@@ -111,11 +110,12 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
 
 def _classify(values, limit):
     """(nan, +inf, -inf, flat positions, classes) of a 1-D chunk, positions at most `limit`."""
-    if not count_nonfinite(values):
+    nonfinite = int(count_nonfinite(values))
+    if not nonfinite:
         return 0, 0, 0, (), ()
     nan = int(count_nan(values))
     pinf = int(count_inf(values, detect_negative=False))
-    ninf = int(count_inf(values, detect_positive=False))
+    ninf = nonfinite - nan - pinf  # values are real: non-finite is exactly NaN, +Inf or -Inf
     if limit <= 0:
         return nan, pinf, ninf, (), ()
     pos = locate_nonfinite(values, limit)[:, 0]

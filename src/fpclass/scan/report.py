@@ -3,6 +3,7 @@ JSON document (schema "fpclass.scan/1", documented in docs/scan.md)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .exitcodes import ExitCode
@@ -70,15 +71,8 @@ class TensorResult:
     first: int = 0              # first item of the part this result covers
 
     @property
-    def key(self) -> tuple:
-        return (self.file, self.name)
-
-    @property
     def elements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nonfinite(self) -> int:

@@ -7,6 +7,7 @@ processes (dask) as they are.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 #: What a task asks for.
@@ -66,10 +67,12 @@ class Task:
 
     @property
     def items(self) -> int:
-        n = 1
-        for d in self.grid:
-            n *= d
-        return n
+        return math.prod(self.grid)
+
+    @property
+    def part_bytes(self) -> int:
+        """The stored bytes of the items this task (or part) covers."""
+        return self.nbytes if self.count < 0 else self.nbytes * self.count // max(self.items, 1)
 
     def part(self, first: int, count: int) -> "Task":
         return replace(self, first=first, count=count)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..dtypes import component, np_dtype
@@ -9,10 +11,7 @@ from ..tasks import CHECK, FILE, NOT_APPLICABLE, RAW, UNCHECKED, Task
 
 
 def elements(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    return math.prod(shape)
 
 
 def marker(path: str, fmt: str) -> Task:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import ReaderError
 from ..tasks import DEFLATE, RAW, problem
-from .layout import elements, float_task, marker, not_applicable, unchecked
+from .layout import elements, float_task, marker, not_applicable, overlaps, unchecked
 
 #: A member declaring more than this many bytes per compressed byte is refused; deflate cannot
 #: exceed about 1032:1, so a larger ratio means the sizes in the directory are lies.
@@ -103,9 +103,8 @@ def plan_npz(path: str) -> list:
                 except ReaderError as e:
                     tasks.append(problem(path, f"member {info.filename}: {e}"))
                     continue
-                spans.append((info.filename, info.header_offset, data_at + info.compress_size))
+                spans.append((_member_name(info), info.header_offset, data_at + info.compress_size))
                 tasks.append(_member(path, z, raw, info, data_at))
-        from .layout import overlaps
         for name, other in overlaps(spans):
             tasks.append(problem(path, f"zip members {name} and {other} overlap (zip bomb?)"))
             tasks = [t for t in tasks if t.name not in (name, other)]
@@ -121,8 +120,13 @@ def _data_offset(raw, info) -> int:
     return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
 
 
+def _member_name(info) -> str:
+    """The tensor name of a zip member: its file name without ".npy" (as np.load names it)."""
+    return info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+
+
 def _member(path, z, raw, info, data_at):
-    name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+    name = _member_name(info)
     if info.flag_bits & 0x1:
         return unchecked(path, name, "?", (), "encrypted zip member")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
