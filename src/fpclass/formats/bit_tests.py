@@ -1,6 +1,6 @@
 """Bit tests derived from the format table: which stored words hold a given class of value.
 
-Every class fpclass answers (NaN, ±Inf, non-finite, zero, subnormal, negative) is one *bit test*
+Every class fpclass answers (NaN, ±Inf, non-finite, zero, tiny, negative) is one *bit test*
 on the stored word `w`:  ``(w & mask) == value  and  (w & mask2) != value2``.
 Kernels only ever evaluate bit tests; they never know what a format is. Because a bit test uses
 nothing but AND and equality, a byte-swapped test on raw big-endian words answers exactly like the
@@ -24,7 +24,6 @@ class Query(enum.Enum):
     NEGINF = "neginf"
     NONFINITE = "nonfinite"
     ZERO = "zero"
-    SUBNORMAL = "subnormal"
     TINY = "tiny"           # zero or subnormal: exponent field zero, and not a NaN
     NEGATIVE = "negative"   # sign bit set
 
@@ -95,14 +94,11 @@ def bit_test(f: Format, query: Query) -> BitTest | None:
     if query is Query.TINY:
         if not (f.has_zero or f.has_subnormals):
             return None
-        nan = _nan_test(f)
-        if nan is not None and nan.mask2 == 0 and nan.value & exponent == 0:
+        if f.nan is NaN.NEGATIVE_ZERO:
             # The *fnuz NaN sits in the -0 slot, exponent field zero: keep it out, so that
-            # tiny = zero + subnormal exactly and counting both is never needed.
-            return BitTest(exponent, 0, nan.mask, nan.value)
+            # tiny = zero + subnormal exactly.
+            return BitTest(exponent, 0, every, sign)
         return BitTest(exponent, 0)
-    if query is Query.SUBNORMAL:
-        return BitTest(exponent, 0, f.mantissa_mask, 0) if f.has_subnormals else None
     if query is Query.NEGATIVE:
         return BitTest(sign, sign) if f.signed else None
     raise ValueError(f"unknown query {query!r}")

@@ -39,15 +39,11 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
             elif ss == 1 and ds == 1:  # the common case: a separate loop LLVM can vectorize
                 s0 = np.uint64(sp)
                 d0 = np.uint64(dp)
-                done = np.uint64(0)
+                head = done = np.uint64(run)
                 if stream:
-                    done = _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate)
-                if m2 == 0:  # a one-clause test: half the work per word
-                    for k in range(done, np.uint64(run)):
-                        dst[d0 + k] = ((src[s0 + k] & m) == v) ^ negate
-                else:
-                    for k in range(done, np.uint64(run)):
-                        dst[d0 + k] = hit(src[s0 + k], m, v, m2, v2) ^ negate
+                    head, done = _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate)
+                _mask_words(src, s0, dst, d0, np.uint64(0), head, m, v, m2, v2, negate)
+                _mask_words(src, s0, dst, d0, done, np.uint64(run), m, v, m2, v2, negate)
             else:
                 for k in range(run):
                     dst[np.uint64(dp + k * ds)] = hit(src[np.uint64(sp + k * ss)], m, v, m2, v2) ^ negate
@@ -66,34 +62,38 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
 
 
 @njit(**JIT)
-def _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate):
-    """The stream=True part of a unit-stride run: from the first 64-byte boundary of dst (whose
-    address is a multiple of its itemsize), whole vectors of 64 elements, written with non-temporal stores. Returns where it stopped; the
-    plain loop does the rest, and the head before the boundary."""
-    size = np.uint64(dst.itemsize)
-    address = np.uint64(dst.ctypes.data) + d0 * size
-    if address % size != 0:  # no element starts on a 64-byte boundary: all of it the plain way
-        return np.uint64(0)
-    head = (np.uint64(64) - address % np.uint64(64)) % np.uint64(64) // size
-    if np.uint64(run) < head + np.uint64(VECTOR):
-        return np.uint64(0)
-    flip = np.uint64(0xFFFFFFFFFFFFFFFF) if negate else np.uint64(0)
-    if m2 == 0:
-        for k in range(head):
+def _mask_words(src, s0, dst, d0, lo, hi, m, v, m2, v2, negate):
+    """dst[d0 + k] = test(src[s0 + k]) ^ negate for k in lo..hi, unit strides."""
+    if m2 == 0:  # a one-clause test: half the work per word
+        for k in range(lo, hi):
             dst[d0 + k] = ((src[s0 + k] & m) == v) ^ negate
     else:
-        for k in range(head):
+        for k in range(lo, hi):
             dst[d0 + k] = hit(src[s0 + k], m, v, m2, v2) ^ negate
+
+
+@njit(**JIT)
+def _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate):
+    """Write the whole 64-element vectors of a unit-stride run of a uint8 mask that start on a
+    64-byte boundary of dst, with non-temporal stores. Returns (head, done): the positions before
+    and after them, which the caller writes the plain way."""
+    head = (np.uint64(64) - (np.uint64(dst.ctypes.data) + d0) % np.uint64(64)) % np.uint64(64)
+    if np.uint64(run) < head + np.uint64(VECTOR):
+        return np.uint64(run), np.uint64(run)
     vectors = (np.uint64(run) - head) // np.uint64(VECTOR)
     if m2 == 0:
-        for b in range(vectors):
-            k = head + b * np.uint64(VECTOR)
-            stream_bits(dst, d0 + k, match_bits(src, s0 + k, m, v, None, None) ^ flip)
+        _stream_vectors(src, s0 + head, dst, d0 + head, vectors, m, v, None, None, negate)
     else:
-        for b in range(vectors):
-            k = head + b * np.uint64(VECTOR)
-            stream_bits(dst, d0 + k, match_bits(src, s0 + k, m, v, m2, v2) ^ flip)
-    return head + vectors * np.uint64(VECTOR)
+        _stream_vectors(src, s0 + head, dst, d0 + head, vectors, m, v, m2, v2, negate)
+    return head, head + vectors * np.uint64(VECTOR)
+
+
+@njit(**JIT)
+def _stream_vectors(src, s0, dst, d0, vectors, m, v, m2, v2, negate):
+    flip = np.uint64(0xFFFFFFFFFFFFFFFF) if negate else np.uint64(0)
+    for b in range(vectors):
+        k = b * np.uint64(VECTOR)
+        stream_bits(dst, d0 + k, match_bits(src, s0 + k, m, v, m2, v2) ^ flip)
 
 
 @njit(parallel=True, **JIT)

@@ -24,37 +24,24 @@ RUN_BYTES = 1 << 16
 
 
 @njit(**JIT)
-def _stream(src, s0, vectors, base, counts):
+def _stream(src, s0, vectors, base, counts, tiny_mask2, tiny_value2):
     """counts[0:6] += the base counts of the 64 * vectors words from src[s0]. Only TINY may be a
-    two-clause test (launch.histogram sends anything else to the plain counting kernel)."""
+    two-clause test, its second clause passed apart: None for one-clause tests, so numba
+    compiles a loop without it (launch.histogram asserts that no other test has two)."""
     nonfinite = tiny = negative = zero = signed_tiny = signed_zero = np.uint64(0)
     m0, v0, m1, v1 = base[NONFINITE, 0], base[NONFINITE, 1], base[TINY, 0], base[TINY, 1]
     m2, v2, m3, v3 = base[NEGATIVE, 0], base[NEGATIVE, 1], base[ZERO, 0], base[ZERO, 1]
-    if base[TINY, 2] == 0:
-        for b in range(vectors):
-            at = s0 + b * np.uint64(VECTOR)
-            bits_n = match_bits(src, at, m2, v2, None, None)
-            bits_t = match_bits(src, at, m1, v1, None, None)
-            bits_z = match_bits(src, at, m3, v3, None, None)
-            nonfinite += popcount(match_bits(src, at, m0, v0, None, None))
-            tiny += popcount(bits_t)
-            negative += popcount(bits_n)
-            zero += popcount(bits_z)
-            signed_tiny += popcount(bits_t & bits_n)
-            signed_zero += popcount(bits_z & bits_n)
-    else:  # tiny is a two-clause test in the *fnuz formats (their NaN sits in the -0 slot)
-        m1b, v1b = base[TINY, 2], base[TINY, 3]
-        for b in range(vectors):
-            at = s0 + b * np.uint64(VECTOR)
-            bits_n = match_bits(src, at, m2, v2, None, None)
-            bits_t = match_bits(src, at, m1, v1, m1b, v1b)
-            bits_z = match_bits(src, at, m3, v3, None, None)
-            nonfinite += popcount(match_bits(src, at, m0, v0, None, None))
-            tiny += popcount(bits_t)
-            negative += popcount(bits_n)
-            zero += popcount(bits_z)
-            signed_tiny += popcount(bits_t & bits_n)
-            signed_zero += popcount(bits_z & bits_n)
+    for b in range(vectors):
+        at = s0 + b * np.uint64(VECTOR)
+        bits_n = match_bits(src, at, m2, v2, None, None)
+        bits_t = match_bits(src, at, m1, v1, tiny_mask2, tiny_value2)
+        bits_z = match_bits(src, at, m3, v3, None, None)
+        nonfinite += popcount(match_bits(src, at, m0, v0, None, None))
+        tiny += popcount(bits_t)
+        negative += popcount(bits_n)
+        zero += popcount(bits_z)
+        signed_tiny += popcount(bits_t & bits_n)
+        signed_zero += popcount(bits_z & bits_n)
     counts[NONFINITE] += np.int64(nonfinite)
     counts[TINY] += np.int64(tiny)
     counts[NEGATIVE] += np.int64(negative)
@@ -79,7 +66,11 @@ def histogram_range(src, s_off, s_str, shape, start, stop, base, special, counts
         done = 0
         if ss == 1:
             done = run - run % VECTOR
-            _stream(src, np.uint64(sp), np.uint64(done // VECTOR), base, counts)
+            vectors = np.uint64(done // VECTOR)
+            if base[TINY, 2] == 0:
+                _stream(src, np.uint64(sp), vectors, base, counts, None, None)
+            else:  # tiny in the *fnuz formats, whose NaN sits in the -0 slot
+                _stream(src, np.uint64(sp), vectors, base, counts, base[TINY, 2], base[TINY, 3])
         for t in range(base.shape[0]):
             counts[t] += count_run(src, sp + done, ss, run - done, base[t, 0], base[t, 1], base[t, 2],
                                    base[t, 3], 1)

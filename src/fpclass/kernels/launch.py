@@ -160,12 +160,12 @@ def histogram(a: np.ndarray, word: np.dtype, base: list, special: list) -> np.nd
     kernels/histogram.py) then each `special` test, in one streaming pass (int64 array). A test
     that is None matches nothing; special tests must only match where base[NONFINITE] does."""
     tests = base + special
-    rows = histogram_kernels
-    two_clause = any(base[r] is not None and base[r].mask2 for r in (rows.NONFINITE, rows.NEGATIVE, rows.ZERO))
-    if all(t is None for t in base[1:]) or two_clause:
+    k = histogram_kernels
+    assert all(t is None or not t.mask2 for t in (base[k.NONFINITE], base[k.NEGATIVE], base[k.ZERO])), \
+        "the streaming loop takes a second clause for tiny only"
+    if all(t is None for t in base[1:]):
         # Only the non-finite classes exist (e8m0): counting just those beats testing every
-        # vector for classes that cannot occur. (No format has a two-clause base test but tiny,
-        # which the streaming loop takes; one that did would be counted here too.)
+        # vector for classes that cannot occur.
         counts = np.zeros(len(tests), np.int64)
         present = [i for i, t in enumerate(tests) if t is not None]
         if present:

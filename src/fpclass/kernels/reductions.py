@@ -19,6 +19,15 @@ COUNT_BYTES = 1 << 12
 
 
 @njit(**JIT)
+def _count_vectors(src, s0, vectors, m, v, m2, v2):
+    """Matches among the 64 * vectors words from src[s0] (m2 = v2 = None: a one-clause test)."""
+    total = np.uint64(0)
+    for b in range(vectors):
+        total += popcount(match_bits(src, s0 + b * np.uint64(VECTOR), m, v, m2, v2))
+    return total
+
+
+@njit(**JIT)
 def count_run(src, sp, ss, run, m, v, m2, v2, lanes):
     """How many of the `run` elements from word sp, ss words apart, match the test (with
     lanes == 2 an element is two words and matches if either does)."""
@@ -26,13 +35,10 @@ def count_run(src, sp, ss, run, m, v, m2, v2, lanes):
     if lanes == 1 and ss == 1:
         s0 = np.uint64(sp)
         vectors = np.uint64(run // VECTOR)
-        total = np.uint64(0)
         if m2 == 0:  # a one-clause test (Inf, non-finite, zero): half the work per word
-            for b in range(vectors):
-                total += popcount(match_bits(src, s0 + b * np.uint64(VECTOR), m, v, None, None))
+            total = _count_vectors(src, s0, vectors, m, v, None, None)
         else:
-            for b in range(vectors):
-                total += popcount(match_bits(src, s0 + b * np.uint64(VECTOR), m, v, m2, v2))
+            total = _count_vectors(src, s0, vectors, m, v, m2, v2)
         for j in range(vectors * np.uint64(VECTOR), np.uint64(run)):
             total += np.uint64(hit(src[s0 + j], m, v, m2, v2))
         c = np.int64(total)

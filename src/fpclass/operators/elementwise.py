@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats import Query
+from ..formats import Kind, Query, format_of
 from .inputs import as_source, check_flag, check_out
 from .outputs import empty_mask
 
@@ -47,12 +47,8 @@ class _Fast:
 
 
 _FAST_NAN, _FAST_FINITE = _Fast(Query.NAN, False), _Fast(Query.NONFINITE, True)
-_FAST_INF = {  # (detect_negative, detect_positive) -> path
-    (True, True): _Fast(Query.INF, False),
-    (False, True): _Fast(Query.POSINF, False),
-    (True, False): _Fast(Query.NEGINF, False),
-}
-_FAST_BOTH_SIGNS = _FAST_INF[True, True]
+_FAST_BOTH_SIGNS = _Fast(Query.INF, False)
+_FAST_INF = {Query.POSINF: _Fast(Query.POSINF, False), Query.NEGINF: _Fast(Query.NEGINF, False)}
 
 
 def _small(x, fast: _Fast, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np.ndarray):
@@ -152,21 +148,28 @@ def isnan(x, out=None):
 def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     """True where `x` is an infinity of a selected sign (ONNX / OpenVINO IsInf attributes).
     Both flags false gives all False. Complex: either part infinite (both signs only)."""
-    if detect_negative is True and detect_positive is True:  # the default, checked cheaply
-        if (done := _small(x, _FAST_BOTH_SIGNS, out)) is not None:
-            return done
+    both = detect_negative is True and detect_positive is True  # the default, checked cheaply
+    if both and (done := _small(x, _FAST_BOTH_SIGNS, out)) is not None:
+        return done
     if type(x) is not np.ndarray:
         lazy = _dask("isinf", x, out, detect_negative=detect_negative, detect_positive=detect_positive)
         if lazy is not NotImplemented:
             return lazy
-    neg = check_flag("detect_negative", detect_negative)
-    pos = check_flag("detect_positive", detect_positive)
-    if not (neg and pos):
-        _refuse_complex(x, "isinf with one or no sign")
-    query = Query.INF if neg and pos else Query.POSINF if pos else Query.NEGINF if neg else None
-    if query is not None and (done := _small(x, _FAST_INF[neg, pos], out)) is not None:
+    query = _inf_query(x, "isinf", detect_negative, detect_positive)
+    if query not in (None, Query.INF) and (done := _small(x, _FAST_INF[query], out)) is not None:
         return done
     return _classify(x, query, False, out)
+
+
+def _inf_query(x, what, detect_negative, detect_positive) -> Query | None:
+    """The query for the selected signs; complex input with one or no sign is refused, as in
+    numpy's isposinf (which part's sign would count?)."""
+    neg = check_flag("detect_negative", detect_negative)
+    pos = check_flag("detect_positive", detect_positive)
+    if neg and pos:
+        return Query.INF
+    _refuse_complex(x, f"{what} with one or no sign")
+    return Query.POSINF if pos else Query.NEGINF if neg else None
 
 
 def isfinite(x, out=None):
@@ -189,8 +192,10 @@ def isneginf(x, out=None):
 
 
 def _refuse_complex(x, what):
-    kind = getattr(getattr(x, "dtype", None), "kind", None)
-    if kind is None:
-        kind = np.asarray(x).dtype.kind
-    if kind == "c" or (kind in "VW" and "complex" in str(getattr(x, "dtype", ""))):
+    dtype = getattr(x, "dtype", None)
+    try:
+        kind = format_of(np.asarray(x).dtype if dtype is None else dtype).kind
+    except TypeError:
+        return  # not a supported dtype: the operator itself says so
+    if kind is Kind.COMPLEX:
         raise TypeError(f"{what} is not supported for complex values because it would be ambiguous")

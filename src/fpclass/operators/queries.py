@@ -12,19 +12,8 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..formats import Kind, Query
-from .elementwise import _BY_VALUE, _dask, _launch as _kernels, _refuse_complex
-from .inputs import as_source, check_flag
-
-
-def _inf_query(x, what, detect_negative, detect_positive) -> Query | None:
-    """The query for the selected signs; complex input with one or no sign is refused, as in
-    numpy's isposinf (which part's sign would count?)."""
-    neg = check_flag("detect_negative", detect_negative)
-    pos = check_flag("detect_positive", detect_positive)
-    if neg and pos:
-        return Query.INF
-    _refuse_complex(x, f"{what} with one or no sign")
-    return Query.POSINF if pos else Query.NEGINF if neg else None
+from .elementwise import _BY_VALUE, _dask, _inf_query, _launch as _kernels
+from .inputs import as_source
 
 
 def _count(x, query: Query | None, axis, keepdims) -> np.ndarray | np.int64:
