@@ -18,17 +18,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import fpclass  # noqa: E402
 import fpclass.directml as dml  # noqa: E402
-from common import best_time, table  # noqa: E402
-
-
-def paired_best(a, b, repeat: int) -> tuple[float, float]:
-    """Best times of `a` and `b`, measured in alternation so that load from other processes
-    on a shared machine falls on both alike."""
-    best = [float("inf"), float("inf")]
-    for _ in range(repeat):
-        for k, fn in enumerate((a, b)):
-            best[k] = min(best[k], best_time(fn, repeat=1, warmup=0))
-    return best[0], best[1]
+from common import paired_times, table  # noqa: E402
 
 
 
@@ -58,7 +48,7 @@ def rows(n: int, repeat: int):
             op = desc.create_operator()
             run = lambda: op.execute(x, out)  # noqa: E731
             core(), run()  # warm-up: kernels compile or load, pages fault in
-            core_s, dml_s = paired_best(core, run, repeat)
+            dml_s, core_s = paired_times(run, core, repeat)
             yield f"{op_name} {type_name}", core_s, dml_s
 
 

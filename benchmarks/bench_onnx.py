@@ -13,7 +13,6 @@ includes.
 from __future__ import annotations
 
 import argparse
-import time
 
 import ml_dtypes
 import numpy as np
@@ -22,6 +21,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import fpclass.onnx
+from common import best_time
 
 DTYPES = {
     "float16": (np.dtype(np.float16), TensorProto.FLOAT16),
@@ -47,16 +47,6 @@ def data(dtype: np.dtype, n: int) -> np.ndarray:
     words = np.random.default_rng(0).integers(0, 1 << (8 * dtype.itemsize), size=n,
                                               dtype=f"u{dtype.itemsize}")
     return words.view(dtype)
-
-
-def best(fn, repeat: int) -> float:
-    fn()  # warm: numba kernels load, onnxruntime allocates
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def parse_size(text: str) -> int:
@@ -94,10 +84,10 @@ def main(argv=None) -> int:
             if not np.array_equal(ours, theirs):
                 raise SystemExit(f"{op} {name}: fpclass and onnxruntime disagree")
             reference = ReferenceEvaluator(m)
-            t_fp = best(lambda: rep.run([x]), args.repeat)
-            t_ort = best(lambda: session.run_with_ort_values(["y"], {"x": value}), args.repeat)
+            t_fp = best_time(lambda: rep.run([x]), args.repeat)
+            t_ort = best_time(lambda: session.run_with_ort_values(["y"], {"x": value}), args.repeat)
             with np.errstate(all="ignore"):
-                t_ref = best(lambda: reference.run(None, {"x": x}), args.reference_repeat)
+                t_ref = best_time(lambda: reference.run(None, {"x": x}), args.reference_repeat)
             print(f"{name:<14}{op:<7}{t_fp * 1e3:>11.1f}{t_ort * 1e3:>9.1f}{t_ref * 1e3:>10.1f}"
                   f"{t_ort / t_fp:>8.2f}x{t_ref / t_fp:>8.1f}x", flush=True)
     return 0

@@ -9,13 +9,13 @@ Inputs are random bit patterns with specials mixed in, so no branch predictor ge
 from __future__ import annotations
 
 import argparse
-import time
 
 import ml_dtypes
 import numpy as np
 import openvino as ov
 
 import fpclass.openvino as fov
+from common import best_time
 
 FORMATS = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
 OPERATORS = {"IsInf": lambda b, x: b.is_inf(x), "IsFinite": lambda b, x: b.is_finite(x),
@@ -36,16 +36,6 @@ def data(fmt: str, n: int) -> np.ndarray:
     return x
 
 
-def best(fn, repeat: int) -> float:
-    fn()  # warm-up: numba compilation, OpenVINO's first-inference allocations
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--elements", type=int, default=64 * 2**20)
@@ -63,8 +53,8 @@ def main(argv=None) -> int:
             model = one_layer_model(fmt, op, n)
             request = core.compile_model(core.read_model(
                 model.to_xml().encode(), ov.Tensor(np.empty(0, np.uint8))), "CPU").create_infer_request()
-            ours = best(lambda: model.infer({"x": x}), args.repeat)
-            theirs = best(lambda: request.infer({0: x_ov}), args.repeat)
+            ours = best_time(lambda: model.infer({"x": x}), args.repeat)
+            theirs = best_time(lambda: request.infer({0: x_ov}), args.repeat)
             print(f"{fmt:7} {op:9} {ours * 1e3:11.1f} {theirs * 1e3:12.1f} {theirs / ours:6.1f}x "
                   f"{n / ours / 1e9:16.2f}")
     return 0
