@@ -38,6 +38,7 @@ class BackendRep(_BaseBackendRep):
         self._inputs = [i for i in graph.input if i.name not in initialized]
         self.input_names = [i.name for i in self._inputs]
         self.output_names = [o.name for o in graph.output]
+        self._declared = {i.name: i.type for i in graph.input}  # every graph input, initialized or not
 
     def run(self, inputs, **kwargs):
         """Outputs for `inputs`: a dict by name, a sequence in graph-input order (initialized inputs
@@ -50,7 +51,7 @@ class BackendRep(_BaseBackendRep):
 
     def _named(self, inputs) -> dict:
         if isinstance(inputs, dict):
-            unknown = sorted(set(inputs) - {i.name for i in self.model.graph.input})
+            unknown = sorted(set(inputs) - self._declared.keys())
             if unknown:
                 raise ValueError(f"unknown inputs {unknown}; the model's inputs are {self.input_names}")
             missing = [n for n in self.input_names if n not in inputs]
@@ -70,7 +71,7 @@ class BackendRep(_BaseBackendRep):
             value = to_array(value)
         if not isinstance(value, np.ndarray):
             return value  # sequences, maps, optionals: the evaluator's business
-        declared = next((i.type for i in self.model.graph.input if i.name == name), None)
+        declared = self._declared.get(name)
         if declared is not None and declared.HasField("tensor_type") and declared.tensor_type.elem_type:
             want = declared.tensor_type.elem_type
             try:

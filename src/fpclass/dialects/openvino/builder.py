@@ -16,6 +16,7 @@ import numpy as np
 from .attributes import write_bool
 from .errors import IRError
 from .ir import Edge, Graph, Layer, Port
+from .layers import LAYER_KINDS
 from .model import Model
 from .shapes import PartialShape
 from .types import BOOLEAN, element_type, from_dtype
@@ -41,7 +42,7 @@ class Builder:
         name = name if name is not None else f"{type_}_{lid}"
         if any(layer.name == name for layer in self._graph.layers.values()):
             raise IRError(f"a layer named {name!r} already exists")
-        version = "opset1" if type_ in ("Parameter", "Result") else "opset10"
+        version = f"opset{LAYER_KINDS[type_].first_opset}"
         layer = Layer(lid, name, type_, version, attrs)
         if source is not None:
             fed = self._port(source)

@@ -39,5 +39,3 @@ LAYER_KINDS: dict[str, LayerKind] = {k.type: k for k in (
     LayerKind("IsFinite", 10, 1, 1, {}, lambda x, out, _: isfinite(x, out)),
     LayerKind("IsNaN", 10, 1, 1, {}, lambda x, out, _: isnan(x, out)),
 )}
-
-OPERATORS = tuple(k for k, v in LAYER_KINDS.items() if v.evaluate is not None)

@@ -79,10 +79,6 @@ class Model:
         self._computed = {(n.layer.id, *n.layer.outputs) for n in program.nodes
                           if n.kind.evaluate is not None}
 
-    @property
-    def program(self) -> Program:
-        return self._program
-
     def _needed_layers(self) -> set[int]:
         by_id = {n.layer.id: n for n in self._program.nodes}
         needed, todo = set(), [n.layer.id for n in self._program.results]

@@ -98,10 +98,6 @@ class PartialShape:
                 dims.append(parse_dimension(str(item), where))
         return cls(tuple(dims))
 
-    @property
-    def rank_is_dynamic(self) -> bool:
-        return self.dims is None
-
     def port_dims(self) -> tuple[int, ...]:
         """The `<dim>` list of a port of this shape (none for dynamic rank, -1 for dynamic axes)."""
         return () if self.dims is None else tuple(d.port_dim for d in self.dims)

@@ -25,7 +25,7 @@ def _port(parent: ET.Element, port: Port) -> None:
 
 def _layer(parent: ET.Element, node: Node) -> None:
     layer, kind = node.layer, node.kind
-    version = "opset1" if kind.type in ("Parameter", "Result") else f"opset{kind.first_opset}"
+    version = f"opset{kind.first_opset}"
     element = ET.SubElement(parent, "layer", {"id": str(layer.id), "name": layer.name,
                                               "type": kind.type, "version": version})
     if kind.type == "Parameter":
