@@ -85,10 +85,10 @@ def scalars(test, word):
 
 
 @functools.lru_cache(maxsize=1024)
-def test_words(test, word, flags: int = 0) -> np.ndarray:
-    """The test's four constants and mask_flat's flags as an array of the word type (read-only:
-    it is shared)."""
-    words = np.array([*test, flags], dtype=word)
+def test_words(test, word, negate: bool, lanes: int) -> np.ndarray:
+    """mask_flat's `test` argument: the test's four constants and its flags as an array of the
+    word type (read-only: it is shared)."""
+    words = np.array([*test, int(negate) | (2 if lanes == 2 else 0)], dtype=word)
     words.flags.writeable = False
     return words
 
@@ -107,8 +107,7 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     """out[...] = test(a) ^ negate element-wise; `out` is a uint8 array of a's shape."""
     flat = _contiguous(a, word, lanes)
     if flat is not None and out.flags.c_contiguous and not parallel_ok(a.size):
-        flags = int(negate) | (2 if lanes == 2 else 0)
-        if elementwise.mask_flat(flat[0], out.reshape(-1), test_words(test, word, flags)):
+        if elementwise.mask_flat(flat[0], out.reshape(-1), test_words(test, word, negate, lanes)):
             return
     src = as_words(a, word)
     if src is None:  # strides or address not whole words: copy piece by piece, never whole

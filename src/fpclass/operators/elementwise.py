@@ -40,8 +40,7 @@ class _Fast:
         if src is None or src.by_value or test is None:
             entry = (dtype, False, None)
         else:
-            flags = (2 if src.lanes == 2 else 0) | int(self.negate)
-            entry = (dtype, src.word, _launch().test_words(test, src.word, flags))
+            entry = (dtype, src.word, _launch().test_words(test, src.word, self.negate, src.lanes))
         self.by_dtype[id(dtype)] = entry
         return entry
 
