@@ -9,15 +9,14 @@ with the reason, so the report exits 2 naming what was not checked instead of dr
 
 from __future__ import annotations
 
-import os
-import time
+import functools
 import uuid
 
 from distributed import Client, as_completed, wait
 
 from ..scan import engine
 from ..scan.chunks import CHUNK_BYTES
-from ..scan.report import TensorResult, parse_fail_on
+from ..scan.report import TensorResult
 from ..scan.tasks import CHECK, UNCHECKED
 
 #: Extra attempts for a task whose function raised (worker deaths are retried by the scheduler).
@@ -126,24 +125,11 @@ def scan(paths, scheduler, *, fail_on="nan,inf", max_locations: int = engine.DEF
     """fpclass.scan.scan(paths, ...) with the tensors checked on the dask cluster at `scheduler`
     (an address like 'tcp://host:8786', or a distributed.Client). Same report; `threads` is
     accepted for symmetry and ignored: each worker's own thread count applies."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    classes = parse_fail_on(fail_on)
-    if not isinstance(max_locations, int) or max_locations < 0:
-        raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
-    if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
-    if io not in ("mmap", "read"):
-        raise ValueError(f"io must be 'mmap' or 'read', got {io!r}")
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
-    start = time.perf_counter()
-    tasks = engine.plan(paths, task_bytes=task_bytes, debug=debug)
-    results, interrupted = execute(tasks, scheduler, max_locations=max_locations,
-                                   chunk_bytes=chunk_bytes, io=io, progress=progress,
-                                   retries=retries, debug=debug)
-    return engine.assemble(tasks, results, fail_on=classes, max_locations=max_locations,
-                           seconds=time.perf_counter() - start, interrupted=interrupted)
+    return engine.scan(paths, fail_on=fail_on, max_locations=max_locations, chunk_bytes=chunk_bytes,
+                       io=io, task_bytes=task_bytes, progress=progress, debug=debug,
+                       execute_on=functools.partial(execute, scheduler=scheduler, retries=retries))
 
 
 __all__ = ["RETRIES", "execute", "scan"]

@@ -4,6 +4,7 @@ scheduler (dask) can run the same tasks."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -243,12 +244,14 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, io: str = "mmap",
-         task_bytes: int = TASK_BYTES, progress=None, debug: bool = False) -> ScanReport:
+         task_bytes: int = TASK_BYTES, progress=None, debug: bool = False,
+         execute_on=None) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
     "any", comma-separated or a list). Returns a ScanReport; bad files are reported in it, never
-    raised. ValueError for bad arguments."""
+    raised. ValueError for bad arguments. `execute_on` replaces this machine's threads
+    (`execute`) with another executor taking the same keywords but `threads`, e.g. a dask cluster."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -262,7 +265,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         raise ValueError(f"io must be 'mmap' or 'read', got {io!r}")
     start = time.perf_counter()
     tasks = plan(paths, task_bytes=task_bytes, debug=debug)
-    results, interrupted = execute(tasks, threads=threads, max_locations=max_locations,
-                                   chunk_bytes=chunk_bytes, io=io, progress=progress, debug=debug)
+    run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
+    results, interrupted = run(tasks, max_locations=max_locations, chunk_bytes=chunk_bytes, io=io,
+                               progress=progress, debug=debug)
     return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                     seconds=time.perf_counter() - start, interrupted=interrupted)
