@@ -317,3 +317,18 @@ def test_split_parts_cover_the_tensor_bytes_once(tmp_path, dtype):
     parts = [t for t in engine.plan([path], task_bytes=160) if t.status == "check"]
     assert len(parts) > 1
     assert sum(t.part_bytes for t in parts) == a.nbytes
+
+
+def test_onnx_packed_float4_is_checked_without_reading(tmp_path):
+    # FLOAT4E2M1 packs two values per byte; the format table says it holds no NaN or Inf
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    if not hasattr(TensorProto, "FLOAT4E2M1"):
+        pytest.skip("onnx without FLOAT4E2M1")
+    packed = helper.make_tensor("P", TensorProto.FLOAT4E2M1, [6], b"\xff" * 3, raw=True)
+    graph = helper.make_graph([], "g", [], [], initializer=[packed])
+    onnx.save_model(helper.make_model(graph), str(tmp_path / "p.onnx"))
+    report = scan([tmp_path / "p.onnx"])
+    result = result_of(report, "P")
+    assert result.status == "checked" and (result.nan, result.posinf, result.neginf) == (0, 0, 0)
+    assert report.exit_code == ExitCode.CLEAN

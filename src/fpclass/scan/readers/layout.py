@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from ..dtypes import component, np_dtype
+from ..dtypes import can_hold_nonfinite, component, np_dtype
 from ..tasks import CHECK, FILE, NOT_APPLICABLE, RAW, UNCHECKED, Task
 
 
@@ -41,6 +42,17 @@ def float_task(file, name, dtype_label, shape, element, *, source, offset, nbyte
     return Task(file, name, dtype_label, tuple(shape), CHECK, source=source, storage=storage,
                 offset=offset, nbytes=nbytes, member=member, element=element, order=order,
                 grid=grid)
+
+
+def packed_task(file, name, dtype_label, shape, element) -> Task:
+    """A tensor of packed sub-byte floats (several per byte), which the core cannot read (it takes
+    one value per byte). Checked without reading where the format table says `element` holds no
+    NaN or Inf (float4, float6); unchecked otherwise."""
+    if can_hold_nonfinite(element):
+        return unchecked(file, name, dtype_label, shape,
+                         f"packed sub-byte {dtype_label} values are not supported")
+    return replace(float_task(file, name, dtype_label, shape, element, source=file, offset=0,
+                              nbytes=0), grid=())
 
 
 def not_applicable(file, name, dtype_label, shape, why="not a floating-point type") -> Task:

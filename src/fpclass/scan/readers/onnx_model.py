@@ -13,7 +13,7 @@ import os
 
 from . import ReaderError
 from ..tasks import RAW, VARINT, Task, problem
-from .layout import elements, float_task, marker, not_applicable, unchecked
+from .layout import elements, float_task, marker, not_applicable, packed_task, unchecked
 from .protobuf import LEN, VARINT as WIRE_VARINT, ProtobufError, fields, open_map
 
 #: ONNX data_type → (element dtype for the core, bits, typed field number); None: not a float.
@@ -188,7 +188,7 @@ class _Walker:
         if t["raw"] is not None:
             a, b = t["raw"]
             if bits < 8:
-                return self._no_read(name, label, shape, element)
+                return packed_task(path, name, label, shape, element)
             if b - a != need:
                 return unchecked(path, name, label, shape, f"raw_data holds {b - a} bytes, "
                                  f"{label} shape {list(shape)} needs {need}")
@@ -197,7 +197,7 @@ class _Walker:
         if n == 0 and not typed:
             return float_task(path, name, label, shape, element, source=path, offset=0, nbytes=0)
         if bits < 8:
-            return self._no_read(name, label, shape, element)
+            return packed_task(path, name, label, shape, element)
         wrong = [f for f in typed if f != typed_field]
         if wrong or typed_field not in typed:
             return unchecked(path, name, label, shape, "no data for the tensor (or data in a typed "
@@ -215,12 +215,6 @@ class _Walker:
             return unchecked(path, name, label, shape, f"typed field holds {b - a} bytes, "
                              f"{label} shape {list(shape)} needs {need}")
         return float_task(path, name, label, shape, element, source=path, offset=a, nbytes=need)
-
-    def _no_read(self, name, label, shape, element):
-        from dataclasses import replace
-        task = float_task(self.path, name, label, shape, element, source=self.path, offset=0,
-                          nbytes=0)
-        return replace(task, grid=())
 
     def _external(self, name, label, shape, element, bits, need, ext):
         path = self.path
@@ -247,7 +241,7 @@ class _Walker:
             return unchecked(path, name, label, shape, f"external data [{offset}, {offset + need}) "
                              f"lies outside {loc} ({size} bytes; truncated?)")
         if bits < 8:
-            return self._no_read(name, label, shape, element)
+            return packed_task(path, name, label, shape, element)
         return float_task(path, name, label, shape, element, source=full, offset=offset,
                           nbytes=need, storage=RAW)
 

@@ -11,8 +11,9 @@ import os
 import struct
 
 from . import ReaderError
-from ..tasks import Task, problem
-from .layout import check_shape, elements, float_task, marker, not_applicable, overlaps, unchecked
+from ..tasks import problem
+from .layout import (check_shape, elements, float_task, marker, not_applicable, overlaps, packed_task,
+                     unchecked)
 
 #: The limit the reference implementation puts on the JSON header.
 HEADER_LIMIT = 100_000_000
@@ -125,10 +126,8 @@ def _tensor(path, name, entry, start, length):
                          f"data_offsets hold {end - begin}"), (begin, end)
     if element is None:
         return not_applicable(path, name, label, shape), (begin, end)
-    if bits < 8:  # packed sub-byte floats: the core reads one value per byte, so no view
-        task = float_task(path, name, label, shape, element, source=path,
-                          offset=start + begin, nbytes=end - begin)
-        return Task(**{**task.__dict__, "nbytes": 0, "grid": ()}), (begin, end)
+    if bits < 8:
+        return packed_task(path, name, label, shape, element), (begin, end)
     return float_task(path, name, label, shape, element, source=path, offset=start + begin,
                       nbytes=end - begin), (begin, end)
 
