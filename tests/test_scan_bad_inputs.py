@@ -53,7 +53,8 @@ CASES = {
     "short.npy": (None, "truncated"),
     "notzip.npz": (b"PK\x03\x04garbage", "not a valid zip"),
     "garbage.onnx": (b"\x08\x07\x3a\xff\xff\xff", "not a valid ONNX model"),
-    "unknown.bin": (b"hello world", "unrecognized file format"),
+    "unknown.dat": (b"hello world", "not a tensor file (text file)"),
+    "weights.bin": (b"hello world", "format fpclass does not read"),
 }
 
 
@@ -87,8 +88,10 @@ def test_bad_files_do_not_stop_the_others(tmp_path):
     assert [t.nan for t in report.tensors if t.file.endswith("good.safetensors")] == [1]
     named = {os.path.basename(p.path) for p in report.problems} | {
         os.path.basename(t.file) for t in report.unchecked}
-    # In a directory, files of unknown format are skipped rather than reported.
-    assert named == set(CASES) - {"unknown.bin"}
+    # In a directory, files that hold no tensors are skipped, and listed as such.
+    assert named == set(CASES) - {"unknown.dat"}
+    assert [(os.path.basename(p.path), p.reason) for p in report.skipped] == [
+        ("unknown.dat", "text file")]
     assert report.exit_code == ExitCode.FOUND
 
 

@@ -115,16 +115,17 @@ def check_schema(doc):
                  "status": lambda v: v in ("clean", "found", "inconclusive", "interrupted"),
                  "exit_code": lambda v: v in (0, 1, 2, 130), "interrupted": (bool,),
                  "fail_on": lambda v: set(v) <= {"nan", "posinf", "neginf"},
-                 "summary": (dict,), "files": (list,), "tensors": (list,), "problems": (list,)},
+                 "summary": (dict,), "files": (list,), "tensors": (list,), "problems": (list,),
+                 "skipped": (list,)},
            "document")
-    counts = ("files", "tensors", "checked", "not_applicable", "unchecked", "problems",
+    counts = ("files", "tensors", "checked", "not_applicable", "unchecked", "problems", "skipped",
               "tensors_with_findings", "nan", "posinf", "neginf", "bytes_checked")
     expect(doc["summary"], {**{k: nat for k in counts}, "seconds": lambda v: v >= 0,
                             "bytes_per_second": lambda v: v is None or v >= 0}, "summary")
     for f in doc["files"]:
         expect(f, {"path": (str,), "format": lambda v: v in (
             "safetensors", "safetensors-index", "npy", "npz", "onnx", "gguf")}, "file")
-    for p in doc["problems"]:
+    for p in doc["problems"] + doc["skipped"]:
         expect(p, {"path": (str,), "reason": lambda v: isinstance(v, str) and "\n" not in v}, "problem")
     for t in doc["tensors"]:
         expect(t, {"file": (str,), "name": (str,), "dtype": (str,),
@@ -141,6 +142,7 @@ def check_schema(doc):
             assert len(loc["index"]) in (len(t["shape"]), len(t["shape"]) + 1)  # +1: complex part
     s = doc["summary"]
     assert s["tensors"] == len(doc["tensors"]) and s["problems"] == len(doc["problems"])
+    assert s["skipped"] == len(doc["skipped"])
     assert s["nan"] == sum(t["nan"] for t in doc["tensors"])
 
 

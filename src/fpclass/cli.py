@@ -52,6 +52,12 @@ def _parser(out, err) -> _Parser:
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",
                       help="worker threads (default: one per core)")
+    scan.add_argument("--include", action="append", default=[], metavar="GLOB",
+                      help="in directories, read only files whose name or path below the "
+                      "directory matches GLOB (repeatable); the others are listed as skipped")
+    scan.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                      help="in directories, skip files and directories whose name or path below "
+                      "the directory matches GLOB (repeatable)")
     scan.add_argument("--quiet", action="store_true",
                       help="no progress bar and no summary line")
     scan.add_argument("--traceback", action="store_true",
@@ -106,33 +112,37 @@ def _scan(args, out, err) -> int:
     except ValueError as e:
         err.write(f"fpclass scan: error: {e}\n")
         return ExitCode.INCONCLUSIVE
-    import time
-    start = time.perf_counter()
-    tasks = engine.plan(args.paths, debug=args.traceback)
-    options = dict(max_locations=args.max_locations, debug=args.traceback)
+    execute_on = None
     if args.scheduler:
         try:
             from .dask import distributed
-            execute = functools.partial(distributed.execute, scheduler=args.scheduler)
         except ImportError as e:
             err.write(f"fpclass scan: error: {e}\n")
             return ExitCode.INCONCLUSIVE
-    else:
-        execute = functools.partial(engine.execute, threads=args.threads)
+        execute_on = functools.partial(distributed.execute, scheduler=args.scheduler)
+    bar = None
+    if _is_terminal(err) and not args.quiet and not args.json:
+        from .scan.render import Progress
+        bar = Progress(err)
     try:
-        if _is_terminal(err) and not args.quiet and not args.json:
-            from .scan.render import Progress
-            with Progress(err, sum(t.part_bytes for t in tasks if t.status == "check")) as bar:
-                results, interrupted = execute(tasks, progress=bar.advance, **options)
-        else:
-            results, interrupted = execute(tasks, **options)
+        report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
+                             threads=args.threads, include=args.include, exclude=args.exclude,
+                             debug=args.traceback, execute_on=execute_on,
+                             progress=bar.advance if bar else None,
+                             on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:
         if args.traceback:
             raise
         err.write(f"fpclass scan: error: cannot reach scheduler {args.scheduler}: {e}\n")
         return ExitCode.INCONCLUSIVE
-    report = engine.assemble(tasks, results, fail_on=fail_on, max_locations=args.max_locations,
-                             seconds=time.perf_counter() - start, interrupted=interrupted)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return _print(report, args, out)
+
+
+def _print(report, args, out) -> int:
+    """Write `report` as JSON, a rich table (terminal) or plain lines; return its exit code."""
     if args.json:
         json.dump(report.to_json(), out, indent=2)
         out.write("\n")

@@ -83,7 +83,7 @@ def _run_alone(client, run, tasks, i, results, progress, options, scan_id) -> No
 
 
 def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIONS,
-            chunk_bytes: int = CHUNK_BYTES, io: str = "mmap", progress=None,
+            chunk_bytes: int = CHUNK_BYTES, progress=None,
             retries: int = RETRIES, debug: bool = False, run=engine.run_task) -> tuple[list, bool]:
     """(results in task order, interrupted?) like fpclass.scan.engine.execute, with each CHECK
     task run by `run` (default fpclass.scan.run_task; it must be importable on the workers) on
@@ -97,7 +97,7 @@ def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIO
     if not remote:
         return results, False
     client, opened = _connect(scheduler)
-    options = dict(max_locations=max_locations, chunk_bytes=chunk_bytes, io=io, debug=debug,
+    options = dict(max_locations=max_locations, chunk_bytes=chunk_bytes, debug=debug,
                    retries=retries, pure=False)
     scan_id = uuid.uuid4().hex[:12]
     interrupted = False
@@ -119,7 +119,7 @@ def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIO
 
 
 def scan(paths, scheduler, *, fail_on="nan,inf", max_locations: int = engine.DEFAULT_MAX_LOCATIONS,
-         threads=None, chunk_bytes: int = CHUNK_BYTES, io: str = "mmap",
+         threads=None, chunk_bytes: int = CHUNK_BYTES,
          task_bytes: int = engine.TASK_BYTES, progress=None, retries: int = RETRIES,
          debug: bool = False) -> "engine.ScanReport":
     """fpclass.scan.scan(paths, ...) with the tensors checked on the dask cluster at `scheduler`
@@ -128,7 +128,7 @@ def scan(paths, scheduler, *, fail_on="nan,inf", max_locations: int = engine.DEF
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
     return engine.scan(paths, fail_on=fail_on, max_locations=max_locations, chunk_bytes=chunk_bytes,
-                       io=io, task_bytes=task_bytes, progress=progress, debug=debug,
+                       task_bytes=task_bytes, progress=progress, debug=debug,
                        execute_on=functools.partial(execute, scheduler=scheduler, retries=retries))
 
 

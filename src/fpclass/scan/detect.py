@@ -1,11 +1,15 @@
-"""Which reader a file needs, decided by its first bytes (magic numbers, header shape) and only
-then by its extension."""
+"""What a file is, for the scan: a format fpclass reads, a format that holds tensors fpclass does not
+read (the scan must then say it could not check it), or a file that holds no tensors (skipped).
+Content decides first (magic numbers, header shape), the name second."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import struct
+from dataclasses import dataclass
 
 SAFETENSORS = "safetensors"
 SAFETENSORS_INDEX = "safetensors-index"
@@ -19,34 +23,154 @@ ACCEPTED = ".safetensors (and *.safetensors.index.json), .npy, .npz, .onnx, .ggu
 
 _BY_EXTENSION = {".safetensors": SAFETENSORS, ".npy": NPY, ".npz": NPZ, ".onnx": ONNX,
                  ".gguf": GGUF}
+
+#: Extensions of files that hold tensors in formats fpclass does not read: such a file is never
+#: passed over quietly.
+CLAIMS_BY_EXTENSION = {
+    ".pt": "PyTorch checkpoint", ".pth": "PyTorch checkpoint", ".ckpt": "checkpoint",
+    ".bin": "binary weights file (PyTorch, OpenVINO IR, ...)",
+    ".pkl": "Python pickle", ".pickle": "Python pickle", ".joblib": "joblib pickle",
+    ".h5": "HDF5 file", ".hdf5": "HDF5 file", ".he5": "HDF5 file", ".keras": "Keras archive",
+    ".nc": "NetCDF file", ".nc4": "NetCDF file", ".cdf": "NetCDF file",
+    ".fits": "FITS file", ".fit": "FITS file", ".fts": "FITS file", ".fz": "FITS file",
+    ".zarr": "zarr store", ".msgpack": "msgpack (Flax) checkpoint",
+    ".tflite": "TensorFlow Lite model", ".pb": "TensorFlow protobuf",
+    ".pdparams": "PaddlePaddle parameters", ".pdopt": "PaddlePaddle optimizer state",
+    ".params": "MXNet parameters", ".ggml": "GGML file",
+}
+#: TensorFlow checkpoint shards: variables.data-00000-of-00001.
+_TF_SHARD = re.compile(r"\.data-\d{5}-of-\d{5}$")
+
+#: Magic numbers of tensor formats fpclass does not read (checked before any name).
+_CLAIMS_BY_MAGIC = (
+    (b"\x89HDF\r\n\x1a\n", "HDF5 file"),
+    (b"CDF\x01", "NetCDF classic file"), (b"CDF\x02", "NetCDF 64-bit offset file"),
+    (b"CDF\x05", "NetCDF 64-bit data file"),
+    (b"SIMPLE  =", "FITS file"),
+    (b"lmgg", "GGML file"), (b"fmgg", "GGMF file"), (b"tjgg", "GGJT file"),
+)
+#: Magic numbers of common files that hold no tensors.
+_OTHER_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image (PNG)"), (b"\xff\xd8\xff", "image (JPEG)"),
+    (b"GIF8", "image (GIF)"), (b"%PDF-", "PDF document"),
+)
+_TOKENIZER_NAMES = {"tokenizer.model", "spiece.model", "sentencepiece.bpe.model",
+                    "sentencepiece.model"}
+
+#: Bytes read to identify a file (and to tell text from binary).
+HEAD_BYTES = 8192
 #: JSON files larger than this are not read to look for a weight_map.
 _INDEX_LIMIT = 64 << 20
 
 
-def detect(path: str) -> str | None:
-    """The kind of `path` (one of KINDS) or None when it is none of them. Content decides; the
-    extension is the fallback, so a damaged file still reaches its reader, which names the damage.
-    OSError propagates."""
-    with open(path, "rb") as f:
-        head = f.read(16)
-        size = os.fstat(f.fileno()).st_size
-    if head.startswith(b"\x93NUMPY"):
-        return NPY
-    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return NPZ
-    if head.startswith(b"GGUF"):
-        return GGUF
-    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] <= size - 8:
-        return SAFETENSORS
-    lower = path.lower()
-    if lower.endswith(".json"):
-        return SAFETENSORS_INDEX if _is_index(path, size) else None
+@dataclass(frozen=True)
+class Identity:
+    """One of: `kind` (a reader in KINDS reads it), `claims` (holds tensors in the format named,
+    which fpclass does not read), or `skip` (holds no tensors: why)."""
+
+    kind: str | None = None
+    claims: str = ""
+    skip: str = ""
+
+
+def claims_by_name(name: str) -> str:
+    """The tensor format a file (or directory) name announces, or "" when it announces none."""
+    lower = name.lower()
     ext = os.path.splitext(lower)[1]
-    if ext in _BY_EXTENSION:
-        return _BY_EXTENSION[ext]
+    if lower.endswith(".zarr.zip"):
+        return "zarr store (zip)"
+    if ext in CLAIMS_BY_EXTENSION:
+        return CLAIMS_BY_EXTENSION[ext]
+    if ext in _BY_EXTENSION or lower.endswith(".safetensors.index.json"):
+        return ext.lstrip(".") + " file" if ext in _BY_EXTENSION else "safetensors index"
+    if _TF_SHARD.search(lower):
+        return "TensorFlow checkpoint shard"
+    return ""
+
+
+def identify(path: str) -> Identity:
+    """What the regular file at `path` is. Opens it without blocking (a FIFO swapped in is not
+    waited on); OSError propagates."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb", closefd=True) as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return Identity(skip="not a regular file")
+        head = f.read(HEAD_BYTES)
+    size = st.st_size
+    name = os.path.basename(path)
+    by_content = _by_content(head, size, name)
+    if by_content is not None:
+        return by_content
+    lower = name.lower()
+    if lower.endswith(".json"):
+        if _is_index(path, size):
+            return Identity(SAFETENSORS_INDEX)
+        return Identity(skip="text file (JSON)")
+    ext = os.path.splitext(lower)[1]
+    if ext in _BY_EXTENSION:  # damaged: its reader names the damage
+        return Identity(_BY_EXTENSION[ext])
     if head[:1] == b"\x08" and _looks_like_onnx(path):
-        return ONNX
+        return Identity(ONNX)
+    claimed = claims_by_name(name)
+    if claimed:
+        return Identity(claims=claimed)
+    if lower in _TOKENIZER_NAMES or ext == ".spm":
+        return Identity(skip="tokenizer model (sentencepiece)")
+    if _is_text(head):
+        return Identity(skip="text file")
+    return Identity(skip="unrecognized binary file (no tensor format found)")
+
+
+def _by_content(head: bytes, size: int, name: str) -> Identity | None:
+    if head.startswith(b"\x93NUMPY"):
+        return Identity(NPY)
+    if head.startswith(b"GGUF"):
+        return Identity(GGUF)
+    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] <= size - 8:
+        return Identity(SAFETENSORS)
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return _zip(head, name)
+    for magic, what in _CLAIMS_BY_MAGIC:
+        if head.startswith(magic):
+            return Identity(claims=what)
+    if len(head) >= 8 and head[4:8] == b"TFL3":
+        return Identity(claims="TensorFlow Lite model")
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return Identity(claims="Python pickle (never unpickled)")
+    for magic, what in _OTHER_MAGIC:
+        if head.startswith(magic):
+            return Identity(skip=what)
     return None
+
+
+def _zip(head: bytes, name: str) -> Identity:
+    """A zip archive: .npz when its name or first member says so; a PyTorch checkpoint when its
+    first member is a data.pkl; another archive otherwise."""
+    first = ""
+    if head.startswith(b"PK\x03\x04") and len(head) >= 30:
+        n = struct.unpack_from("<H", head, 26)[0]
+        first = head[30:30 + n].decode("utf-8", "replace")
+    if first == "data.pkl" or first.endswith("/data.pkl"):
+        return Identity(claims="PyTorch checkpoint (zip)")
+    lower = name.lower()
+    if lower.endswith(".npz") or first.endswith(".npy"):
+        return Identity(NPZ)
+    claimed = claims_by_name(name)
+    if claimed:
+        return Identity(claims=claimed)
+    return Identity(skip="zip archive holding no .npy arrays")
+
+
+def _is_text(head: bytes) -> bool:
+    """No NUL byte and valid UTF-8 (a character cut at the end of `head` allowed)."""
+    if b"\0" in head:
+        return False
+    try:
+        head.decode("utf-8")
+        return True
+    except UnicodeDecodeError as e:
+        return e.start >= len(head) - 3 and e.reason == "unexpected end of data"
 
 
 def _is_index(path: str, size: int) -> bool:
@@ -56,7 +180,10 @@ def _is_index(path: str, size: int) -> bool:
         return False
     try:
         with open(path, "rb") as f:
-            doc = json.loads(f.read())
+            data = f.read()
+        if b'"weight_map"' not in data:
+            return False
+        doc = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return False
     return isinstance(doc, dict) and isinstance(doc.get("weight_map"), dict)

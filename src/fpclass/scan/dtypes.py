@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import formats
 
 
+@functools.lru_cache(maxsize=None)
 def np_dtype(name: str) -> np.dtype:
     """The NumPy dtype for a format-table name ("bfloat16") or a NumPy dtype string ("<f4")."""
     if name in formats.ML_DTYPES_NAMES:
@@ -15,6 +18,7 @@ def np_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+@functools.lru_cache(maxsize=None)
 def can_hold_nonfinite(name: str) -> bool:
     """True when some bit pattern of the element dtype `name` is a NaN or an Inf."""
     f = formats.format_of(np_dtype(name))

@@ -9,8 +9,6 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import replace
 
 import numpy as np
 
@@ -19,7 +17,7 @@ from .chunks import CHUNK_BYTES, SourceError, chunks
 from .dtypes import can_hold_nonfinite, np_dtype
 from .readers import ReaderError, planner
 from .report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
-from .tasks import CHECK, FILE, PROBLEM, RAW, UNCHECKED, Task, problem
+from .tasks import CHECK, FILE, PROBLEM, RAW, SKIPPED, UNCHECKED, Task, problem, skipped
 from .walk import expand
 
 #: Raw tensors larger than this are split into parts that run in parallel.
@@ -31,13 +29,36 @@ class Interrupted(Exception):
     """The scan was asked to stop (Ctrl-C) while this task ran."""
 
 
-def plan(paths, *, task_bytes: int = TASK_BYTES, debug: bool = False) -> list:
-    """Tasks for every tensor in `paths` (files or directories), plus FILE markers and file
-    problems. Reads headers only. Shards reached through an index are planned once."""
-    found, bad = expand(paths)
-    tasks = [problem(p, r) for p, r in bad]
+class PlanInterrupted(KeyboardInterrupt):
+    """Ctrl-C while planning; `tasks` holds what was planned so far (a report can still be made)."""
+
+    def __init__(self, tasks: list):
+        super().__init__("interrupted while reading file headers")
+        self.tasks = tasks
+
+
+def plan(paths, *, include=(), exclude=(), task_bytes: int = TASK_BYTES,
+         debug: bool = False) -> list:
+    """Tasks for every tensor in `paths` (files or directories), plus FILE markers, file problems
+    and skipped files. Reads headers only. Shards reached through an index are planned once; a
+    file another file reads (external data, a shard) is not reported again. Ctrl-C raises
+    PlanInterrupted holding the tasks planned so far."""
+    tasks: list = []
+    try:
+        walk = expand(paths, include, exclude)
+        tasks += [problem(p, r) for p, r in walk.problems]
+        _plan_files(walk.found, tasks, task_bytes, debug)
+    except KeyboardInterrupt:
+        raise PlanInterrupted(tasks) from None
+    read = {os.path.realpath(f) for f in {t.source or t.file for t in tasks if t.status != PROBLEM}}
+    tasks += [problem(p, r) for p, r in walk.unreadable if os.path.realpath(p) not in read]
+    tasks += [skipped(p, r) for p, r in walk.skipped if os.path.realpath(p) not in read]
+    return tasks
+
+
+def _plan_files(found, tasks, task_bytes, debug) -> None:
     # Indexes first, so a shard listed by an index and also found directly is planned once.
-    found.sort(key=lambda f: f[1] != "safetensors-index")
+    found = sorted(found, key=lambda f: f[1] != "safetensors-index")
     seen: set = set()
     for path, kind in found:
         real = os.path.realpath(path)
@@ -67,7 +88,6 @@ def plan(paths, *, task_bytes: int = TASK_BYTES, debug: bool = False) -> list:
                     dropped.add(t.file)
                 seen.add(r)
         tasks += [p for t in file_tasks if t.file not in dropped for p in _split(t, task_bytes)]
-    return tasks
 
 
 def _split(task: Task, task_bytes: int) -> list:
@@ -81,32 +101,54 @@ def _split(task: Task, task_bytes: int) -> list:
 
 
 def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
-             chunk_bytes: int = CHUNK_BYTES, io: str = "mmap", stop=None,
-             debug: bool = False) -> TensorResult:
+             chunk_bytes: int = CHUNK_BYTES, stop=None, debug: bool = False) -> TensorResult:
     """Check one task: counts of NaN/+Inf/-Inf and the first `max_locations` locations, read in
     chunks of `chunk_bytes`. Never raises for bad data: the result is then unchecked with the
     reason (with `debug`, unexpected errors propagate)."""
-    base = TensorResult(task.file, task.name, task.dtype, task.shape, task.status,
-                        reason=task.reason, first=task.first)
     if task.status != CHECK:
-        return base
+        return TensorResult(task.file, task.name, task.dtype, task.shape, task.status,
+                            reason=task.reason, first=task.first)
     try:
         if not can_hold_nonfinite(task.element):
             n = math.prod(task.shape)
-            return replace(base, status=CHECKED, values_checked=n if task.first == 0 else 0)
+            return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED,
+                                values_checked=n if task.first == 0 else 0, first=task.first)
+        if not task.part_bytes:
+            return _run_empty(task)
         if task.block_bytes:
-            return _run_blocks(task, base, max_locations, chunk_bytes, io, stop)
-        return _run_elements(task, base, max_locations, chunk_bytes, io, stop)
+            return _run_blocks(task, max_locations, chunk_bytes, stop)
+        return _run_elements(task, max_locations, chunk_bytes, stop)
     except Interrupted:
-        return replace(base, status=UNCHECKED, reason="interrupted before it was fully checked")
+        return _unchecked(task, "interrupted before it was fully checked")
     except (SourceError, ReaderError) as e:
-        return replace(base, status=UNCHECKED, reason=str(e))
+        return _unchecked(task, str(e))
     except OSError as e:
-        return replace(base, status=UNCHECKED, reason=f"cannot read: {e.strerror or e}")
+        return _unchecked(task, f"cannot read: {e.strerror or e}")
     except Exception as e:
         if debug:
             raise
-        return replace(base, status=UNCHECKED, reason=f"internal error: {type(e).__name__}: {e}")
+        return _unchecked(task, f"internal error: {type(e).__name__}: {e}")
+
+
+def _unchecked(task: Task, reason: str) -> TensorResult:
+    return TensorResult(task.file, task.name, task.dtype, task.shape, UNCHECKED, reason=reason,
+                        first=task.first)
+
+
+def interrupted_result(task: Task) -> TensorResult:
+    """The result of a task that Ctrl-C stopped before it ran: unchecked for a CHECK task, the
+    task's own answer otherwise."""
+    if task.status == CHECK:
+        return _unchecked(task, "interrupted before it was checked")
+    return run_task(task)
+
+
+def _run_empty(task: Task) -> TensorResult:
+    """A part with no stored bytes: checked when it has no items, which needs no reading."""
+    items = task.items if task.count < 0 else task.count
+    if items:
+        return _unchecked(task, f"{items} items but no data bytes")
+    return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED, first=task.first)
 
 
 def _classify(values, limit):
@@ -134,11 +176,11 @@ def _index(task: Task, item: int) -> tuple:
     return tuple(idx)
 
 
-def _run_elements(task, base, max_locations, chunk_bytes, io, stop):
+def _run_elements(task, max_locations, chunk_bytes, stop):
     dtype = np_dtype(task.element)
     nan = pinf = ninf = nbytes = values = 0
     locations: list = []
-    for first, chunk in chunks(task, dtype.itemsize, chunk_bytes, io):
+    for first, chunk in chunks(task, dtype.itemsize, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
         v = chunk.view(dtype)
@@ -147,15 +189,15 @@ def _run_elements(task, base, max_locations, chunk_bytes, io, stop):
         locations += [Location(_index(task, first + p), cls) for p, cls in zip(pos, classes)]
         nbytes += chunk.size
         values += v.size
-    return replace(base, status=CHECKED, nan=nan, posinf=pinf, neginf=ninf,
-                   locations=tuple(locations), values_checked=values, bytes_checked=nbytes)
+    return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED, nan, pinf, ninf,
+                        tuple(locations), values, nbytes, first=task.first)
 
 
-def _run_blocks(task, base, max_locations, chunk_bytes, io, stop):
+def _run_blocks(task, max_locations, chunk_bytes, stop):
     fields = [(f, np_dtype(f.element)) for f in task.fields]
     nan = pinf = ninf = nbytes = values = 0
     locations: list = []
-    for first, chunk in chunks(task, task.block_bytes, chunk_bytes, io):
+    for first, chunk in chunks(task, task.block_bytes, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
         blocks = chunk.reshape(-1, task.block_bytes)
@@ -171,87 +213,132 @@ def _run_blocks(task, base, max_locations, chunk_bytes, io, stop):
         locations += [Location(_index(task, first + p), cls, name)
                       for p, _, cls, name in found[:room]]
         nbytes += chunk.size
-    return replace(base, status=CHECKED, nan=nan, posinf=pinf, neginf=ninf,
-                   locations=tuple(locations), values_checked=values, bytes_checked=nbytes)
+    return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED, nan, pinf, ninf,
+                        tuple(locations), values, nbytes, first=task.first)
+
+
+def needs_reading(task: Task) -> bool:
+    """Whether `task` reads data; every other task is answered at once, without I/O."""
+    return task.status == CHECK and task.part_bytes > 0 and can_hold_nonfinite(task.element)
 
 
 def execute(tasks, *, threads: int | None = None, max_locations: int = DEFAULT_MAX_LOCATIONS,
-            chunk_bytes: int = CHUNK_BYTES, io: str = "mmap", progress=None,
+            chunk_bytes: int = CHUNK_BYTES, progress=None,
             debug: bool = False) -> tuple[list, bool]:
-    """(results in task order, interrupted?) for `tasks`, run on `threads` threads (None: one
-    per core). `progress(task, result)` is called as each task finishes. Ctrl-C stops the work
-    and the unfinished tasks come back unchecked."""
+    """(results in task order, interrupted?) for `tasks`, the reading ones run on `threads`
+    threads (None: one per core). `progress(task, result)` is called as each reading task
+    finishes (the others are answered first, without I/O).
+    Ctrl-C stops the work and the unfinished tasks come back unchecked."""
     threads = threads or os.cpu_count() or 1
     stop = threading.Event()
     results: list = [None] * len(tasks)
-    options = dict(chunk_bytes=chunk_bytes, io=io, stop=stop, debug=debug)
-
-    def done(i, result):
-        results[i] = result
-        if progress is not None:
-            progress(tasks[i], result)
-
+    options = dict(chunk_bytes=chunk_bytes, stop=stop, debug=debug)
+    reads = []
     interrupted = False
-    if threads == 1:
-        try:
-            for i, t in enumerate(tasks):
-                done(i, run_task(t, max_locations, **options))
-        except KeyboardInterrupt:
-            interrupted = True
-    else:
-        pool = ThreadPoolExecutor(threads, thread_name_prefix="fpclass-scan")
-        futures = {}
-        try:
-            futures = {pool.submit(run_task, t, max_locations, **options): i
-                       for i, t in enumerate(tasks)}
-            for fut in as_completed(futures):
-                done(futures[fut], fut.result())
-        except KeyboardInterrupt:
-            interrupted = True
-            stop.set()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        for fut, i in futures.items():
-            if results[i] is None and fut.done() and not fut.cancelled() and not fut.exception():
-                results[i] = fut.result()
+    try:
+        for i, t in enumerate(tasks):
+            if needs_reading(t):
+                reads.append(i)
+            else:
+                results[i] = run_task(t, max_locations)
+        _run_reads(tasks, reads, results, min(threads, len(reads)), max_locations, options,
+                   progress)
+    except KeyboardInterrupt:
+        interrupted = True
+        stop.set()
     for i, t in enumerate(tasks):
         if results[i] is None:
-            results[i] = TensorResult(t.file, t.name, t.dtype, t.shape,
-                                      UNCHECKED if t.status == CHECK else t.status,
-                                      reason="interrupted before it was checked"
-                                      if t.status == CHECK else t.reason, first=t.first)
+            results[i] = interrupted_result(t)
     return results, interrupted
+
+
+def _run_reads(tasks, reads, results, threads, max_locations, options, progress) -> None:
+    """Run tasks[i] for i in `reads` on `threads` threads that take the next index as they
+    finish (no future per task: a header of a million tensors costs no more than its reads)."""
+    stop = options["stop"]
+    if threads <= 1:
+        for i in reads:
+            results[i] = run_task(tasks[i], max_locations, **options)
+            if progress is not None:
+                progress(tasks[i], results[i])
+        return
+    lock = threading.Lock()
+    pending = iter(reads)
+    errors: list = []
+
+    def work():
+        try:
+            while not stop.is_set():
+                with lock:
+                    i = next(pending, None)
+                if i is None:
+                    return
+                results[i] = run_task(tasks[i], max_locations, **options)
+                if progress is not None:
+                    with lock:
+                        progress(tasks[i], results[i])
+        except BaseException as e:  # surfaced in the calling thread (debug mode, callbacks)
+            errors.append(e)
+            stop.set()
+
+    workers = [threading.Thread(target=work, name=f"fpclass-scan-{k}", daemon=True)
+               for k in range(threads)]
+    for w in workers:
+        w.start()
+    try:
+        for w in workers:
+            while w.is_alive():
+                w.join(0.2)  # a timed join lets Ctrl-C reach this thread
+    finally:
+        stop.set()  # after Ctrl-C: the workers stop at their next chunk
+        for w in workers:
+            w.join()
+    if errors:
+        raise errors[0]
 
 
 def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
              max_locations: int = DEFAULT_MAX_LOCATIONS, seconds: float = 0.0,
              interrupted: bool = False) -> ScanReport:
     """The report for `results` (one per task, in task order): file markers become the file
-    list, problems the problem list, and the parts of each tensor are merged."""
+    list, problems the problem list, skipped files the skipped list, and the parts of each
+    tensor are merged."""
     report = ScanReport(fail_on=frozenset(fail_on), seconds=seconds, interrupted=interrupted)
-    groups: dict = {}
+    tensors = report.tensors
+    parts: dict = {}  # tensor key -> (its place in `tensors`, its part results)
     for task, result in zip(tasks, results):
-        if task.status == FILE:
+        status = task.status
+        if status == FILE:
             report.files.append((task.file, task.dtype))
-        elif task.status == PROBLEM:
+        elif status == PROBLEM:
             report.problems.append(Problem(task.file, task.reason))
+        elif status == SKIPPED:
+            report.skipped.append(Problem(task.file, task.reason))
+        elif task.count < 0:
+            tensors.append(result)
+        elif task.key in parts:
+            parts[task.key][1].append(result)
         else:
-            groups.setdefault(task.key, []).append(result)
-    report.tensors = [merge_parts(parts, max_locations) if len(parts) > 1 else parts[0]
-                      for parts in groups.values()]
+            parts[task.key] = (len(tensors), [result])
+            tensors.append(None)
+    for place, group in parts.values():
+        tensors[place] = merge_parts(group, max_locations) if len(group) > 1 else group[0]
     return report
 
 
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
-         threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, io: str = "mmap",
-         task_bytes: int = TASK_BYTES, progress=None, debug: bool = False,
+         threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
+         task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
          execute_on=None) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
-    "any", comma-separated or a list). Returns a ScanReport; bad files are reported in it, never
-    raised. ValueError for bad arguments. `execute_on` replaces this machine's threads
-    (`execute`) with another executor taking the same keywords but `threads`, e.g. a dask cluster."""
+    "any", comma-separated or a list); `include` / `exclude` are glob patterns filtering the files
+    found in directories. Returns a ScanReport; bad files are reported in it, never raised; Ctrl-C
+    gives the report so far, interrupted. ValueError for bad arguments. `execute_on` replaces this
+    machine's threads (`execute`) with another executor taking the same keywords but `threads`,
+    e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
+    run; `progress(task, result)` as each finishes."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -261,12 +348,28 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
-    if io not in ("mmap", "read"):
-        raise ValueError(f"io must be 'mmap' or 'read', got {io!r}")
+    include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
     start = time.perf_counter()
-    tasks = plan(paths, task_bytes=task_bytes, debug=debug)
+    try:
+        tasks = plan(paths, include=include, exclude=exclude, task_bytes=task_bytes, debug=debug)
+    except PlanInterrupted as e:
+        tasks = e.tasks
+        results = [interrupted_result(t) for t in tasks]
+        return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
+                        seconds=time.perf_counter() - start, interrupted=True)
+    if on_planned is not None:
+        on_planned(tasks)
     run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
-    results, interrupted = run(tasks, max_locations=max_locations, chunk_bytes=chunk_bytes, io=io,
+    results, interrupted = run(tasks, max_locations=max_locations, chunk_bytes=chunk_bytes,
                                progress=progress, debug=debug)
     return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                     seconds=time.perf_counter() - start, interrupted=interrupted)
+
+
+def _patterns(patterns, what: str) -> tuple:
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    patterns = tuple(patterns)
+    if not all(isinstance(p, str) and p for p in patterns):
+        raise ValueError(f"{what} must be glob patterns (non-empty strings), got {patterns!r}")
+    return patterns

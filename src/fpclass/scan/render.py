@@ -6,6 +6,20 @@ from __future__ import annotations
 from .report import ScanReport, TensorResult
 
 
+def printable(text: str) -> str:
+    """`text` with every non-printable character (newlines, escape sequences, bytes of file names
+    that are not UTF-8) written as a backslash escape, so one item stays on one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else (
+        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -15,7 +29,7 @@ def _size(n: float) -> str:
 
 
 def _name(t: TensorResult) -> str:
-    return t.name or "(array)"
+    return printable(t.name) if t.name else "(array)"
 
 
 def _shape(t: TensorResult) -> str:
@@ -42,67 +56,83 @@ def summary_line(report: ScanReport) -> str:
             f"{s['tensors_with_findings']} tensors")
     if s["problems"]:
         text += f"; {s['problems']} file problems"
+    if s["skipped"]:
+        text += f"; {s['skipped']} files skipped"
+    if not report.read_any:
+        text += "; no tensor was checked"
     if report.interrupted:
         text += "; interrupted"
     return f"summary: {text} -> {report.status} (exit {int(report.exit_code)})"
 
 
 def plain_lines(report: ScanReport):
-    """Yield one line per tensor with findings, per unchecked tensor, per problem, then the
-    summary."""
+    """Yield one line per tensor with findings, per unchecked tensor, per problem, per skipped
+    file, then the summary. Names are escaped (`printable`), so each item is one line."""
     for t in report.tensors:
-        head = f"{t.file}: {_name(t)}: {t.dtype}{_shape(t)}"
+        head = f"{printable(t.file)}: {_name(t)}: {printable(t.dtype)}{_shape(t)}"
         if t.nonfinite:
             yield (f"found: {head}: nan={t.nan} posinf={t.posinf} neginf={t.neginf} "
                    f"of {t.elements}: at {_locations(t)}")
         elif t.status == "unchecked":
-            yield f"unchecked: {head}: {t.reason}"
+            yield f"unchecked: {head}: {printable(t.reason)}"
     for p in report.problems:
-        yield f"problem: {p.path}: {p.reason}"
+        yield f"problem: {printable(p.path)}: {printable(p.reason)}"
+    for p in report.skipped:
+        yield f"skipped: {printable(p.path)}: {printable(p.reason)}"
     yield summary_line(report)
 
 
 def rich_table(report: ScanReport, stream) -> None:
     """Print a table of findings, unchecked tensors and problems, then the summary, with rich."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    def cell(text: str) -> str:
+        return escape(printable(text))
 
     console = Console(file=stream)
     rows = [t for t in report.tensors if t.nonfinite or t.status == "unchecked"]
-    if rows or report.problems:
+    if rows or report.problems or report.skipped:
         table = Table(show_lines=False)
         for col in ("", "file", "tensor", "dtype", "shape", "NaN", "+Inf", "-Inf", "where / why"):
             table.add_column(col, justify="right" if col in ("NaN", "+Inf", "-Inf") else "left",
                              overflow="fold")
         for t in rows:
             bad = bool(t.nonfinite)
-            table.add_row("[red]found[/]" if bad else "[yellow]unchecked[/]", t.file, _name(t),
-                          t.dtype, _shape(t), str(t.nan), str(t.posinf), str(t.neginf),
-                          _locations(t) if bad else t.reason, style=None)
+            table.add_row("[red]found[/]" if bad else "[yellow]unchecked[/]", cell(t.file),
+                          escape(_name(t)), cell(t.dtype), _shape(t), str(t.nan), str(t.posinf),
+                          str(t.neginf), escape(_locations(t)) if bad else cell(t.reason))
         for p in report.problems:
-            table.add_row("[yellow]problem[/]", p.path, "", "", "", "", "", "", p.reason)
+            table.add_row("[yellow]problem[/]", cell(p.path), "", "", "", "", "", "",
+                          cell(p.reason))
+        for p in report.skipped:
+            table.add_row("[dim]skipped[/]", cell(p.path), "", "", "", "", "", "",
+                          cell(p.reason), style="dim")
         console.print(table)
     style = {"clean": "green", "found": "red"}.get(report.status, "yellow")
     console.print(summary_line(report), style=style, highlight=False, markup=False)
 
 
 class Progress:
-    """A transient rich progress bar of bytes on a terminal stream; a context manager whose
-    `advance(task, result)` matches engine.execute's progress callback."""
+    """A transient rich progress bar of bytes on a terminal stream. `start(tasks)` shows it (the
+    total: the bytes the tasks read), `advance(task, result)` matches engine.execute's progress
+    callback, `stop()` removes it."""
 
-    def __init__(self, stream, total_bytes: int):
+    def __init__(self, stream):
         from rich.console import Console
         from rich.progress import (BarColumn, DownloadColumn, Progress as Bar,
                                    TimeRemainingColumn, TransferSpeedColumn)
         self.bar = Bar("scanning", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                        TimeRemainingColumn(), console=Console(file=stream), transient=True)
-        self.id = self.bar.add_task("scan", total=total_bytes)
+        self.id = None
 
-    def __enter__(self):
+    def start(self, tasks) -> None:
+        self.id = self.bar.add_task("scan", total=sum(t.part_bytes for t in tasks
+                                                      if t.status == "check"))
         self.bar.start()
-        return self
 
-    def __exit__(self, *exc):
+    def stop(self) -> None:
         self.bar.stop()
 
     def advance(self, task, result) -> None:

@@ -35,7 +35,7 @@ def parse_fail_on(spec) -> frozenset:
     return frozenset(out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Location:
     """A non-finite value: its N-d index in the tensor, its class, and for block-quantized
     tensors the block field that holds it."""
@@ -51,7 +51,7 @@ class Location:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorResult:
     """What run_task found for one task: counts, first locations (C order, or block order), or
     why nothing could be checked. Small and picklable."""
@@ -103,9 +103,10 @@ def merge_parts(parts: list, max_locations: int) -> TensorResult:
         bad[0].reason if bad else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Problem:
-    """A file (or directory entry) that could not be read as a whole, with a one-line reason."""
+    """A file (or directory entry) that could not be read as a whole, or was skipped, with a
+    one-line reason."""
 
     path: str
     reason: str
@@ -122,6 +123,7 @@ class ScanReport:
     tensors: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     files: list = field(default_factory=list)      # (path, format) of every file opened
+    skipped: list = field(default_factory=list)    # [Problem]: files not read, and why
     fail_on: frozenset = frozenset(CLASSES)
     seconds: float = 0.0
     interrupted: bool = False
@@ -157,9 +159,15 @@ class ScanReport:
             return ExitCode.INTERRUPTED
         if self.failing:
             return ExitCode.FOUND
-        if self.problems or self.unchecked:
+        if self.problems or self.unchecked or not self.read_any:
             return ExitCode.INCONCLUSIVE
         return ExitCode.CLEAN
+
+    @property
+    def read_any(self) -> bool:
+        """Whether any tensor was checked or found not applicable: a scan that read none is
+        never clean."""
+        return any(t.status in (CHECKED, NOT_APPLICABLE) for t in self.tensors)
 
     @property
     def status(self) -> str:
@@ -172,6 +180,7 @@ class ScanReport:
             "files": len(self.files), "tensors": len(self.tensors),
             "checked": len(self.checked), "not_applicable": len(self.not_applicable),
             "unchecked": len(self.unchecked), "problems": len(self.problems),
+            "skipped": len(self.skipped),
             "tensors_with_findings": len(self.with_findings),
             "nan": sum(t.nan for t in self.tensors),
             "posinf": sum(t.posinf for t in self.tensors),
@@ -192,6 +201,7 @@ class ScanReport:
             "files": [{"path": p, "format": f} for p, f in self.files],
             "tensors": [t.to_json() for t in self.tensors],
             "problems": [p.to_json() for p in self.problems],
+            "skipped": [p.to_json() for p in self.skipped],
         }
 
 

@@ -16,6 +16,7 @@ NOT_APPLICABLE = "not_applicable"  # integer / bool / string data: cannot hold N
 UNCHECKED = "unchecked"            # a tensor that cannot be checked; `reason` says why
 PROBLEM = "problem"                # a file-level problem (no tensor name); `reason` says why
 FILE = "file"                      # marks a file that was opened; `dtype` holds its format
+SKIPPED = "skipped"                # a file that holds no tensors, or was filtered out; `reason`
 
 #: How a task's bytes are stored.
 RAW = "raw"            # `nbytes` bytes at `offset` of `source`
@@ -76,6 +77,11 @@ class Task:
 
     def part(self, first: int, count: int) -> "Task":
         return replace(self, first=first, count=count)
+
+
+def skipped(file: str, reason: str) -> Task:
+    """A task that only reports that `file` was not read, and why."""
+    return Task(file, status=SKIPPED, reason=reason)
 
 
 def problem(file: str, reason: str, name: str = "") -> Task:

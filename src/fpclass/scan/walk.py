@@ -1,75 +1,157 @@
-"""From the paths a user names to the files to scan: directories recursively, symlink loops and
-unreadable entries reported as problems, unknown files skipped inside directories only."""
+"""From the paths a user names to what the scan does with each file: read it, report it as holding
+tensors fpclass cannot read, or skip it with a reason. Nothing is passed over unsaid."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import stat
+from dataclasses import dataclass, field
 
-from .detect import ACCEPTED, detect
+from .detect import ACCEPTED, claims_by_name, identify
+
+#: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
+#: weight file there).
+VCS_DIRECTORIES = {".git", ".hg", ".svn"}
+#: Entries that make a directory a zarr store, read (or not) as one unit.
+_ZARR_MARKERS = {".zarray", ".zgroup", "zarr.json"}
 
 
-def expand(paths) -> tuple[list, list]:
-    """([(path, kind)], [(path, reason)]) for `paths`. A file named directly must be of a known
-    kind; inside directories, files of unknown kind are skipped silently."""
-    found: list = []
-    problems: list = []
+@dataclass
+class Walk:
+    """The files to read, as (path, kind), and the paths not read, each as (path, reason):
+    `problems` could not be walked or opened, `unreadable` hold tensors in a format fpclass does
+    not read, `skipped` hold no tensors or were filtered out."""
+
+    found: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    unreadable: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+
+
+def expand(paths, include=(), exclude=()) -> Walk:
+    """What to do with every file under `paths`. Directories are walked recursively, symlinks
+    followed; `include` / `exclude` (fnmatch patterns, matched against a file's base name and its
+    path below the named directory) filter what the walk finds. A file named directly is read
+    whatever the patterns say, and must be of a kind fpclass reads."""
+    walk = Walk()
     for path in paths:
         path = os.fspath(path)
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            problems.append((path, "no such file or directory" if not os.path.islink(path)
-                             else "broken symbolic link"))
+            walk.problems.append((path, "no such file or directory" if not os.path.islink(path)
+                                  else "broken symbolic link"))
             continue
         except OSError as e:
-            problems.append((path, _oserror(e)))
+            walk.problems.append((path, _oserror(e)))
             continue
         if stat.S_ISDIR(st.st_mode):
-            _walk(path, found, problems, {(st.st_dev, st.st_ino)})
+            _Walker(walk, path, tuple(include), tuple(exclude)).directory(
+                path, {(st.st_dev, st.st_ino)})
         elif stat.S_ISREG(st.st_mode):
-            _file(path, found, problems, named=True)
+            _file(walk, path, named=True)
         else:
-            problems.append((path, "not a regular file or directory"))
-    return found, problems
+            walk.problems.append((path, f"not a regular file or directory ({_kind(st)})"))
+    return walk
 
 
-def _walk(directory, found, problems, ancestors):
+def _file(walk: Walk, path: str, named: bool) -> None:
+    """Read it, report it as unreadable, or skip it; a file named directly is never skipped."""
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        ident = identify(path)
     except OSError as e:
-        problems.append((directory, _oserror(e)))
+        walk.problems.append((path, _oserror(e)))
         return
-    for entry in entries:
-        try:
-            st = os.stat(entry.path)
-        except FileNotFoundError:
-            problems.append((entry.path, "broken symbolic link"))
-            continue
-        except OSError as e:
-            problems.append((entry.path, _oserror(e)))
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            ident = (st.st_dev, st.st_ino)
-            if ident in ancestors:
-                problems.append((entry.path, "symbolic link loop (directory already being "
-                                 "scanned); not followed"))
-                continue
-            _walk(entry.path, found, problems, ancestors | {ident})
-        elif stat.S_ISREG(st.st_mode):
-            _file(entry.path, found, problems, named=False)
-
-
-def _file(path, found, problems, named):
-    try:
-        kind = detect(path)
-    except OSError as e:
-        problems.append((path, _oserror(e)))
-        return
-    if kind is not None:
-        found.append((path, kind))
+    if ident.kind:
+        walk.found.append((path, ident.kind))
+    elif ident.claims:
+        walk.unreadable.append((path, _unreadable(ident.claims)))
     elif named:
-        problems.append((path, f"unrecognized file format; accepted: {ACCEPTED}"))
+        walk.problems.append((path, f"not a tensor file ({ident.skip}); accepted: {ACCEPTED}"))
+    else:
+        walk.skipped.append((path, ident.skip))
+
+
+class _Walker:
+    def __init__(self, walk: Walk, root: str, include: tuple, exclude: tuple):
+        self.walk, self.root, self.include, self.exclude = walk, root, include, exclude
+
+    def _matches(self, pattern: str, path: str, name: str) -> bool:
+        rel = os.path.relpath(path, self.root).replace(os.sep, "/")
+        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(rel, pattern)
+
+    def _excluded(self, path: str, name: str) -> str:
+        for pattern in self.exclude:
+            if self._matches(pattern, path, name):
+                return f"excluded by --exclude {pattern}"
+        return ""
+
+    def _not_included(self, path: str, name: str) -> bool:
+        return bool(self.include) and not any(
+            self._matches(p, path, name) for p in self.include)
+
+    def directory(self, directory: str, ancestors: set) -> None:
+        walk = self.walk
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as e:
+            walk.problems.append((directory, _oserror(e)))
+            return
+        base = os.path.basename(os.path.normpath(directory))
+        if base.lower().endswith(".zarr") or _ZARR_MARKERS & {e.name for e in entries}:
+            walk.unreadable.append((directory, _unreadable("zarr store")))
+            return
+        for entry in entries:
+            try:
+                st = os.stat(entry.path)
+            except FileNotFoundError:
+                walk.problems.append((entry.path, "broken symbolic link"))
+                continue
+            except OSError as e:
+                walk.problems.append((entry.path, _oserror(e)))
+                continue
+            excluded = self._excluded(entry.path, entry.name)
+            if excluded:
+                walk.skipped.append((entry.path, excluded))
+            elif stat.S_ISDIR(st.st_mode):
+                self._subdirectory(entry, st, ancestors)
+            elif not stat.S_ISREG(st.st_mode):
+                claimed = claims_by_name(entry.name)
+                what = f"not a regular file ({_kind(st)})"
+                if claimed:
+                    walk.problems.append((entry.path, f"{what}, though named as a {claimed}"))
+                else:
+                    walk.skipped.append((entry.path, what))
+            elif self._not_included(entry.path, entry.name):
+                walk.skipped.append((entry.path, "not matched by --include"))
+            else:
+                _file(walk, entry.path, named=False)
+
+    def _subdirectory(self, entry, st, ancestors) -> None:
+        if entry.name in VCS_DIRECTORIES:
+            self.walk.skipped.append((entry.path, "version-control metadata directory"))
+            return
+        ident = (st.st_dev, st.st_ino)
+        if ident in ancestors:
+            self.walk.problems.append((entry.path, "symbolic link loop (directory already being "
+                                       "scanned); not followed"))
+            return
+        self.directory(entry.path, ancestors | {ident})
+
+
+def _unreadable(claims: str) -> str:
+    return f"{claims}: holds tensors in a format fpclass does not read, so not checked " \
+           f"(read: {ACCEPTED})"
+
+
+def _kind(st) -> str:
+    mode = st.st_mode
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def _oserror(e: OSError) -> str:
