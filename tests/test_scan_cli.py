@@ -199,3 +199,16 @@ def test_formats_are_detected_by_content(tmp_path):
     report = scan([tmp_path])
     assert sorted(f for _, f in report.files) == ["gguf", "npz", "onnx", "safetensors"]
     assert not report.problems and not report.unchecked
+
+
+def test_streamed_json_is_the_to_json_document(files, tmp_path):
+    from fpclass.scan import scan
+    (tmp_path / "notes.txt").write_text("no tensors here")
+    report = scan([*files, tmp_path / "notes.txt", tmp_path, os.path.join(ROOT, "examples")])
+    out = io.StringIO()
+    report.write_json(out)
+    assert json.loads(out.getvalue()) == json.loads(json.dumps(report.to_json()))
+    assert report.tensors and report.problems and report.skipped
+    for key in ("tensors", "problems", "skipped"):   # one item per line
+        assert len(out.getvalue().split(f'"{key}": [')[1].split("\n  ]")[0].splitlines()) == \
+            len(report.to_json()[key]) + 1

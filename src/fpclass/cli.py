@@ -144,8 +144,7 @@ def _scan(args, out, err) -> int:
 def _print(report, args, out) -> int:
     """Write `report` as JSON, a rich table (terminal) or plain lines; return its exit code."""
     if args.json:
-        json.dump(report.to_json(), out, indent=2)
-        out.write("\n")
+        report.write_json(out)
     elif _is_terminal(out):
         from .scan.render import rich_table
         rich_table(report, out)

@@ -3,6 +3,7 @@ JSON document (schema "fpclass.scan/1", documented in docs/scan.md)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -190,19 +191,38 @@ class ScanReport:
             "bytes_per_second": round(self.bytes_checked / self.seconds, 1) if self.seconds else None,
         }
 
-    def to_json(self) -> dict:
+    def write_json(self, stream) -> None:
+        """Write the JSON document to the text `stream`, indented, with one tensor, problem or
+        skipped file per line: the same document as to_json(), at a cost that stays linear and
+        small for reports of a million tensors."""
+        doc = self.to_json(items=False)
+        head = json.dumps(doc, indent=2)[:-2]  # without the closing "\n}"
+        stream.write(head)
+        for key, items in (("tensors", self.tensors), ("problems", self.problems),
+                           ("skipped", self.skipped)):
+            stream.write(f',\n  "{key}": [')
+            for i, item in enumerate(items):
+                stream.write(("\n    " if i == 0 else ",\n    ") + json.dumps(item.to_json()))
+            stream.write("\n  ]" if items else "]")
+        stream.write("\n}\n")
+
+    def to_json(self, items: bool = True) -> dict:
+        """The JSON document as a dict (without the tensor, problem and skipped lists unless
+        `items`)."""
         from .. import __version__
-        return {
+        doc = {
             "schema": SCHEMA, "fpclass_version": __version__,
             "status": self.status, "exit_code": int(self.exit_code),
             "interrupted": self.interrupted,
             "fail_on": [c for c in CLASSES if c in self.fail_on],
             "summary": self.summary(),
             "files": [{"path": p, "format": f} for p, f in self.files],
-            "tensors": [t.to_json() for t in self.tensors],
-            "problems": [p.to_json() for p in self.problems],
-            "skipped": [p.to_json() for p in self.skipped],
         }
+        if items:
+            doc["tensors"] = [t.to_json() for t in self.tensors]
+            doc["problems"] = [p.to_json() for p in self.problems]
+            doc["skipped"] = [p.to_json() for p in self.skipped]
+        return doc
 
 
 __all__ = ["CHECK", "CHECKED", "CLASSES", "Location", "Problem", "ScanReport", "TensorResult",
