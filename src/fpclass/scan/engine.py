@@ -48,12 +48,13 @@ def plan(paths, *, include=(), exclude=(), task_bytes: int = TASK_BYTES,
         walk = expand(paths, include, exclude)
         tasks += [problem(p, r) for p, r in walk.problems]
         _plan_files(walk.found, tasks, task_bytes, debug)
+        read = {os.path.realpath(f) for f in {t.source or t.file for t in tasks
+                                              if t.status != PROBLEM}}
+        unread = [problem(p, r) for p, r in walk.unreadable if os.path.realpath(p) not in read]
+        unread += [skipped(p, r) for p, r in walk.skipped if os.path.realpath(p) not in read]
     except KeyboardInterrupt:
         raise PlanInterrupted(tasks) from None
-    read = {os.path.realpath(f) for f in {t.source or t.file for t in tasks if t.status != PROBLEM}}
-    tasks += [problem(p, r) for p, r in walk.unreadable if os.path.realpath(p) not in read]
-    tasks += [skipped(p, r) for p, r in walk.skipped if os.path.realpath(p) not in read]
-    return tasks
+    return tasks + unread
 
 
 def _plan_files(found, tasks, task_bytes, debug) -> None:
