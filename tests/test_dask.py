@@ -262,13 +262,22 @@ def test_kernels_run_serially_in_dask_threads():
 
 # -- a real cluster ------------------------------------------------------------------------------
 
+def _local_cluster(**options):
+    """A process LocalCluster on 127.0.0.1 without a dashboard. Its scheduler's HTTP server listens
+    on a free port: the default 8787 may be taken by another test run, and the warning distributed
+    gives then is an error under -W error."""
+    distributed = pytest.importorskip("distributed")
+    return distributed.LocalCluster(processes=True, host="127.0.0.1", dashboard_address=None,
+                                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                    **options)
+
+
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
     # One retry after a worker death, so the "dies every time" case gives up after two deaths.
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}), \
-            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                     dashboard_address=None, host="127.0.0.1") as cluster, \
+            _local_cluster(n_workers=2, threads_per_worker=1) as cluster, \
             distributed.Client(cluster) as c:
         yield c
 
