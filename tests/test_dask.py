@@ -262,13 +262,22 @@ def test_kernels_run_serially_in_dask_threads():
 
 # -- a real cluster ------------------------------------------------------------------------------
 
+def _local_cluster(**options):
+    """A process LocalCluster on 127.0.0.1 without a dashboard. Its scheduler's HTTP server listens
+    on a free port: the default 8787 may be taken by another test run, and the warning distributed
+    gives then is an error under -W error."""
+    distributed = pytest.importorskip("distributed")
+    return distributed.LocalCluster(processes=True, host="127.0.0.1", dashboard_address=None,
+                                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                    **options)
+
+
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
     # One retry after a worker death, so the "dies every time" case gives up after two deaths.
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}), \
-            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                     dashboard_address=None, host="127.0.0.1") as cluster, \
+            _local_cluster(n_workers=2, threads_per_worker=1) as cluster, \
             distributed.Client(cluster) as c:
         yield c
 
@@ -400,6 +409,153 @@ def test_a_task_that_keeps_killing_workers_is_reported_unchecked(client, example
     assert checked == {t.name for t in examples.checked
                        if t.file.endswith(("clean.safetensors", "tiny.onnx"))} - {"embed.weight"}
     client.wait_for_workers(2)
+
+
+# -- a cluster that loses every worker -----------------------------------------------------------
+
+#: The bound these tests give the scan, and the slack they allow on top of it for the scheduler
+#: to notice the workers leave, one worker-count poll and a loaded CI machine.
+GONE_AFTER, SLACK = 3.0, 4.0
+
+
+@pytest.fixture(scope="module")
+def lonely():
+    """(cluster, client) with one worker process of two threads; tests scale it as they need."""
+    distributed = pytest.importorskip("distributed")
+    with _local_cluster(n_workers=1, threads_per_worker=2) as cluster, \
+            distributed.Client(cluster) as c:
+        yield cluster, c
+
+
+def _one_worker(cluster, client):
+    cluster.scale(1)
+    client.wait_for_workers(1, timeout=30)
+
+
+def _within(seconds, call):
+    """call()'s result, or a test failure (not a hung test run) if it takes over `seconds`."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = call()
+        except BaseException as e:  # handed to the test thread below
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"did not return within {seconds} s: hangs without workers")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _hang_on_embed(task, max_locations, **options):
+    """run_task, except that `embed.weight` never finishes (its worker goes first)."""
+    import time
+
+    from fpclass.scan import run_task
+    if task.name == "embed.weight":
+        time.sleep(600)
+    return run_task(task, max_locations, **options)
+
+
+def _fail_then_hang_on_embed(marker, task, max_locations, **options):
+    """run_task, except that `embed.weight` raises with the others, and alone (the retry) says so
+    in `marker` and never finishes."""
+    import time
+
+    from distributed import get_worker
+    from fpclass.scan import run_task
+    if task.name == "embed.weight":
+        if not get_worker().get_current_task().endswith("-alone"):
+            raise RuntimeError("fails with the others")
+        open(marker, "w").close()
+        time.sleep(600)
+    return run_task(task, max_locations, **options)
+
+
+CLEAN_PAIR = [str(EXAMPLES / "clean.safetensors"), str(EXAMPLES / "tiny.onnx")]
+
+
+def test_a_scan_whose_workers_all_leave_returns_inconclusive_within_the_bound(lonely, examples):
+    import time
+
+    from fpclass.dask.distributed import execute
+    from fpclass.scan import assemble, plan
+    from fpclass.scan.exitcodes import ExitCode
+    cluster, client = lonely
+    _one_worker(cluster, client)
+    tasks = plan(CLEAN_PAIR)
+    others = sum(t.status == "check" for t in tasks) - 1
+    done, left = [], []
+
+    def progress(task, result):  # every tensor but embed.weight is done: take the worker away
+        done.append(task.name)
+        if len(done) == others:
+            left.append(time.monotonic())
+            cluster.scale(0)
+
+    results, interrupted = _within(30, lambda: execute(
+        tasks, client, run=_hang_on_embed, progress=progress, no_workers_timeout=GONE_AFTER))
+    assert left and time.monotonic() - left[0] < GONE_AFTER + SLACK
+    report = assemble(tasks, results)
+    assert not interrupted and report.exit_code == ExitCode.INCONCLUSIVE
+    assert [(t.name, t.reason) for t in report.unchecked] == \
+        [("embed.weight", "unchecked: no dask workers for 3 s")]
+    assert {t.name for t in report.checked} == set(done)  # what finished keeps its result
+
+
+def test_a_scan_of_a_cluster_without_workers_returns_within_the_bound(lonely):
+    import time
+
+    from fpclass.dask.distributed import scan
+    cluster, client = lonely
+    cluster.scale(0)
+    while client.scheduler_info(n_workers=0)["n_workers"]:
+        time.sleep(0.05)
+    start = time.monotonic()
+    report = _within(30, lambda: scan(CLEAN_PAIR, client, no_workers_timeout=GONE_AFTER))
+    assert time.monotonic() - start < GONE_AFTER + SLACK
+    assert report.exit_code == 2 and not report.checked and len(report.unchecked) == 6
+    assert {t.reason for t in report.unchecked} == {"unchecked: no dask workers for 3 s"}
+
+
+def test_workers_leaving_while_a_retry_runs_alone_do_not_hang_the_scan(lonely, tmp_path):
+    import time
+
+    from fpclass.dask.distributed import execute
+    from fpclass.scan import assemble, plan
+    cluster, client = lonely
+    _one_worker(cluster, client)
+    marker = tmp_path / "alone"
+
+    def take_the_worker_when_the_retry_runs():
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.scale(0)
+
+    killer = threading.Thread(target=take_the_worker_when_the_retry_runs, daemon=True)
+    killer.start()
+    tasks = plan(CLEAN_PAIR)
+    results, _ = _within(30, lambda: execute(tasks, client, retries=0, no_workers_timeout=GONE_AFTER,
+                                             run=partial(_fail_then_hang_on_embed, str(marker))))
+    killer.join()
+    report = assemble(tasks, results)
+    assert marker.exists() and report.exit_code == 2
+    assert [(t.name, t.reason) for t in report.unchecked] == \
+        [("embed.weight", "unchecked: no dask workers for 3 s")]
+    assert len(report.checked) == 5
+
+
+@pytest.mark.parametrize("bad", [-1, "60", True, float("nan"), float("inf")])
+def test_no_workers_timeout_is_checked_before_connecting(bad):
+    from fpclass.dask.distributed import scan
+    with pytest.raises(ValueError, match="no_workers_timeout must be a finite number of seconds"):
+        scan(CLEAN_PAIR, "tcp://127.0.0.1:9", no_workers_timeout=bad)
 
 
 def test_without_dask_fpclass_works_and_entry_points_name_the_extra():

@@ -198,8 +198,44 @@ def test_bad_out_is_refused_before_writing(out, error, match):
 def test_read_only_out_is_refused():
     out = np.zeros(3, bool)
     out.flags.writeable = False
-    with pytest.raises(ValueError, match="read-only"):
+    with pytest.raises(ValueError, match="out is read-only.*writable"):
         fpclass.isnan(np.zeros(3), out=out)
+
+
+OPERATORS = [fpclass.isnan, fpclass.isinf, fpclass.isfinite, fpclass.isposinf, fpclass.isneginf]
+# small (the fast path), large (the general path), by value (long double), no such values (int8)
+OUT_INPUTS = [np.array([[1.0, np.nan, np.inf]]), np.tile(np.array([[1.0, np.nan, -np.inf]]), 40_000),
+              np.array([[1.0, np.nan, -np.inf]], np.longdouble), np.zeros((1, 5), np.int8)]
+
+
+@pytest.mark.parametrize("x", OUT_INPUTS, ids=["small", "large", "by-value", "int8"])
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [bool, np.uint8], ids=["bool", "uint8"])
+def test_masked_out_is_refused_before_writing(x, op, dtype):
+    # a masked out= would get its data written and its mask left stale; numba must not see it
+    out = np.ma.masked_array(np.full(x.shape, 7, dtype), mask=np.eye(*x.shape, dtype=bool))
+    before = out.data.copy()
+    with pytest.raises(TypeError, match=r"^out ") as refused:
+        op(x, out=out)
+    for says in ("masked arrays", "writable", "bool or uint8", f"shape {x.shape}"):
+        assert says in str(refused.value)
+    assert np.array_equal(out.data, before) and out.mask.sum() == 1
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("x", OUT_INPUTS, ids=["small", "large", "by-value", "int8"])
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda f: f.__name__)
+def test_ndarray_subclass_out_is_written_through_and_returned(x, op, tmp_path):
+    # np.matrix reshapes to 2-D and once made the kernel write garbage (or crash); a memmap is a
+    # legitimate out= (a mask written straight into a file)
+    want = op(x)
+    for out in (np.asmatrix(np.zeros(x.shape, bool)),
+                np.memmap(tmp_path / "mask", dtype=np.uint8, mode="w+", shape=x.shape)):
+        assert op(x, out=out) is out
+        np.testing.assert_array_equal(np.asarray(out, dtype=bool), want, err_msg=type(out).__name__)
+        del out
+    with pytest.raises(ValueError, match="shape"):
+        op(x[0], out=np.asmatrix(np.zeros(x.shape, bool)))  # a matrix is never 1-D
 
 
 @pytest.mark.parametrize("value", [2, -1, "yes", None, 1.0])

@@ -108,9 +108,9 @@ def _classify(x, query: Query | None, negate: bool, out):
         _launch().mask(a, src.word, src.lanes, test, negate, target.view(np.uint8))
     if target is not result:
         result[...] = target
-    if out is None and a.ndim == 0:
-        return result[()]
-    return result
+    if out is not None:
+        return out  # the caller's own object, also when it is a subclass written through a view
+    return result[()] if a.ndim == 0 else result
 
 
 def _dask(name, x, *args, **kwargs):

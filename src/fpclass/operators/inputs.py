@@ -73,17 +73,28 @@ def _describe(dtype: np.dtype):
     return fmt, word_format, word, lanes, is_byteswapped(dtype)
 
 
+#: What out= accepts, for the error messages.
+_OUT_ACCEPTED = "a writable numpy.ndarray of dtype bool or uint8 and exactly the input's shape"
+
+
 def check_out(out, shape) -> np.ndarray:
-    """Validate a user's `out=`: a writable bool or uint8 ndarray of exactly `shape`."""
+    """Validate a user's `out=` (a writable bool or uint8 ndarray of exactly `shape`) and return
+    the plain ndarray over its memory that the kernels write; TypeError / ValueError otherwise."""
+    if isinstance(out, np.ma.MaskedArray):
+        # Writing its data would leave its mask describing an earlier answer.
+        raise TypeError(f"out must be {_OUT_ACCEPTED} {tuple(shape)}; masked arrays (numpy.ma) are "
+                        "not accepted: pass out.data and set out.mask yourself")
     if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy.ndarray of dtype bool or uint8, got {type(out).__name__}")
+        raise TypeError(f"out must be {_OUT_ACCEPTED} {tuple(shape)}, got {type(out).__name__}")
     if out.dtype not in (np.dtype(bool), np.dtype(np.uint8)):
         raise TypeError(f"out must have dtype bool or uint8, got {out.dtype}")
     if out.shape != tuple(shape):
         raise ValueError(f"out has shape {out.shape}, but the input has shape {tuple(shape)}")
     if not out.flags.writeable:
-        raise ValueError("out is read-only")
-    return out
+        raise ValueError(f"out is read-only; pass {_OUT_ACCEPTED}")
+    # A subclass (np.matrix, np.memmap) is written through a plain view of the same memory: the
+    # kernels reshape and view `out`, and np.matrix's reshape(-1) stays 2-D.
+    return out if type(out) is np.ndarray else out.view(np.ndarray)
 
 
 def check_flag(name: str, value) -> bool:
