@@ -212,3 +212,20 @@ def test_streamed_json_is_the_to_json_document(files, tmp_path):
     for key in ("tensors", "problems", "skipped"):   # one item per line
         assert len(out.getvalue().split(f'"{key}": [')[1].split("\n  ]")[0].splitlines()) == \
             len(report.to_json()[key]) + 1
+
+
+def test_no_workers_timeout_reaches_the_distributed_executor(files, monkeypatch):
+    pytest.importorskip("distributed")
+    from fpclass.dask import distributed
+    seen = {}
+
+    def execute(tasks, scheduler, **options):
+        from fpclass.scan import engine
+        seen.update(options, scheduler=scheduler)
+        return [engine.interrupted_result(t) for t in tasks], True
+    monkeypatch.setattr(distributed, "execute", execute)
+    clean, _, _ = files
+    code, _, _ = run(clean, "--scheduler", "tcp://127.0.0.1:1", "--no-workers-timeout", "7.5",
+                     "--json")
+    assert code == ExitCode.INTERRUPTED and seen["no_workers_timeout"] == 7.5
+    assert seen["scheduler"] == "tcp://127.0.0.1:1"

@@ -65,6 +65,9 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
                            "workers read the files from a shared filesystem. Needs fpclass[dask].")
+    scan.add_argument("--no-workers-timeout", type=float, default=None, metavar="SECONDS",
+                      help="with --scheduler: give up (exit 2, unfinished tensors unchecked) after "
+                           "the cluster has had no worker for SECONDS (default: 120)")
     return parser
 
 
@@ -119,7 +122,9 @@ def _scan(args, out, err) -> int:
         except ImportError as e:
             err.write(f"fpclass scan: error: {e}\n")
             return ExitCode.INCONCLUSIVE
-        execute_on = functools.partial(distributed.execute, scheduler=args.scheduler)
+        timeout = {} if args.no_workers_timeout is None else {
+            "no_workers_timeout": args.no_workers_timeout}
+        execute_on = functools.partial(distributed.execute, scheduler=args.scheduler, **timeout)
     bar = None
     if _is_terminal(err) and not args.quiet and not args.json:
         from .scan.render import Progress
