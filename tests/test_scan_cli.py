@@ -111,15 +111,15 @@ def check_schema(doc):
                 assert kind(value), (where, key, value)
 
     nat = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
-    expect(doc, {"schema": lambda v: v == "fpclass.scan/1", "fpclass_version": (str,),
+    expect(doc, {"schema": lambda v: v == "fpclass.scan/2", "fpclass_version": (str,),
                  "status": lambda v: v in ("clean", "found", "inconclusive", "interrupted"),
                  "exit_code": lambda v: v in (0, 1, 2, 130), "interrupted": (bool,),
-                 "fail_on": lambda v: set(v) <= {"nan", "posinf", "neginf"},
+                 "fail_on": lambda v: set(v) <= {"nan", "posinf", "neginf", "missing"},
                  "summary": (dict,), "files": (list,), "tensors": (list,), "problems": (list,),
                  "skipped": (list,)},
            "document")
     counts = ("files", "tensors", "checked", "not_applicable", "unchecked", "problems", "skipped",
-              "tensors_with_findings", "nan", "posinf", "neginf", "bytes_checked")
+              "tensors_with_findings", "nan", "posinf", "neginf", "missing", "bytes_checked")
     expect(doc["summary"], {**{k: nat for k in counts}, "seconds": lambda v: v >= 0,
                             "bytes_per_second": lambda v: v is None or v >= 0}, "summary")
     for f in doc["files"]:
@@ -131,13 +131,13 @@ def check_schema(doc):
         expect(t, {"file": (str,), "name": (str,), "dtype": (str,),
                    "shape": lambda v: isinstance(v, list) and all(map(nat, v)), "elements": nat,
                    "status": lambda v: v in ("checked", "not_applicable", "unchecked"),
-                   "nan": nat, "posinf": nat, "neginf": nat, "locations": (list,),
+                   "nan": nat, "posinf": nat, "neginf": nat, "missing": nat, "locations": (list,),
                    "values_checked": nat, "bytes_checked": nat,
                    "reason": lambda v: v is None or (isinstance(v, str) and "\n" not in v)}, "tensor")
         assert (t["reason"] is None) == (t["status"] == "checked")
         for loc in t["locations"]:
             spec = {"index": lambda v: isinstance(v, list) and all(map(nat, v)),
-                    "class": lambda v: v in ("nan", "posinf", "neginf")}
+                    "class": lambda v: v in ("nan", "posinf", "neginf", "missing")}
             expect(loc, {**spec, "field": (str,)} if "field" in loc else spec, "location")
             assert len(loc["index"]) in (len(t["shape"]), len(t["shape"]) + 1)  # +1: complex part
     s = doc["summary"]

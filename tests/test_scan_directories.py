@@ -61,7 +61,7 @@ def test_directory_of_text_files_is_inconclusive_and_lists_them(tmp_path):
 
 def test_unreadable_tensor_files_make_the_scan_inconclusive_and_are_named(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(CLEAN)
-    (tmp_path / "pytorch_model.bin").write_bytes(torch_zip_bytes())
+    (tmp_path / "state.pkl").write_bytes(b"\x80\x04\x95\x05\0\0\0\0\0\0\0K\x01.")
     (tmp_path / "weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
     (tmp_path / "image.fits").write_bytes(b"SIMPLE  =                    T" + b" " * 50)
     (tmp_path / "flax_model.msgpack").write_bytes(b"\x82\xa1a\x01")
@@ -73,9 +73,9 @@ def test_unreadable_tensor_files_make_the_scan_inconclusive_and_are_named(tmp_pa
     report = scan([tmp_path])
     assert report.exit_code == ExitCode.INCONCLUSIVE
     unread = {os.path.basename(p.path): p.reason for p in report.problems}
-    assert set(unread) == {"pytorch_model.bin", "weights.h5", "image.fits", "flax_model.msgpack",
+    assert set(unread) == {"state.pkl", "weights.h5", "image.fits", "flax_model.msgpack",
                            "model.pt", "fields.zarr"}
-    assert "PyTorch checkpoint (zip)" in unread["pytorch_model.bin"]
+    assert "Python pickle" in unread["state.pkl"]
     assert "HDF5" in unread["weights.h5"] and "FITS" in unread["image.fits"]
     assert "zarr store" in unread["fields.zarr"]
     assert all("not checked" in r for r in unread.values())
@@ -239,14 +239,14 @@ def test_version_control_directories_are_skipped_whole(tmp_path):
 def test_zip_and_pickle_detection_by_content(tmp_path):
     (tmp_path / "ok.safetensors").write_bytes(CLEAN)
     (tmp_path / "checkpoint").write_bytes(torch_zip_bytes())           # no extension
-    (tmp_path / "legacy").write_bytes(b"\x80\x02\x8a\x0alB\x8d\xa0...")  # pre-1.6 torch.save
+    (tmp_path / "other").write_bytes(b"\x80\x02\x8a\x0alB\x8d\xa0...")  # some other pickle
     with zipfile.ZipFile(tmp_path / "docs.zip", "w") as z:
         z.writestr("a.txt", "hello")
     report = scan([tmp_path])
     unread = {os.path.basename(p.path): p.reason for p in report.problems}
-    assert set(unread) == {"checkpoint", "legacy"}
-    assert "PyTorch checkpoint (zip)" in unread["checkpoint"]
-    assert "pickle" in unread["legacy"]
+    assert set(unread) == {"other"} and "pickle" in unread["other"]
+    assert sorted((os.path.basename(p), f) for p, f in report.files) == [
+        ("checkpoint", "pytorch"), ("ok.safetensors", "safetensors")]
     assert [os.path.basename(p.path) for p in report.skipped] == ["docs.zip"]
 
 

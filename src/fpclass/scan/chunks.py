@@ -13,7 +13,9 @@ import zlib
 
 import numpy as np
 
-from .tasks import DEFLATE, RAW, VARINT, Task
+from . import views
+from .dtypes import np_dtype
+from .tasks import DATASET, DEFLATE, INLINE, RAW, STORED, STRIDED, VARINT, Task
 
 #: Default bytes per chunk: small enough to stay in cache between the read and the classification
 #: (4 MiB read as fast as 32 MiB mapped in benchmarks/bench_scan.py; 32 MiB reads were 2.5x slower).
@@ -36,6 +38,13 @@ def chunks(task: Task, item_bytes: int, chunk_bytes: int = CHUNK_BYTES):
     if task.storage == RAW:
         yield from _raw(task.source, task.offset + first * item_bytes, count, item_bytes,
                         per_chunk, first)
+    elif task.storage == STORED:
+        yield from _stored(task, item_bytes, per_chunk)
+    elif task.storage == INLINE:
+        if len(task.data) != task.nbytes:
+            raise SourceError(f"inline data holds {len(task.data)} bytes, {task.nbytes} expected")
+        yield first, np.frombuffer(task.data, np.uint8)[first * item_bytes:
+                                                        (first + count) * item_bytes]
     elif task.storage == DEFLATE:
         yield from _deflate(task, first, count, item_bytes, per_chunk)
     elif task.storage == VARINT:
@@ -60,6 +69,52 @@ def _raw(path, offset, count, item_bytes, per_chunk, first):
             done += n
     finally:
         os.close(fd)
+
+
+def _stored(task, item_bytes, per_chunk):
+    """A whole stored zip member, its CRC-32 checked over the bytes as they are read."""
+    crc = 0
+    for first, chunk in _raw(task.source, task.offset, task.nbytes // item_bytes, item_bytes,
+                             per_chunk, 0):
+        crc = zlib.crc32(chunk, crc)
+        yield first, chunk
+    if crc != task.crc:
+        raise SourceError(f"zip member data fails its CRC-32 check (stored {task.crc:08x}, "
+                          f"read {crc:08x}): corrupt archive")
+
+
+def strided_layout(task: Task) -> tuple:
+    """(sizes, strides) of a STRIDED task in its items: a complex view is read as its parts,
+    with a last axis of 2 (strides doubled, the parts one item apart)."""
+    if len(task.grid) == len(task.shape) + 1:
+        return task.shape + (2,), tuple(2 * s for s in task.strides) + (1,)
+    return task.shape, task.strides
+
+
+def blocks(task: Task, chunk_bytes: int = CHUNK_BYTES):
+    """Yield (origin, N-d array) blocks of a STRIDED or DATASET task, each about `chunk_bytes`:
+    origins index the task's `grid` (STRIDED: in storage order, see views.to_view)."""
+    if task.storage == STRIDED:
+        dtype = np_dtype(task.element)
+        fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            size = os.fstat(fd).st_size
+
+            def read_at(view, position):
+                if position + len(view) > size:
+                    raise SourceError(f"a view reaches byte {position + len(view)} of "
+                                      f"{task.source} ({size} bytes; truncated?)")
+                _read_at(fd, view, position, task.source)
+            yield from views.blocks(read_at, task.offset, dtype, *strided_layout(task),
+                                    chunk_bytes)
+        finally:
+            os.close(fd)
+    elif task.storage == DATASET:
+        from importlib import import_module
+        reader = import_module(f"{__package__}.readers.{task.reader}")
+        yield from reader.read_blocks(task, chunk_bytes)
+    else:
+        raise SourceError(f"storage {task.storage!r} has no blocks")
 
 
 def _read_at(fd: int, view: memoryview, position: int, path: str) -> None:

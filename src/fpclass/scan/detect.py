@@ -17,9 +17,11 @@ NPY = "npy"
 NPZ = "npz"
 ONNX = "onnx"
 GGUF = "gguf"
+PYTORCH = "pytorch"
 
-KINDS = (SAFETENSORS, SAFETENSORS_INDEX, NPY, NPZ, ONNX, GGUF)
-ACCEPTED = ".safetensors (and *.safetensors.index.json), .npy, .npz, .onnx, .gguf"
+KINDS = (SAFETENSORS, SAFETENSORS_INDEX, NPY, NPZ, ONNX, GGUF, PYTORCH)
+ACCEPTED = (".safetensors (and *.safetensors.index.json), .npy, .npz, .onnx, .gguf, PyTorch "
+            "checkpoints (.pt, .pth, .bin, .ckpt)")
 
 _BY_EXTENSION = {".safetensors": SAFETENSORS, ".npy": NPY, ".npz": NPZ, ".onnx": ONNX,
                  ".gguf": GGUF}
@@ -49,6 +51,8 @@ _CLAIMS_BY_MAGIC = (
     (b"SIMPLE  =", "FITS file"),
     (b"lmgg", "GGML file"), (b"fmgg", "GGMF file"), (b"tjgg", "GGJT file"),
 )
+#: torch.save's legacy format starts with its magic number, pickled.
+_TORCH_LEGACY = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 #: Magic numbers of common files that hold no tensors.
 _OTHER_MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image (PNG)"), (b"\xff\xd8\xff", "image (JPEG)"),
@@ -71,6 +75,11 @@ class Identity:
     kind: str | None = None
     claims: str = ""
     skip: str = ""
+
+
+def is_torch_legacy(head: bytes) -> bool:
+    """Whether `head` starts like torch.save's legacy (pre-1.6) format."""
+    return head.startswith(_TORCH_LEGACY)
 
 
 def claims_by_name(name: str) -> str:
@@ -136,6 +145,8 @@ def _by_content(head: bytes, size: int, name: str) -> Identity | None:
             return Identity(claims=what)
     if len(head) >= 8 and head[4:8] == b"TFL3":
         return Identity(claims="TensorFlow Lite model")
+    if is_torch_legacy(head):
+        return Identity(PYTORCH)
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return Identity(claims="Python pickle (never unpickled)")
     for magic, what in _OTHER_MAGIC:
@@ -152,7 +163,7 @@ def _zip(head: bytes, name: str) -> Identity:
         n = struct.unpack_from("<H", head, 26)[0]
         first = head[30:30 + n].decode("utf-8", "replace")
     if first == "data.pkl" or first.endswith("/data.pkl"):
-        return Identity(claims="PyTorch checkpoint (zip)")
+        return Identity(PYTORCH)
     lower = name.lower()
     if lower.endswith(".npz") or first.endswith(".npy"):
         return Identity(NPZ)

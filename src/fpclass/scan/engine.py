@@ -13,11 +13,13 @@ import time
 import numpy as np
 
 from .. import count_inf, count_nan, count_nonfinite, isnan, isposinf, locate_nonfinite
-from .chunks import CHUNK_BYTES, SourceError, chunks
+from . import views
+from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
 from .dtypes import can_hold_nonfinite, np_dtype
 from .readers import ReaderError, planner
 from .report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
-from .tasks import CHECK, FILE, PROBLEM, RAW, SKIPPED, UNCHECKED, Task, problem, skipped
+from .tasks import (CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, UNCHECKED, Task, problem,
+                    skipped)
 from .walk import expand
 
 #: Raw tensors larger than this are split into parts that run in parallel.
@@ -118,6 +120,8 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
             return _run_empty(task)
         if task.block_bytes:
             return _run_blocks(task, max_locations, chunk_bytes, stop)
+        if task.storage in (STRIDED, DATASET):
+            return _run_nd(task, max_locations, chunk_bytes, stop)
         return _run_elements(task, max_locations, chunk_bytes, stop)
     except Interrupted:
         return _unchecked(task, "interrupted before it was fully checked")
@@ -153,19 +157,68 @@ def _run_empty(task: Task) -> TensorResult:
 
 
 def _classify(values, limit):
-    """(nan, +inf, -inf, flat positions, classes) of a 1-D chunk, positions at most `limit`."""
+    """(nan, +inf, -inf, index rows, classes) of an array of any shape and strides, index rows
+    (tuples, C order) at most `limit`."""
     nonfinite = int(count_nonfinite(values))
     if not nonfinite:
-        return 0, 0, 0, (), ()
+        return 0, 0, 0, [], []
     nan = int(count_nan(values))
     pinf = int(count_inf(values, detect_negative=False))
     ninf = nonfinite - nan - pinf  # values are real: non-finite is exactly NaN, +Inf or -Inf
     if limit <= 0:
-        return nan, pinf, ninf, (), ()
-    pos = locate_nonfinite(values, limit)[:, 0]
-    hit = values[pos]
+        return nan, pinf, ninf, [], []
+    rows = locate_nonfinite(values, limit)
+    hit = values[tuple(rows.T)] if values.ndim else values.reshape(1)
     classes = np.where(isnan(hit), "nan", np.where(isposinf(hit), "posinf", "neginf"))
-    return nan, pinf, ninf, pos.tolist(), classes.tolist()
+    return nan, pinf, ninf, [tuple(r) for r in rows.tolist()], classes.tolist()
+
+
+_SWAPPED = {"posinf": "neginf", "neginf": "posinf", "nan": "nan"}
+
+
+class _Tally:
+    """The counts and first locations of one task, as its blocks are classified. Applies the
+    task's sign flip (torch's lazy negation / conjugation) and its blank convention (a declared
+    NaN blank is counted as missing, not as NaN)."""
+
+    def __init__(self, task: Task, limit: int):
+        self.task, self.limit = task, limit
+        self.nan = self.posinf = self.neginf = self.missing = 0
+        self.values = self.bytes = 0
+        self.locations: list = []
+
+    def add(self, values, where, nbytes: int) -> None:
+        """Classify `values` (the last axis holds the complex parts when the task flips
+        conjugates); `where(row)` gives the location index of an index row of `values`."""
+        room = self.limit - len(self.locations)
+        if self.task.flip == "conj":  # only the imaginary parts change sign
+            re = _classify(values[..., 0], room)
+            im = _classify(values[..., 1], room)
+            counts = (re[0] + im[0], re[1] + im[2], re[2] + im[1])
+            hits = sorted([(r + (0,), c) for r, c in zip(re[3], re[4])]
+                          + [(r + (1,), _SWAPPED[c]) for r, c in zip(im[3], im[4])])[:room]
+        else:
+            nan, pinf, ninf, rows, classes = _classify(values, room)
+            if self.task.flip == "neg":
+                pinf, ninf, classes = ninf, pinf, [_SWAPPED[c] for c in classes]
+            counts, hits = (nan, pinf, ninf), list(zip(rows, classes))
+        nan, pinf, ninf = counts
+        if self.task.missing:
+            self.missing += nan
+            hits = [(r, "missing" if c == "nan" else c) for r, c in hits]
+        else:
+            self.nan += nan
+        self.posinf += pinf
+        self.neginf += ninf
+        self.locations += [Location(where(r), c) for r, c in hits]
+        self.values += values.size
+        self.bytes += nbytes
+
+    def result(self) -> TensorResult:
+        t = self.task
+        return TensorResult(t.file, t.name, t.dtype, t.shape, CHECKED, self.nan, self.posinf,
+                            self.neginf, tuple(self.locations), self.values, self.bytes,
+                            first=t.first, missing=self.missing)
 
 
 def _index(task: Task, item: int) -> tuple:
@@ -179,19 +232,35 @@ def _index(task: Task, item: int) -> tuple:
 
 def _run_elements(task, max_locations, chunk_bytes, stop):
     dtype = np_dtype(task.element)
-    nan = pinf = ninf = nbytes = values = 0
-    locations: list = []
+    tally = _Tally(task, max_locations)
     for first, chunk in chunks(task, dtype.itemsize, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
         v = chunk.view(dtype)
-        a, b, c, pos, classes = _classify(v, max_locations - len(locations))
-        nan, pinf, ninf = nan + a, pinf + b, ninf + c
-        locations += [Location(_index(task, first + p), cls) for p, cls in zip(pos, classes)]
-        nbytes += chunk.size
-        values += v.size
-    return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED, nan, pinf, ninf,
-                        tuple(locations), values, nbytes, first=task.first)
+        if task.flip == "conj":  # rows are (element, part)
+            tally.add(v.reshape(-1, 2), lambda r, f=first: _index(task, f + 2 * r[0] + r[1]),
+                      chunk.size)
+        else:
+            tally.add(v, lambda r, f=first: _index(task, f + r[0]), chunk.size)
+    return tally.result()
+
+
+def _run_nd(task, max_locations, chunk_bytes, stop):
+    """A STRIDED or DATASET task: blocks with their origin in the task's grid."""
+    if task.storage == STRIDED:
+        order = views.storage_order(*strided_layout(task))
+
+        def where(origin, row):
+            return views.to_view(tuple(o + r for o, r in zip(origin, row)), order)
+    else:
+        def where(origin, row):
+            return tuple(o + r for o, r in zip(origin, row))
+    tally = _Tally(task, max_locations)
+    for origin, block in blocks(task, chunk_bytes):
+        if stop is not None and stop.is_set():
+            raise Interrupted
+        tally.add(block, lambda r, o=origin: where(o, r), block.nbytes)
+    return tally.result()
 
 
 def _run_blocks(task, max_locations, chunk_bytes, stop):
@@ -201,13 +270,13 @@ def _run_blocks(task, max_locations, chunk_bytes, stop):
     for first, chunk in chunks(task, task.block_bytes, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
-        blocks = chunk.reshape(-1, task.block_bytes)
+        blocks_ = chunk.reshape(-1, task.block_bytes)
         found = []
         for order, (f, dt) in enumerate(fields):
-            v = blocks[:, f.offset:f.offset + dt.itemsize].view(dt)[:, 0]
-            a, b, c, pos, classes = _classify(v, max_locations - len(locations))
+            v = blocks_[:, f.offset:f.offset + dt.itemsize].view(dt)[:, 0]
+            a, b, c, rows, classes = _classify(v, max_locations - len(locations))
             nan, pinf, ninf = nan + a, pinf + b, ninf + c
-            found += [(p, order, cls, f.name) for p, cls in zip(pos, classes)]
+            found += [(r[0], order, cls, f.name) for r, cls in zip(rows, classes)]
             values += v.size
         found.sort()
         room = max_locations - len(locations)

@@ -52,8 +52,9 @@ def summary_line(report: ScanReport) -> str:
     text = (f"{s['files']} files, {s['tensors']} tensors ({s['checked']} checked, "
             f"{s['not_applicable']} not applicable, {s['unchecked']} unchecked), "
             f"{_size(s['bytes_checked'])} checked in {s['seconds']:.2f} s{rate}; "
-            f"{s['nan']} NaN, {s['posinf']} +Inf, {s['neginf']} -Inf in "
-            f"{s['tensors_with_findings']} tensors")
+            f"{s['nan']} NaN, {s['posinf']} +Inf, {s['neginf']} -Inf"
+            + (f", {s['missing']} missing (NaN blanks)" if s["missing"] else "")
+            + f" in {s['tensors_with_findings']} tensors")
     if s["problems"]:
         text += f"; {s['problems']} file problems"
     if s["skipped"]:
@@ -71,7 +72,8 @@ def plain_lines(report: ScanReport):
     for t in report.tensors:
         head = f"{printable(t.file)}: {_name(t)}: {printable(t.dtype)}{_shape(t)}"
         if t.nonfinite:
-            yield (f"found: {head}: nan={t.nan} posinf={t.posinf} neginf={t.neginf} "
+            missing = f" missing={t.missing}" if t.missing else ""
+            yield (f"found: {head}: nan={t.nan} posinf={t.posinf} neginf={t.neginf}{missing} "
                    f"of {t.elements}: at {_locations(t)}")
         elif t.status == "unchecked":
             yield f"unchecked: {head}: {printable(t.reason)}"
@@ -95,20 +97,22 @@ def rich_table(report: ScanReport, stream) -> None:
     rows = [t for t in report.tensors if t.nonfinite or t.status == "unchecked"]
     if rows or report.problems or report.skipped:
         table = Table(show_lines=False)
-        for col in ("", "file", "tensor", "dtype", "shape", "NaN", "+Inf", "-Inf", "where / why"):
-            table.add_column(col, justify="right" if col in ("NaN", "+Inf", "-Inf") else "left",
-                             overflow="fold")
+        blanks = any(t.missing for t in rows)
+        counts = ("NaN", "+Inf", "-Inf") + (("missing",) if blanks else ())
+        for col in ("", "file", "tensor", "dtype", "shape", *counts, "where / why"):
+            table.add_column(col, justify="right" if col in counts else "left", overflow="fold")
+        pad = ("",) * len(counts)
         for t in rows:
             bad = bool(t.nonfinite)
+            numbers = (t.nan, t.posinf, t.neginf) + ((t.missing,) if blanks else ())
             table.add_row("[red]found[/]" if bad else "[yellow]unchecked[/]", cell(t.file),
-                          escape(_name(t)), cell(t.dtype), _shape(t), str(t.nan), str(t.posinf),
-                          str(t.neginf), escape(_locations(t)) if bad else cell(t.reason))
+                          escape(_name(t)), cell(t.dtype), _shape(t), *map(str, numbers),
+                          escape(_locations(t)) if bad else cell(t.reason))
         for p in report.problems:
-            table.add_row("[yellow]problem[/]", cell(p.path), "", "", "", "", "", "",
-                          cell(p.reason))
+            table.add_row("[yellow]problem[/]", cell(p.path), "", "", "", *pad, cell(p.reason))
         for p in report.skipped:
-            table.add_row("[dim]skipped[/]", cell(p.path), "", "", "", "", "", "",
-                          cell(p.reason), style="dim")
+            table.add_row("[dim]skipped[/]", cell(p.path), "", "", "", *pad, cell(p.reason),
+                          style="dim")
         console.print(table)
     style = {"clean": "green", "found": "red"}.get(report.status, "yellow")
     console.print(summary_line(report), style=style, highlight=False, markup=False)

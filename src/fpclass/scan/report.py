@@ -1,5 +1,5 @@
 """The scan's data model: per-tensor results, file problems, the summary, the exit code, and the
-JSON document (schema "fpclass.scan/1", documented in docs/scan.md)."""
+JSON document (schema "fpclass.scan/2", documented in docs/scan.md)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 from .exitcodes import ExitCode
 from .tasks import CHECK, NOT_APPLICABLE, UNCHECKED
 
-SCHEMA = "fpclass.scan/1"
+SCHEMA = "fpclass.scan/2"
 CHECKED = "checked"
 
-#: The classes a scan counts, as named in --fail-on, JSON keys and locations.
-CLASSES = ("nan", "posinf", "neginf")
+#: The classes a scan counts, as named in --fail-on, JSON keys and locations. "missing" is a NaN
+#: where the format declares NaN a blank (a CF _FillValue, a zarr fill_value, a FITS image).
+CLASSES = ("nan", "posinf", "neginf", "missing")
 #: --fail-on spellings and the classes they stand for.
 FAIL_ON_NAMES = {"nan": {"nan"}, "inf": {"posinf", "neginf"}, "posinf": {"posinf"},
                  "+inf": {"posinf"}, "neginf": {"neginf"}, "-inf": {"neginf"},
-                 "any": set(CLASSES)}
+                 "missing": {"missing"}, "any": set(CLASSES)}
 
 
 def parse_fail_on(spec) -> frozenset:
@@ -70,6 +71,7 @@ class TensorResult:
     bytes_checked: int = 0
     reason: str = ""
     first: int = 0              # first item of the part this result covers
+    missing: int = 0            # NaN where the format declares NaN a blank (fill value)
 
     @property
     def elements(self) -> int:
@@ -77,16 +79,17 @@ class TensorResult:
 
     @property
     def nonfinite(self) -> int:
-        return self.nan + self.posinf + self.neginf
+        return self.nan + self.posinf + self.neginf + self.missing
 
     def counts(self) -> dict:
-        return {"nan": self.nan, "posinf": self.posinf, "neginf": self.neginf}
+        return {"nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
+                "missing": self.missing}
 
     def to_json(self) -> dict:
         return {"file": self.file, "name": self.name, "dtype": self.dtype,
                 "shape": list(self.shape), "elements": self.elements, "status": self.status,
                 "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
-                "locations": [loc.to_json() for loc in self.locations],
+                "missing": self.missing, "locations": [loc.to_json() for loc in self.locations],
                 "values_checked": self.values_checked, "bytes_checked": self.bytes_checked,
                 "reason": self.reason or None}
 
@@ -101,7 +104,7 @@ def merge_parts(parts: list, max_locations: int) -> TensorResult:
         head.file, head.name, head.dtype, head.shape, UNCHECKED if bad else head.status,
         sum(p.nan for p in parts), sum(p.posinf for p in parts), sum(p.neginf for p in parts),
         locations, sum(p.values_checked for p in parts), sum(p.bytes_checked for p in parts),
-        bad[0].reason if bad else "")
+        bad[0].reason if bad else "", missing=sum(p.missing for p in parts))
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,7 @@ class ScanReport:
             "nan": sum(t.nan for t in self.tensors),
             "posinf": sum(t.posinf for t in self.tensors),
             "neginf": sum(t.neginf for t in self.tensors),
+            "missing": sum(t.missing for t in self.tensors),
             "bytes_checked": self.bytes_checked,
             "seconds": round(self.seconds, 6),
             "bytes_per_second": round(self.bytes_checked / self.seconds, 1) if self.seconds else None,

@@ -22,6 +22,12 @@ SKIPPED = "skipped"                # a file that holds no tensors, or was filter
 RAW = "raw"            # `nbytes` bytes at `offset` of `source`
 DEFLATE = "deflate"    # a deflate-compressed zip member of `source`, data after `offset` bytes
 VARINT = "varint"      # protobuf varints (ONNX int32_data) at `offset` of `source`
+STORED = "stored"      # `nbytes` raw bytes at `offset` of `source`: a whole stored zip member
+                       # whose CRC-32 must be `crc` (checked as the bytes are read)
+STRIDED = "strided"    # a view of shape `shape` with element `strides` from byte `offset`
+INLINE = "inline"      # `data` holds the bytes (arrays pickled inline in a checkpoint)
+DATASET = "dataset"    # array `member` of `source`, read in its own blocks by the reader named
+                       # `reader` (h5py, zarr, astropy); `first`/`count` select blocks
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,14 @@ class Task:
     fields: tuple = ()              # Field per float field of a block
     first: int = 0
     count: int = -1
+    strides: tuple = ()             # STRIDED: element strides of `shape`
+    crc: int = 0                    # STORED: the zip member's CRC-32
+    data: bytes = b""               # INLINE: the bytes
+    reader: str = ""                # DATASET: the reader module that reads the blocks
+    blocks: int = 0                 # DATASET: how many blocks the array is read in
+    flip: str = ""                  # "neg": stored values are negated (torch's lazy negation);
+                                    # "conj": imaginary parts are (torch's lazy conjugate)
+    missing: bool = False           # NaN is this format's declared blank: counted as missing
 
     @property
     def key(self) -> tuple:
@@ -72,8 +86,11 @@ class Task:
 
     @property
     def part_bytes(self) -> int:
-        """The stored bytes of the items this task (or part) covers."""
-        return self.nbytes if self.count < 0 else self.nbytes * self.count // max(self.items, 1)
+        """The stored bytes of the items (DATASET: blocks) this task (or part) covers."""
+        if self.count < 0:
+            return self.nbytes
+        return self.nbytes * self.count // max(self.blocks if self.storage == DATASET
+                                               else self.items, 1)
 
     def part(self, first: int, count: int) -> "Task":
         return replace(self, first=first, count=count)

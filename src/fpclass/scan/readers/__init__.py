@@ -12,7 +12,8 @@ def planner(kind: str):
     """The plan function of the reader for a detect.KINDS kind (imports only that reader)."""
     from importlib import import_module
     module = {"safetensors": "safetensors", "safetensors-index": "safetensors",
-              "npy": "npy", "npz": "npy", "onnx": "onnx_model", "gguf": "gguf"}[kind]
+              "npy": "npy", "npz": "npy", "onnx": "onnx_model", "gguf": "gguf",
+              "pytorch": "torch_checkpoint"}[kind]
     mod = import_module(f"{__name__}.{module}")
     return mod.plan_index if kind == "safetensors-index" else (
         mod.plan_npz if kind == "npz" else mod.plan)

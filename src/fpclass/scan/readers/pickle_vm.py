@@ -1,0 +1,436 @@
+"""A pickle interpreter that runs nothing: it reads the opcodes of a pickle (protocols 0 to 5) and
+builds plain containers and inert descriptions, never importing, calling or constructing anything
+the pickle names.
+
+A GLOBAL becomes a `Global(module, name)`, or an inert constant the caller names (a dtype, say).
+Calling one (REDUCE, NEWOBJ, INST, OBJ) gives the
+result of a rule in `rules` when the global is on that allow-list (the few functions torch.save and
+numpy use to describe tensors and arrays), and an inert `Opaque` otherwise. Every global outside
+the allow-list is recorded, so a caller can refuse to trust what the pickle describes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+#: Pickles larger than this are refused (a checkpoint's data.pkl is a few MB).
+MAX_PICKLE_BYTES = 256 << 20
+#: Deepest nesting of MARKs accepted (the stack is a list; this bounds only hostile input).
+MAX_MARKS = 100_000
+
+
+class PickleError(Exception):
+    """The pickle is malformed or uses something this interpreter does not accept."""
+
+
+class PickleTruncated(PickleError):
+    """The data ends before the pickle does."""
+
+
+@dataclass(frozen=True)
+class Global:
+    """A global the pickle names (never imported)."""
+
+    module: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(eq=False)
+class Opaque:
+    """The result of calling a global that is not on the allow-list: nothing was called."""
+
+    callee: Global
+    args: object = None
+    state: object = None
+
+
+@dataclass(eq=False)
+class Machine:
+    """What a run of the interpreter found besides its result."""
+
+    rules: dict                                     # "module.name" -> rule(args, machine)
+    constants: dict = field(default_factory=dict)   # "module.name" -> the value loading it gives
+    persistent_load: object = None                  # pid -> value
+    disallowed: list = field(default_factory=list)  # "module.name" of globals outside the rules
+
+
+_MARK = object()
+
+
+def run(data: bytes, machine: Machine, start: int = 0) -> tuple:
+    """(the value the pickle at byte `start` of `data` describes, the byte after its STOP), with
+    nothing executed. PickleError when malformed or cut short."""
+    if len(data) > MAX_PICKLE_BYTES:
+        raise PickleError(f"pickle of {len(data)} bytes is over the {MAX_PICKLE_BYTES}-byte limit")
+    try:
+        vm = _Interpreter(data, machine)
+        vm.pos = start
+        return vm.run(), vm.pos
+    except PickleError:
+        raise
+    except (IndexError, KeyError, TypeError, ValueError, struct.error, UnicodeDecodeError,
+            OverflowError, MemoryError, RecursionError) as e:
+        raise PickleError(f"malformed pickle: {type(e).__name__}: {e}") from None
+
+
+class _Interpreter:
+    def __init__(self, data: bytes, machine: Machine):
+        self.data, self.pos, self.machine = data, 0, machine
+        self.stack: list = []
+        self.marks: list = []
+        self.memo: dict = {}
+
+    # -- reading ----------------------------------------------------------------------------
+    def read(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise PickleTruncated(f"pickle ends inside an opcode argument at byte {self.pos}")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def line(self) -> bytes:
+        end = self.data.find(b"\n", self.pos)
+        if end < 0:
+            raise PickleTruncated(f"pickle ends inside a text argument at byte {self.pos}")
+        out = self.data[self.pos:end]
+        self.pos = end + 1
+        return out
+
+    def u(self, fmt: str):
+        size = struct.calcsize(fmt)
+        return struct.unpack(fmt, self.read(size))[0]
+
+    # -- the stack --------------------------------------------------------------------------
+    def pop_mark(self) -> list:
+        if not self.marks:
+            raise PickleError("MARK expected on the stack")
+        at = self.marks.pop()
+        items = self.stack[at:]
+        del self.stack[at:]
+        return items
+
+    def push(self, value):
+        self.stack.append(value)
+
+    def pop(self):
+        if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):
+            raise PickleError(f"stack underflow at byte {self.pos}")
+        return self.stack.pop()
+
+    def top(self):
+        if not self.stack:
+            raise PickleError(f"stack underflow at byte {self.pos}")
+        return self.stack[-1]
+
+    # -- calling (never really) -------------------------------------------------------------
+    def call(self, callee, args):
+        if not isinstance(callee, Global):
+            return Opaque(Global("?", type(callee).__name__), args)
+        rule = self.machine.rules.get(str(callee))
+        if rule is None:
+            return Opaque(callee, args)
+        return rule(args if isinstance(args, tuple) else tuple(args), self.machine)
+
+    def global_(self, module: str, name: str):
+        full = f"{module}.{name}"
+        if full in self.machine.constants:
+            return self.machine.constants[full]
+        if full not in self.machine.rules and full not in self.machine.disallowed:
+            self.machine.disallowed.append(full)
+        return Global(module, name)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self):
+        data = self.data
+        while True:
+            if self.pos >= len(data):
+                raise PickleTruncated("pickle ends without STOP")
+            op = data[self.pos]
+            self.pos += 1
+            handler = _HANDLERS.get(op)
+            if handler is None:
+                raise PickleError(f"unknown pickle opcode 0x{op:02x} at byte {self.pos - 1}")
+            if handler is _stop:
+                if len(self.stack) != 1 or self.marks:
+                    raise PickleError("STOP with a stack of other than one value")
+                return self.stack[0]
+            handler(self)
+
+
+def _stop(vm):
+    pass
+
+
+def _proto(vm):
+    if vm.read(1)[0] > 5:
+        raise PickleError("pickle protocol above 5")
+
+
+def _frame(vm):
+    vm.read(8)
+
+
+def _mark(vm):
+    if len(vm.marks) >= MAX_MARKS:
+        raise PickleError("MARKs nested too deeply")
+    vm.marks.append(len(vm.stack))
+
+
+def _text_int(vm):
+    text = vm.line().rstrip(b"L")
+    if text == b"00":
+        vm.push(False)
+    elif text == b"01":
+        vm.push(True)
+    else:
+        vm.push(int(text))
+
+
+def _text_string(vm):
+    text = vm.line()
+    if len(text) < 2 or text[:1] != text[-1:] or text[:1] not in b"'\"":
+        raise PickleError("STRING argument is not quoted")
+    vm.push(_unescape(text[1:-1]).decode("latin-1"))
+
+
+def _unescape(raw: bytes) -> bytes:
+    return raw.decode("unicode_escape").encode("latin-1") if b"\\" in raw else raw
+
+
+def _text_unicode(vm):
+    vm.push(vm.line().decode("raw_unicode_escape"))
+
+
+def _text_float(vm):
+    vm.push(float(vm.line()))
+
+
+def _persid_text(vm):
+    vm.push(_persistent(vm, vm.line().decode("ascii")))
+
+
+def _binpersid(vm):
+    vm.push(_persistent(vm, vm.pop()))
+
+
+def _persistent(vm, pid):
+    load = vm.machine.persistent_load
+    if load is None:
+        raise PickleError("persistent id in a pickle that may hold none")
+    return load(pid)
+
+
+def _reduce(vm):
+    args = vm.pop()
+    callee = vm.pop()
+    if not isinstance(args, tuple):
+        raise PickleError("REDUCE arguments are not a tuple")
+    vm.push(vm.call(callee, args))
+
+
+def _newobj(vm):
+    args = vm.pop()
+    cls = vm.pop()
+    vm.push(vm.call(cls, args))
+
+
+def _newobj_ex(vm):
+    kwargs = vm.pop()
+    args = vm.pop()
+    cls = vm.pop()
+    vm.push(vm.call(cls, tuple(args) + ((kwargs,) if kwargs else ())))
+
+
+def _build(vm):
+    state = vm.pop()
+    obj = vm.top()
+    if isinstance(obj, Opaque):
+        obj.state = state
+    elif hasattr(obj, "build"):
+        obj.build(state)
+    elif isinstance(obj, dict) and isinstance(state, dict):
+        obj.update(state)
+    # anything else: the state is dropped (no __setstate__ is ever called)
+
+
+def _inst(vm):
+    module = vm.line().decode("utf-8")
+    name = vm.line().decode("utf-8")
+    vm.push(vm.call(vm.global_(module, name), tuple(vm.pop_mark())))
+
+
+def _obj(vm):
+    items = vm.pop_mark()
+    if not items:
+        raise PickleError("OBJ without a class")
+    vm.push(vm.call(items[0], tuple(items[1:])))
+
+
+def _global(vm):
+    module = vm.line().decode("utf-8")
+    name = vm.line().decode("utf-8")
+    vm.push(vm.global_(module, name))
+
+
+def _stack_global(vm):
+    name = vm.pop()
+    module = vm.pop()
+    if not isinstance(module, str) or not isinstance(name, str):
+        raise PickleError("STACK_GLOBAL needs two strings")
+    vm.push(vm.global_(module, name))
+
+
+def _ext(size):
+    def handler(vm):
+        code = int.from_bytes(vm.read(size), "little")
+        vm.push(vm.global_("copyreg", f"extension {code}"))
+    return handler
+
+
+def _append(vm):
+    value = vm.pop()
+    target = vm.top()
+    if not isinstance(target, list):
+        raise PickleError("APPEND to something that is not a list")
+    target.append(value)
+
+
+def _appends(vm):
+    items = vm.pop_mark()
+    target = vm.top()
+    if not isinstance(target, list):
+        raise PickleError("APPENDS to something that is not a list")
+    target.extend(items)
+
+
+def _setitem(vm):
+    value = vm.pop()
+    key = vm.pop()
+    target = vm.top()
+    if not isinstance(target, dict):
+        raise PickleError("SETITEM on something that is not a dict")
+    target[_key(key)] = value
+
+
+def _setitems(vm):
+    items = vm.pop_mark()
+    target = vm.top()
+    if not isinstance(target, dict) or len(items) % 2:
+        raise PickleError("SETITEMS on something that is not a dict, or an odd item count")
+    for i in range(0, len(items), 2):
+        target[_key(items[i])] = items[i + 1]
+
+
+def _key(key):
+    try:
+        hash(key)
+    except TypeError:
+        raise PickleError(f"unhashable dict key of type {type(key).__name__}") from None
+    return key
+
+
+def _additems(vm):
+    items = vm.pop_mark()
+    target = vm.top()
+    if not isinstance(target, set):
+        raise PickleError("ADDITEMS on something that is not a set")
+    target.update(_key(i) for i in items)
+
+
+def _dict(vm):
+    items = vm.pop_mark()
+    if len(items) % 2:
+        raise PickleError("DICT with an odd item count")
+    vm.push({_key(items[i]): items[i + 1] for i in range(0, len(items), 2)})
+
+
+def _get(key_of):
+    def handler(vm):
+        key = key_of(vm)
+        if key not in vm.memo:
+            raise PickleError(f"memo key {key} read before it was written")
+        vm.push(vm.memo[key])
+    return handler
+
+
+def _put(key_of):
+    def handler(vm):
+        vm.memo[key_of(vm)] = vm.top()
+    return handler
+
+
+def _memoize(vm):
+    vm.memo[len(vm.memo)] = vm.top()
+
+
+def _pop(vm):
+    if vm.marks and len(vm.stack) == vm.marks[-1]:
+        vm.marks.pop()  # POP of a MARK
+    else:
+        vm.pop()
+
+
+def _dup(vm):
+    vm.push(vm.top())
+
+
+def _buffer(vm):
+    raise PickleError("out-of-band buffers (NEXT_BUFFER) are not supported")
+
+
+def _readonly(vm):
+    pass
+
+
+def _push(value):
+    return lambda vm: vm.push(value)
+
+
+def _push_new(factory):
+    return lambda vm: vm.push(factory())
+
+
+_HANDLERS = {
+    0x80: _proto, 0x95: _frame, ord("."): _stop, ord("("): _mark, ord("1"): lambda vm: vm.pop_mark(),
+    ord("0"): _pop, ord("2"): _dup,
+    ord("I"): _text_int, ord("L"): _text_int, ord("F"): _text_float,
+    ord("J"): lambda vm: vm.push(vm.u("<i")), ord("K"): lambda vm: vm.push(vm.read(1)[0]),
+    ord("M"): lambda vm: vm.push(vm.u("<H")),
+    0x8a: lambda vm: vm.push(int.from_bytes(vm.read(vm.read(1)[0]), "little", signed=True)),
+    0x8b: lambda vm: vm.push(int.from_bytes(vm.read(vm.u("<i")), "little", signed=True)),
+    ord("G"): lambda vm: vm.push(vm.u(">d")),
+    ord("N"): _push(None), 0x88: _push(True), 0x89: _push(False),
+    ord("S"): _text_string, ord("V"): _text_unicode,
+    ord("T"): lambda vm: vm.push(vm.read(vm.u("<i")).decode("latin-1")),
+    ord("U"): lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("latin-1")),
+    ord("X"): lambda vm: vm.push(vm.read(vm.u("<I")).decode("utf-8", "surrogatepass")),
+    0x8c: lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("utf-8", "surrogatepass")),
+    0x8d: lambda vm: vm.push(vm.read(vm.u("<Q")).decode("utf-8", "surrogatepass")),
+    ord("B"): lambda vm: vm.push(vm.read(vm.u("<I"))),
+    ord("C"): lambda vm: vm.push(vm.read(vm.read(1)[0])),
+    0x8e: lambda vm: vm.push(vm.read(vm.u("<Q"))),
+    0x96: lambda vm: vm.push(bytearray(vm.read(vm.u("<Q")))),
+    0x97: _buffer, 0x98: _readonly,
+    ord("P"): _persid_text, ord("Q"): _binpersid,
+    ord("R"): _reduce, 0x81: _newobj, 0x92: _newobj_ex, ord("b"): _build,
+    ord("i"): _inst, ord("o"): _obj, ord("c"): _global, 0x93: _stack_global,
+    0x82: _ext(1), 0x83: _ext(2), 0x84: _ext(4),
+    ord("a"): _append, ord("e"): _appends, ord("s"): _setitem, ord("u"): _setitems,
+    0x90: _additems, ord("d"): _dict,
+    ord("}"): _push_new(dict), ord("]"): _push_new(list), ord(")"): _push(()),
+    0x8f: _push_new(set),
+    ord("l"): lambda vm: vm.push(vm.pop_mark()),
+    ord("t"): lambda vm: vm.push(tuple(vm.pop_mark())),
+    0x91: lambda vm: vm.push(frozenset(_key(i) for i in vm.pop_mark())),
+    0x85: lambda vm: vm.push((vm.pop(),)),
+    0x86: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop()]))),
+    0x87: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop(), vm.pop()]))),
+    ord("g"): _get(lambda vm: int(vm.line())), ord("h"): _get(lambda vm: vm.read(1)[0]),
+    ord("j"): _get(lambda vm: vm.u("<I")),
+    ord("p"): _put(lambda vm: int(vm.line())), ord("q"): _put(lambda vm: vm.read(1)[0]),
+    ord("r"): _put(lambda vm: vm.u("<I")), 0x94: _memoize,
+}

@@ -1,0 +1,77 @@
+"""Strided views of stored bytes (a PyTorch tensor that is a transpose or a slice of its storage),
+read in blocks of bounded size: each block is one positioned read of the bytes it spans, seen as
+an N-d array with the view's strides.
+
+Blocks follow the storage's own order (the view's dimensions sorted by stride), so a transposed
+view reads its bytes once and in sequence, like a contiguous one; `to_view` maps an index in that
+order back to the view's own dimensions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+
+def storage_order(sizes: tuple, strides: tuple) -> tuple:
+    """The view's dimensions from the largest stride to the smallest (the storage's order)."""
+    return tuple(sorted(range(len(sizes)), key=lambda d: (-strides[d], -sizes[d], d)))
+
+
+def to_view(index: tuple, order: tuple) -> tuple:
+    """An index in storage order (plus any trailing axes, such as a complex part) as an index in
+    the view's dimensions."""
+    out = [0] * len(order)
+    for position, dim in enumerate(order):
+        out[dim] = index[position]
+    return tuple(out) + tuple(index[len(order):])
+
+
+def blocks(read_at, offset: int, dtype: np.dtype, sizes: tuple, strides: tuple,
+           chunk_bytes: int):
+    """Yield (origin, array) covering every element of the view once: the view of `sizes` and
+    `strides` (in elements) whose first element is at byte `offset`, read with
+    `read_at(memoryview, byte position)`. Origins and arrays are in storage order (see
+    storage_order), of the view's full rank; each array is a strided view into a buffer reused by
+    the next block."""
+    if not sizes:
+        sizes, strides = (1,), (1,)
+        squeeze = True
+    else:
+        squeeze = False
+    if math.prod(sizes) == 0:
+        return
+    order = storage_order(sizes, strides)
+    s = [sizes[d] for d in order]
+    t = [strides[d] for d in order]
+    item = dtype.itemsize
+    limit = max(1, chunk_bytes // item)
+    # Whole dimensions from the innermost out while their span fits one block...
+    k, span = len(s), 1
+    while k > 0 and span + (s[k - 1] - 1) * t[k - 1] <= limit:
+        span += (s[k - 1] - 1) * t[k - 1]
+        k -= 1
+    # ...then the next one cut into pieces that fit, and single indices of the rest.
+    if k:
+        step = t[k - 1]
+        piece = s[k - 1] if step == 0 else max(1, min(s[k - 1], (limit - span) // step + 1))
+    buf = None
+    for outer in itertools.product(*(range(n) for n in s[:k - 1])) if k > 1 else [()]:
+        starts = range(0, s[k - 1], piece) if k else [0]
+        for j in starts:
+            count = min(piece, s[k - 1] - j) if k else 1
+            origin = outer + ((j,) if k else ()) + (0,) * (len(s) - k)
+            shape = (1,) * max(k - 1, 0) + ((count,) if k else ()) + tuple(s[k:])
+            steps = (0,) * max(k - 1, 0) + ((t[k - 1],) if k else ()) + tuple(t[k:])
+            first = sum(i * st for i, st in zip(origin, t))
+            nbytes = (sum((n - 1) * st for n, st in zip(shape, steps)) + 1) * item
+            if buf is None or buf.size < nbytes:
+                buf = np.empty(nbytes, np.uint8)
+            read_at(memoryview(buf)[:nbytes], offset + first * item)
+            arr = np.ndarray(shape, dtype, buf, 0, tuple(st * item for st in steps))
+            yield (() if squeeze else origin), (arr.reshape(()) if squeeze else arr)
+
+
+__all__ = ["blocks", "storage_order", "to_view"]
