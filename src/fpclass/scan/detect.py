@@ -18,13 +18,21 @@ NPZ = "npz"
 ONNX = "onnx"
 GGUF = "gguf"
 PYTORCH = "pytorch"
+HDF5 = "hdf5"          # HDF5 and NetCDF-4 files
+KERAS = "keras"        # a .keras zip holding model.weights.h5
+NETCDF3 = "netcdf3"    # NetCDF classic and 64-bit offset / data files
+ZARR = "zarr"          # a zarr store: a directory, or a .zarr.zip
+FITS = "fits"
 
-KINDS = (SAFETENSORS, SAFETENSORS_INDEX, NPY, NPZ, ONNX, GGUF, PYTORCH)
+KINDS = (SAFETENSORS, SAFETENSORS_INDEX, NPY, NPZ, ONNX, GGUF, PYTORCH, HDF5, KERAS, NETCDF3, ZARR,
+         FITS)
 ACCEPTED = (".safetensors (and *.safetensors.index.json), .npy, .npz, .onnx, .gguf, PyTorch "
-            "checkpoints (.pt, .pth, .bin, .ckpt)")
+            "checkpoints (.pt, .pth, .bin, .ckpt), HDF5 (.h5, .hdf5, .keras), NetCDF (.nc), "
+            "zarr stores, FITS")
 
 _BY_EXTENSION = {".safetensors": SAFETENSORS, ".npy": NPY, ".npz": NPZ, ".onnx": ONNX,
-                 ".gguf": GGUF}
+                 ".gguf": GGUF, ".h5": HDF5, ".hdf5": HDF5, ".he5": HDF5, ".keras": KERAS,
+                 ".fits": FITS, ".fit": FITS, ".fts": FITS, ".fz": FITS}
 
 #: Extensions of files that hold tensors in formats fpclass does not read: such a file is never
 #: passed over quietly.
@@ -43,12 +51,13 @@ CLAIMS_BY_EXTENSION = {
 #: TensorFlow checkpoint shards: variables.data-00000-of-00001.
 _TF_SHARD = re.compile(r"\.data-\d{5}-of-\d{5}$")
 
+#: Magic numbers of formats fpclass reads, beside those tested in _by_content.
+_KINDS_BY_MAGIC = (
+    (b"\x89HDF\r\n\x1a\n", HDF5), (b"CDF\x01", NETCDF3), (b"CDF\x02", NETCDF3),
+    (b"CDF\x05", NETCDF3), (b"SIMPLE  =", FITS),
+)
 #: Magic numbers of tensor formats fpclass does not read (checked before any name).
 _CLAIMS_BY_MAGIC = (
-    (b"\x89HDF\r\n\x1a\n", "HDF5 file"),
-    (b"CDF\x01", "NetCDF classic file"), (b"CDF\x02", "NetCDF 64-bit offset file"),
-    (b"CDF\x05", "NetCDF 64-bit data file"),
-    (b"SIMPLE  =", "FITS file"),
     (b"lmgg", "GGML file"), (b"fmgg", "GGMF file"), (b"tjgg", "GGJT file"),
 )
 #: torch.save's legacy format starts with its magic number, pickled.
@@ -140,6 +149,9 @@ def _by_content(head: bytes, size: int, name: str) -> Identity | None:
         return Identity(SAFETENSORS)
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return _zip(head, name)
+    for magic, kind in _KINDS_BY_MAGIC:
+        if head.startswith(magic):
+            return Identity(kind)
     for magic, what in _CLAIMS_BY_MAGIC:
         if head.startswith(magic):
             return Identity(claims=what)
@@ -167,6 +179,10 @@ def _zip(head: bytes, name: str) -> Identity:
     lower = name.lower()
     if lower.endswith(".npz") or first.endswith(".npy"):
         return Identity(NPZ)
+    if lower.endswith(".keras"):
+        return Identity(KERAS)
+    if lower.endswith(".zarr.zip"):
+        return Identity(ZARR)
     claimed = claims_by_name(name)
     if claimed:
         return Identity(claims=claimed)

@@ -8,12 +8,12 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from .detect import ACCEPTED, claims_by_name, identify
+from .detect import ACCEPTED, ZARR, claims_by_name, identify
 
 #: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
 #: weight file there).
 VCS_DIRECTORIES = {".git", ".hg", ".svn"}
-#: Entries that make a directory a zarr store, read (or not) as one unit.
+#: Entries that make a directory a zarr store, read as one unit.
 _ZARR_MARKERS = {".zarray", ".zgroup", "zarr.json"}
 
 
@@ -100,7 +100,7 @@ class _Walker:
             return
         base = os.path.basename(os.path.normpath(directory))
         if base.lower().endswith(".zarr") or _ZARR_MARKERS & {e.name for e in entries}:
-            walk.unreadable.append((directory, _unreadable("zarr store")))
+            walk.found.append((directory, ZARR))  # a store is read as one unit
             return
         for entry in entries:
             try:

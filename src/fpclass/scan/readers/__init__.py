@@ -13,7 +13,8 @@ def planner(kind: str):
     from importlib import import_module
     module = {"safetensors": "safetensors", "safetensors-index": "safetensors",
               "npy": "npy", "npz": "npy", "onnx": "onnx_model", "gguf": "gguf",
-              "pytorch": "torch_checkpoint"}[kind]
+              "pytorch": "torch_checkpoint", "hdf5": "hdf5", "keras": "hdf5",
+              "netcdf3": "netcdf3", "zarr": "zarr_store", "fits": "fits"}[kind]
     mod = import_module(f"{__name__}.{module}")
-    return mod.plan_index if kind == "safetensors-index" else (
-        mod.plan_npz if kind == "npz" else mod.plan)
+    return {"safetensors-index": getattr(mod, "plan_index", None), "npz": getattr(mod, "plan_npz", None),
+            "keras": getattr(mod, "plan_keras", None)}.get(kind) or mod.plan
