@@ -165,7 +165,9 @@ def _tasks(path, desc, locate, order) -> list:
                "writes for tensors (nothing was called); its tensors are not checked")
         return [unchecked(path, name, _label(item), _shape(item), why) for name, item in items]
     if not items:
-        return [not_applicable(path, "", "pickle", (), "holds no tensor or array data")]
+        names = f"; it names {', '.join(desc.disallowed[:3])} (never called)" \
+            if desc.disallowed else ""
+        return [not_applicable(path, "", "pickle", (), "holds no tensor or array data" + names)]
     tasks = []
     for name, item in items:
         if isinstance(item, Unsupported):

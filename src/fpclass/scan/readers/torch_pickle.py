@@ -251,6 +251,24 @@ def _np_scalar(args, m):
     return InlineArray(args[0].str(), (), False, _bytes(args[1]))
 
 
+def _hashables(args) -> list:
+    items = list(args[0]) if args and isinstance(args[0], (list, tuple, set, frozenset)) else []
+    for item in items:
+        hash(item)  # TypeError (a malformed pickle) for lists and dicts
+    return items
+
+
+#: Built-ins protocol 2 pickles call for bytes, sets and complex numbers (Python 2 names them
+#: __builtin__); each is applied to inert values only.
+_BUILTINS = {
+    "set": lambda args, m: set(_hashables(args)),
+    "frozenset": lambda args, m: frozenset(_hashables(args)),
+    "bytearray": lambda args, m: bytearray(args[0] if args and isinstance(args[0], bytes)
+                                           else _encode(args, m) if args else b""),
+    "complex": lambda args, m: complex(*[a for a in args if isinstance(a, (int, float))][:2]),
+    "slice": lambda args, m: "slice",
+}
+
 _TENSOR_REBUILDS = {
     "torch._utils._rebuild_tensor": _rebuild_tensor,
     "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
@@ -274,11 +292,8 @@ RULES = {
     "torch.device": lambda args, m: "device",
     "torch.serialization._get_layout": lambda args, m: "layout",
     "collections.OrderedDict": _ordered_dict,
-    "builtins.set": lambda args, m: set(args[0]) if args else set(),
-    "builtins.frozenset": lambda args, m: frozenset(args[0]) if args else frozenset(),
-    "builtins.bytearray": lambda args, m: _encode(args, m) if len(args) > 1 else bytearray(),
-    "builtins.complex": lambda args, m: complex(*[a for a in args if isinstance(a, float)][:2]),
-    "builtins.slice": lambda args, m: "slice",
+    **{f"{module}.{name}": rule for module in ("builtins", "__builtin__")
+       for name, rule in _BUILTINS.items()},
     "_codecs.encode": _encode,
     "numpy.core.multiarray._reconstruct": _np_reconstruct,
     "numpy._core.multiarray._reconstruct": _np_reconstruct,
