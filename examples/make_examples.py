@@ -68,6 +68,47 @@ def q8_0_blocks(values: np.ndarray) -> np.ndarray:
     return blocks
 
 
+def _pickle_torch_state(tensors) -> bytes:
+    """The pickle torch.save writes for {name: tensor}, opcode by opcode (protocol 2): each tensor
+    is torch._utils._rebuild_tensor_v2 of a persistent storage reference ("storage", storage
+    class, key, "cpu", numel). Keys are the storages' indices."""
+    def text(s):
+        b = s.encode()
+        return b"X" + struct.pack("<I", len(b)) + b
+
+    def ints(values):
+        return b"(" + b"".join(b"J" + struct.pack("<i", v) for v in values) + b"t"
+
+    out = b"\x80\x02}("
+    for key, (name, (storage, a)) in enumerate(tensors.items()):
+        strides = [s // a.itemsize for s in a.strides]
+        out += text(name) + b"ctorch._utils\n_rebuild_tensor_v2\n("
+        out += b"(" + text("storage") + f"ctorch\n{storage}\n".encode() + text(str(key))
+        out += text("cpu") + b"J" + struct.pack("<i", a.size) + b"tQ"
+        out += b"J\0\0\0\0" + ints(a.shape) + ints(strides) + b"\x89"
+        out += b"ccollections\nOrderedDict\n)Rt" + b"R"
+    return out + b"u."
+
+
+def write_torch(path, tensors):
+    """A PyTorch zip checkpoint of {name: (storage class, ndarray)}, as torch.save lays it out
+    (archive/data.pkl, archive/data/<key> stored and 64-byte aligned, byteorder, version), with
+    fixed timestamps so regenerating gives the same bytes. torch.load reads it."""
+    import zipfile
+    prefix = os.path.splitext(os.path.basename(path))[0]
+    members = [("data.pkl", _pickle_torch_state(tensors)), ("byteorder", b"little")]
+    members += [(f"data/{i}", np.ascontiguousarray(a).tobytes())
+                for i, (_, a) in enumerate(tensors.values())]
+    members.append(("version", b"3\n"))
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members:
+            info = zipfile.ZipInfo(f"{prefix}/{name}", date_time=(2020, 1, 1, 0, 0, 0))
+            # torch aligns each record's data to 64 bytes with an "FB" padding extra field
+            start = z.fp.tell() + 30 + len(info.filename) + 4
+            info.extra = b"FB" + struct.pack("<H", -start % 64) + b"Z" * (-start % 64)
+            z.writestr(info, data)
+
+
 def make(out: str) -> list:
     rng = np.random.default_rng(7)
     written = []
@@ -112,6 +153,15 @@ def make(out: str) -> list:
         "token_embd.weight": (0, [8, 4], token.tobytes()),
         "output_norm.weight": (1, [8], np.ones(8, "<f2").tobytes()),
         "blk.0.attn_q.weight": (8, [64, 2], blocks.tobytes()),
+    })
+
+    exp_avg = rng.standard_normal((4, 4)).astype(np.float32) * 1e-3
+    exp_avg_sq = exp_avg ** 2 + np.float32(1e-8)
+    exp_avg[1, 3] = np.nan
+    write_torch(path("optimizer.pt"), {
+        "state.0.exp_avg": ("FloatStorage", exp_avg),
+        "state.0.exp_avg_sq": ("FloatStorage", exp_avg_sq),
+        "state.0.step": ("FloatStorage", np.array(10.0, np.float32)),
     })
     return written
 

@@ -298,3 +298,13 @@ def test_pickle_interpreter_never_imports_or_calls():
     data = pickle.dumps(io.BytesIO(b"abc"), protocol=2)
     value, _ = run(data, machine)
     assert isinstance(value, Opaque) and "_io.BytesIO" in machine.disallowed
+
+
+def test_shipped_example_checkpoint_reads_as_torch_reads_it():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "examples", "optimizer.pt")
+    loaded = torch.load(path, weights_only=True)
+    report = scan([path])
+    assert {t.name for t in report.tensors} == set(loaded)
+    for name in loaded:
+        check_against_torch(report, loaded, name)
