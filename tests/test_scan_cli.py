@@ -124,7 +124,8 @@ def check_schema(doc):
                             "bytes_per_second": lambda v: v is None or v >= 0}, "summary")
     for f in doc["files"]:
         expect(f, {"path": (str,), "format": lambda v: v in (
-            "safetensors", "safetensors-index", "npy", "npz", "onnx", "gguf")}, "file")
+            "safetensors", "safetensors-index", "npy", "npz", "onnx", "gguf", "pytorch",
+            "pytorch-legacy", "hdf5", "keras", "netcdf3", "zarr", "fits")}, "file")
     for p in doc["problems"] + doc["skipped"]:
         expect(p, {"path": (str,), "reason": lambda v: isinstance(v, str) and "\n" not in v}, "problem")
     for t in doc["tensors"]:
