@@ -2,3 +2,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(params=["numpy", "kernels"])
+def both_launchers(request, monkeypatch):
+    """Runs a test once with every input classified by NumPy bit tests (the path small inputs
+    take, with nothing to compile) and once by the numba kernels: both must answer the same."""
+    from fpclass.kernels import numpy_bits
+    monkeypatch.setattr(numpy_bits, "SMALL_BYTES", 1 << 62 if request.param == "numpy" else -1)
+    return request.param

@@ -11,6 +11,9 @@ from fpclass import formats
 from fpclass.formats import BitTest, Query, bit_test
 from fpclass.formats.describe import markdown_table
 
+#: Every test runs through both launchers (NumPy bit tests and the numba kernels).
+pytestmark = pytest.mark.usefixtures("both_launchers")
+
 
 @pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
 def test_capabilities_match_the_values(dtype):

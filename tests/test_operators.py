@@ -13,6 +13,9 @@ from hypothesis.extra import numpy as hnp
 import fpclass
 import reference as ref
 
+#: Every test runs through both launchers (NumPy bit tests and the numba kernels).
+pytestmark = pytest.mark.usefixtures("both_launchers")
+
 FLAGS = [(True, True), (True, False), (False, True), (False, False)]
 
 

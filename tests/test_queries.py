@@ -10,6 +10,9 @@ import fpclass
 import reference as ref
 from test_operators import laid_out, swapped
 
+#: Every test runs through both launchers (NumPy bit tests and the numba kernels).
+pytestmark = pytest.mark.usefixtures("both_launchers")
+
 QUERIES = {  # fpclass query -> (reference element-wise mask)
     "nan": (fpclass.any_nan, fpclass.count_nan, fpclass.first_nan, fpclass.locate_nan, ref.isnan),
     "inf": (fpclass.any_inf, fpclass.count_inf, fpclass.first_inf, fpclass.locate_inf,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats import Kind, Query, format_of
+from ..kernels import numpy_bits
+from ..kernels.numpy_bits import matches
 from .inputs import as_source, check_flag, check_out
 from .outputs import empty_mask
 
@@ -19,17 +21,18 @@ _SMALL = 1 << 15
 
 class _Fast:
     """One operator's small-array path: its query, whether it negates, and per input dtype the
-    flat kernel's words (or False where the path does not apply). Keyed by id(dtype): hashing a
-    dtype or an Enum costs more than the rest of a 1 Ki call; each entry keeps its dtype alive, so
-    an id cannot be reused by another dtype while its entry exists."""
+    word, bit test and lanes (or False where the path does not apply), plus the flat kernel's
+    test words once the kernel is used. Keyed by id(dtype): hashing a dtype or an Enum costs more
+    than the rest of a 1 Ki call; each entry keeps its dtype alive, so an id cannot be reused by
+    another dtype while its entry exists."""
 
     __slots__ = ("query", "negate", "by_dtype")
 
     def __init__(self, query: Query, negate: bool):
         self.query, self.negate, self.by_dtype = query, negate, {}
 
-    def prepare(self, dtype: np.dtype):
-        """(dtype, word, mask_flat's test words) or (dtype, False)."""
+    def prepare(self, dtype: np.dtype) -> list:
+        """[dtype, word or False, test, lanes, flat kernel words or None]."""
         if len(self.by_dtype) > 1024:
             self.by_dtype.clear()
         try:
@@ -38,9 +41,9 @@ class _Fast:
             src = None
         test = None if src is None else src.test(self.query)
         if src is None or src.by_value or test is None:
-            entry = (dtype, False, None)
+            entry = [dtype, False, None, 1, None]
         else:
-            entry = (dtype, src.word, _launch().test_words(test, src.word, self.negate, src.lanes))
+            entry = [dtype, src.word, test, src.lanes, None]
         self.by_dtype[id(dtype)] = entry
         return entry
 
@@ -50,9 +53,11 @@ _FAST_BOTH_SIGNS = _Fast(Query.INF, False)
 _FAST_INF = {Query.POSINF: _Fast(Query.POSINF, False), Query.NEGINF: _Fast(Query.NEGINF, False)}
 
 
-def _small(x, fast: _Fast, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np.ndarray):
-    """The common case of a small, C-contiguous ndarray with no or a plain `out`: the same kernel
-    and bit test as the general path, minus its planning. None where it does not apply.
+def _small(x, fast: _Fast, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np.ndarray,
+           _bits=numpy_bits):
+    """The common case of a small, C-contiguous ndarray with no or a plain `out`: the same bit
+    test as the general path, minus its planning; up to numpy_bits.SMALL_BYTES evaluated by NumPy
+    (nothing to compile), above by the flat kernel. None where it does not apply.
     (Globals arrive as default arguments: at 1 Ki elements every lookup shows.)"""
     if type(x) is not _ndarray or x.size > _limit or not x.flags.c_contiguous:
         return None
@@ -63,7 +68,13 @@ def _small(x, fast: _Fast, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np
     word = entry[1]
     if word is False:
         return None
+    tiny = x.nbytes <= _bits.SMALL_BYTES
     if out is None:
+        if tiny:
+            hit = matches(x, word, entry[3], entry[2])
+            if fast.negate:
+                hit = ~hit
+            return hit[()] if x.ndim == 0 else hit
         result = np.empty(x.shape, _bool)
     elif type(out) is _ndarray and out.shape == x.shape and (out.dtype is _bool or out.dtype is _u8):
         flags = out.flags
@@ -72,11 +83,18 @@ def _small(x, fast: _Fast, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np
         result = out
     else:
         return None
+    if tiny and not np.may_share_memory(x, result):
+        hit = matches(x, word, entry[3], entry[2])
+        np.copyto(result, ~hit if fast.negate else hit, casting="unsafe")
+        return result
+    words = entry[4]
+    if words is None:
+        words = entry[4] = _launch().test_words(entry[2], word, fast.negate, entry[3])
     # mask_flat refuses (writes nothing) when out overlaps x; the general path handles that.
     if x.ndim == 1:
-        done = _FLAT(x.view(word), result, entry[2])
+        done = _FLAT(x.view(word), result, words)
     else:
-        done = _FLAT(x.reshape(-1).view(word), result.reshape(-1), entry[2])
+        done = _FLAT(x.reshape(-1).view(word), result.reshape(-1), words)
     if not done:
         return None
     return result[()] if out is None and x.ndim == 0 else result
@@ -105,7 +123,7 @@ def _classify(x, query: Query | None, negate: bool, out):
     elif test is None:  # the format has no such values: answer without reading the data
         target[...] = negate
     else:
-        _launch().mask(a, src.word, src.lanes, test, negate, target.view(np.uint8))
+        launcher(a).mask(a, src.word, src.lanes, test, negate, target.view(np.uint8))
     if target is not result:
         result[...] = target
     if out is not None:
@@ -120,6 +138,12 @@ def _dask(name, x, *args, **kwargs):
         return NotImplemented
     from ..dask import dispatch
     return dispatch(name, x, *args, **kwargs)
+
+
+def launcher(a: np.ndarray):
+    """What classifies `a`: NumPy for inputs of at most numpy_bits.SMALL_BYTES (no compile, no
+    dispatch cost), the numba kernels above."""
+    return numpy_bits if a.nbytes <= numpy_bits.SMALL_BYTES else _launch()
 
 
 def _launch():

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..formats import Kind, Query
-from .elementwise import _BY_VALUE, _dask, _inf_query, _launch as _kernels
+from .elementwise import _BY_VALUE, _dask, _inf_query, launcher
 from .inputs import as_source
 
 
@@ -42,11 +42,11 @@ def _count(x, query: Query | None, axis, keepdims) -> np.ndarray | np.int64:
     elif src.by_value:
         counts[...] = np.count_nonzero(_BY_VALUE[query](a), axis=axes, keepdims=True)
     elif test is not None and len(axes) == a.ndim:
-        counts[...] = _kernels().count(a, src.word, src.lanes, [test])[0]
+        counts[...] = launcher(a).count(a, src.word, src.lanes, [test])[0]
     elif test is not None:
         spread = np.lib.stride_tricks.as_strided(
             counts, a.shape, [0 if ax in axes else st for ax, st in enumerate(counts.strides)])
-        _kernels().count_into(a, src.word, src.lanes, test, spread)
+        launcher(a).count_into(a, src.word, src.lanes, test, spread)
     if keepdims:
         return counts
     counts = counts.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
@@ -64,7 +64,7 @@ def _any(x, query: Query | None, axis, keepdims):
     elif src.by_value:
         found = bool(_BY_VALUE[query](a).any())
     else:
-        found = test is not None and _kernels().find(a, src.word, src.lanes, test, 1).size > 0
+        found = test is not None and launcher(a).find(a, src.word, src.lanes, test, 1).size > 0
     result = np.bool_(found)
     return np.full((1,) * a.ndim, result) if keepdims else result
 
@@ -85,7 +85,7 @@ def _positions(x, query: Query | None, limit):
     elif test is None:
         flat = np.empty(0, np.int64)
     else:
-        launch = _kernels()
+        launch = launcher(a)
         if limit == a.size:  # count first, so the buffer holds exactly the hits (no a.size buffer)
             limit = int(launch.count(a, src.word, src.lanes, [test])[0])
         flat = launch.find(a, src.word, src.lanes, test, limit) if limit else np.empty(0, np.int64)
@@ -209,7 +209,7 @@ def class_counts(x) -> ClassCounts:
     base = [t(Query.NONFINITE), t(Query.TINY), t(Query.NEGATIVE), t(Query.ZERO), t(Query.TINY, True),
             t(Query.ZERO, True)]
     special = [t(Query.NAN), t(Query.NAN, True), t(Query.POSINF), t(Query.NEGINF)]
-    counts = _kernels().histogram(a, src.word, base, special) if a.size else np.zeros(10, np.int64)
+    counts = launcher(a).histogram(a, src.word, base, special) if a.size else np.zeros(10, np.int64)
     _, tiny, neg, zero, tiny_neg, zero_neg, nan, nan_neg, pinf, ninf = (int(c) for c in counts)
     # Subnormals are the tiny values that are not zero: two tests fewer than counting them.
     sub, sub_neg = tiny - zero, tiny_neg - zero_neg
