@@ -5,7 +5,7 @@ and on hostile headers: small files that declare very many tensors or entries.
     python benchmarks/bench_scan.py --hostile [--scale 0.1] [--timeout 120]   # that table only
     python benchmarks/bench_scan.py --no-hostile                              # throughput only
 
-Times, each in a fresh subprocess that reports its own peak RSS (resource.getrusage):
+Times, each in a fresh subprocess that reports its own peak RSS (VmHWM; see PEAK_RSS):
   read        reading the file into one reused 32 MiB buffer (the same-run read bandwidth)
   scan        fpclass.scan.scan (chunks mapped one at a time), default threads
   scan-read   fpclass.scan.scan reading chunks into reused buffers
@@ -63,8 +63,20 @@ def generate(path: str, size: int) -> None:
             f.write(block.tobytes())
 
 
-CHILD = r"""
-import json, resource, sys, time
+#: A child's own peak RSS: VmHWM, not ru_maxrss, which Linux carries over from the parent across
+#: fork and exec (the parent may hold the large headers it just generated).
+PEAK_RSS = r"""
+def peak_rss_mb():
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+"""
+
+CHILD = PEAK_RSS + r"""
+import json, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 t = time.perf_counter()
 if mode == "read":
@@ -94,7 +106,7 @@ else:
             del x
 dt = time.perf_counter() - t
 print(json.dumps({"mode": mode, "seconds": dt, "bytes": n, "found": found,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 
 
@@ -277,8 +289,8 @@ HOSTILE = [
      onnx_benign),
 ]
 
-HOSTILE_CHILD = r"""
-import json, resource, sys, time
+HOSTILE_CHILD = PEAK_RSS + r"""
+import json, sys, time
 from fpclass.scan import scan
 import fpclass, numpy as np
 fpclass.count_nonfinite(np.ones(1, np.float32))  # load compiled kernels before timing
@@ -286,7 +298,7 @@ t = time.perf_counter()
 r = scan([sys.argv[1]])
 print(json.dumps({"seconds": time.perf_counter() - t, "exit": int(r.exit_code),
                   "tensors": len(r.tensors), "problems": len(r.problems),
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 
 
@@ -325,6 +337,7 @@ def _cell_rss(r):
 
 
 def hostile(scale: float, timeout: float, directory: str | None, keep: bool) -> None:
+    load = os.getloadavg()[0]
     work = directory or tempfile.mkdtemp(prefix="fpclass_hostile_")
     os.makedirs(work, exist_ok=True)
     rows = []
@@ -351,7 +364,9 @@ def hostile(scale: float, timeout: float, directory: str | None, keep: bool) -> 
     print(f"Full `fpclass.scan.scan` of each file in a fresh process (timeout {timeout:.0f} s); "
           "the benign file has the same format and size in 4 large float32 tensors. Target: "
           "<= 10 s and <= 512 MB peak RSS for any file up to 64 MB."
-          + (f" Counts scaled by {scale}." if scale != 1 else "") + "\n")
+          + (f" Counts scaled by {scale}." if scale != 1 else "")
+          + f" Load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
+          f"({os.cpu_count()} cores): other work on the machine stretches every time alike.\n")
     print(table(["file", "size", "declared", "time s", "peak RSS MB", "exit", "benign time s",
                  "benign RSS MB", "benign exit", "time vs benign", "within target"], rows))
 
