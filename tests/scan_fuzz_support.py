@@ -170,7 +170,8 @@ def _seeds_onnx():
     cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
     then_g = helper.make_graph(
-        [helper.make_node("Constant", [], ["t"], value=raw("then_c", _arr((2,), np.float32, {0: NAN}, 8)))],
+        [helper.make_node("Constant", [], ["t"],
+                          value=raw("then_c", _arr((2,), np.float32, {0: NAN}, 8)))],
         "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
     else_g = helper.make_graph(
         [helper.make_node("Constant", [], ["e"], value=raw("", _arr((2,), np.float32, {}, 9)))],
@@ -640,7 +641,8 @@ def m_npy_header(rng, files, fmt, key=None):
     hlen_at, pack = (8, "<H") if version[0] == 1 else (8, "<I")
     if kind == "hlen":
         n = struct.unpack_from(pack, b, hlen_at)[0]
-        v = rng.choice([n - 1, n + 1, n - 16, n + 16, 0, len(b), 0xFFFF]) % (1 << (8 * struct.calcsize(pack)))
+        v = rng.choice([n - 1, n + 1, n - 16, n + 16, 0, len(b), 0xFFFF])
+        v %= 1 << (8 * struct.calcsize(pack))
         files[key] = b[:hlen_at] + struct.pack(pack, v) + b[hlen_at + struct.calcsize(pack):]
         return f"npy_header: header length {n} -> {v}"
     text = _dict_text(d)
@@ -1319,7 +1321,8 @@ def m_gg_meta(rng, files, fmt):
         g.kvs.append(list(rng.choice(g.kvs)))
         what = "duplicate key"
     elif kind == "string_len":
-        g.kvs.append(_kv("fuzz.s", 8, struct.pack("<Q", rng.choice([2 ** 40, 100, 2 ** 64 - 1])) + b"ab"))
+        n = rng.choice([2 ** 40, 100, 2 ** 64 - 1])
+        g.kvs.append(_kv("fuzz.s", 8, struct.pack("<Q", n) + b"ab"))
         what = "string length lies"
     elif kind == "unknown_type":
         g.kvs.append(_kv("fuzz.u", rng.choice([13, 255, 2 ** 31]), b"\0" * 8))
@@ -1846,7 +1849,8 @@ def _supervise(k, batch, workdir, warmup, outcomes, stats, lock, start_seconds):
         if failed:
             if current is None:
                 with open(errpath) as err:
-                    raise RuntimeError(f"fuzz worker {k}: {failed} outside a case:\n{err.read()[-3000:]}")
+                    raise RuntimeError(f"fuzz worker {k}: {failed} outside a case:\n"
+                                       + err.read()[-3000:])
             o = outcomes.setdefault(current, Outcome())
             if phase == "scan":
                 o.failure = failed

@@ -15,7 +15,6 @@ Needs onnx, safetensors, gguf (gguf-py) and ml_dtypes as independent readers.
 
 import collections
 import os
-import sys
 import time
 
 import pytest
@@ -97,7 +96,8 @@ def test_scan_fuzz(tmp_path):
         case_id, detail = found[0]
         steps = "; ".join(info[case_id].steps) if case_id in info else "unmutated seed"
         seed = f"seed file {info[case_id].seed_name!r}, " if case_id in info else ""
-        lines.append(f"{fmt}: {cls}: {len(found)} case(s); first {case_id} ({seed}{steps}): {detail}")
+        lines.append(f"{fmt}: {cls}: {len(found)} case(s); first {case_id} ({seed}{steps}): "
+                     f"{detail}")
     if lines:
         print("failures:\n  " + "\n  ".join(lines))
     assert not lines, (f"{len(lines)} failure classes (rerun one with `python "
