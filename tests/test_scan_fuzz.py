@@ -1,0 +1,105 @@
+"""Structural fuzzing of `fpclass.scan`: seeded mutations of small files of every format, each
+scanned in a child process under time and memory limits and compared with an independent reader.
+
+The promise checked: no case crashes, hangs, passes MEMORY_MB or reports an internal error; no
+case ends clean (exit 0) where the independent reader rejects the file; and where that reader
+accepts it, every tensor fpclass checked has the reader's NaN/+Inf/-Inf counts, and none is
+silently left out. fpclass may be stricter (unchecked with a reason): counted as a note.
+
+    FPCLASS_FUZZ_CASES=2000 pytest tests/test_scan_fuzz.py -s   # a soak: cases per format
+    FPCLASS_FUZZ_SEED=7                                        # another base seed
+    python tests/scan_fuzz_support.py show npz 17              # write one case's files
+
+Needs onnx, safetensors, gguf (gguf-py) and ml_dtypes as independent readers.
+"""
+
+import collections
+import os
+import time
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("safetensors")
+pytest.importorskip("gguf")
+
+from scan_fuzz_support import (FORMATS, MAIN, failure_kind, judge, make_case, run_cases, seeds,
+                               write_case)
+
+#: Cases per format in a normal run (under a minute on two cores); FPCLASS_FUZZ_CASES for more.
+CASES = int(os.environ.get("FPCLASS_FUZZ_CASES", "500"))
+BASE_SEED = int(os.environ.get("FPCLASS_FUZZ_SEED", "0"))
+
+
+def _write_seeds(root):
+    """Every seed file, unmutated: the workers' warm-up, and a first check of the oracles."""
+    paths = []
+    for fmt in FORMATS:
+        for name, files in seeds(fmt).items():
+            d = os.path.join(root, "seeds", fmt, name)
+            os.makedirs(d)
+            for fname, data in files.items():
+                with open(os.path.join(d, fname), "wb") as f:
+                    f.write(data)
+            paths.append((f"{fmt}:{name}", os.path.join(d, MAIN[fmt]), fmt))
+    return paths
+
+
+def test_scan_fuzz(tmp_path):
+    start = time.perf_counter()
+    seed_cases = _write_seeds(str(tmp_path))
+    cases, info = list(seed_cases), {}
+    for fmt in FORMATS:
+        for i in range(CASES):
+            case = make_case(fmt, i, BASE_SEED)
+            cases.append((case.id, write_case(case, str(tmp_path / "cases")), fmt))
+            info[case.id] = case
+    outcomes, stats = run_cases(cases, str(tmp_path), warmup=[p for _, p, _ in seed_cases])
+
+    table = collections.defaultdict(collections.Counter)
+    failures = collections.defaultdict(list)
+    notes = collections.Counter()
+    for case_id, path, fmt in cases:
+        o = outcomes.get(case_id)
+        assert o is not None, f"{case_id}: no outcome"
+        row = table[fmt]
+        row["cases"] += 1
+        exit_code = o.scan.get("exit")
+        row[{0: "clean", 1: "found", 2: "inconclusive"}.get(exit_code, "other")] += 1
+        fails, case_notes = judge(case_id, o)
+        if case_id.split(":")[0] == fmt and ":" in case_id and exit_code != 1:
+            # an unmutated seed: every one holds NaN/Inf or is clean, and both readers agree
+            fails = fails or ([("seed not found", f"exit {exit_code}")]
+                              if "clean" not in case_id else [])
+        for cls, detail in fails:
+            row["failures"] += 1
+            failures[(fmt, failure_kind(cls, detail))].append((case_id, detail))
+        for cls, _ in case_notes:
+            notes[(fmt, cls)] += 1
+
+    print(f"\nscan fuzz: base seed {BASE_SEED}, {CASES} cases per format, "
+          f"{time.perf_counter() - start:.1f} s, worker restarts {len(stats['restarts'])}, "
+          f"warm worker RSS {stats['ready_rss_mb']} MB / address space {stats['ready_vms_mb']} MB")
+    print(f"{'format':<12} {'cases':>6} {'clean':>6} {'found':>6} {'inconcl.':>8} {'failures':>8}")
+    for fmt in FORMATS:
+        r = table[fmt]
+        print(f"{fmt:<12} {r['cases']:>6} {r['clean']:>6} {r['found']:>6} {r['inconclusive']:>8} "
+              f"{r['failures']:>8}")
+    for why in stats["restarts"]:
+        print(f"  worker restarted after {why}")
+    if notes:
+        print("notes (allowed differences):")
+        for (fmt, cls), n in sorted(notes.items()):
+            print(f"  {fmt:<12} {cls}: {n}")
+    lines = []
+    for (fmt, cls), found in sorted(failures.items()):
+        case_id, detail = found[0]
+        steps = "; ".join(info[case_id].steps) if case_id in info else "unmutated seed"
+        seed = f"seed file {info[case_id].seed_name!r}, " if case_id in info else ""
+        lines.append(f"{fmt}: {cls}: {len(found)} case(s); first {case_id} ({seed}{steps}): "
+                     f"{detail}")
+    if lines:
+        print("failures:\n  " + "\n  ".join(lines))
+    assert not lines, (f"{len(lines)} failure classes (rerun one with `python "
+                       f"tests/scan_fuzz_support.py show FORMAT INDEX --seed {BASE_SEED}`):\n"
+                       + "\n".join(lines))
