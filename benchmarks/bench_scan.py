@@ -6,9 +6,8 @@ and on hostile headers: small files that declare very many tensors or entries.
     python benchmarks/bench_scan.py --no-hostile                              # throughput only
 
 Times, each in a fresh subprocess that reports its own peak RSS (VmHWM; see PEAK_RSS):
-  read        reading the file into one reused 32 MiB buffer (the same-run read bandwidth)
-  scan        fpclass.scan.scan (chunks mapped one at a time), default threads
-  scan-read   fpclass.scan.scan reading chunks into reused buffers
+  read        reading the file into one reused 4 MiB buffer (the same-run read bandwidth)
+  scan        fpclass.scan.scan (chunks read into reused buffers), default threads
   adhoc       safetensors + numpy: get_tensor(name) and np.isnan(x).any() per tensor
 Targets (issue 7): scan >= 70% of read bandwidth, >= 5x adhoc, peak RSS < 300 MB.
 Needs the `safetensors` package for the adhoc baseline (skipped when missing).
@@ -92,7 +91,7 @@ elif mode.startswith("scan"):
     import fpclass, numpy as np
     fpclass.count_nonfinite(np.ones(1, np.float32))  # load compiled kernels before timing
     t = time.perf_counter()
-    r = scan([path], io="read" if mode == "scan-read" else "mmap")
+    r = scan([path])
     n, found = r.bytes_checked, r.summary()["nan"]
 else:
     import ml_dtypes, numpy as np  # ml_dtypes registers bfloat16 for safetensors' numpy loader
@@ -398,7 +397,7 @@ def throughput(args) -> None:
               f"in {time.perf_counter() - t:.1f} s")
     try:
         measure("read", args.path)  # warm the page cache
-        modes = ["read", "scan", "scan-read"]
+        modes = ["read", "scan"]
         try:
             import safetensors  # noqa: F401
             modes.append("adhoc")
