@@ -79,7 +79,7 @@ import json, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 t = time.perf_counter()
 if mode == "read":
-    buf = bytearray(32 << 20); view = memoryview(buf); n = 0
+    buf = bytearray(4 << 20); view = memoryview(buf); n = 0
     with open(path, "rb", buffering=0) as f:
         while True:
             k = f.readinto(view)
