@@ -88,6 +88,20 @@ def _external_model(folder, location="w.data"):
     return folder / "m.onnx"
 
 
+# 10. locations in tensors of more than 64 dimensions
+
+
+def test_nan_in_a_tensor_of_70_dimensions_is_located(tmp_path):
+    shape = (1,) * 69 + (2,)
+    data = np.array([1, np.nan], np.float32).tobytes()
+    (tmp_path / "m.safetensors").write_bytes(safetensors_bytes({"t": ("F32", data, shape)}))
+    report = scan([tmp_path / "m.safetensors"])
+    t = _result(report, "t")
+    assert (t.status, t.nan) == ("checked", 1)
+    assert [loc.index for loc in t.locations] == [(0,) * 69 + (1,)]
+    assert report.exit_code == ExitCode.FOUND
+
+
 # 11. complex locations: the element's index, then the part, in Fortran order too
 
 
@@ -102,6 +116,29 @@ def _complex_truth(a, order):
         flat = np.ravel_multi_index(tuple(index), a.shape, order=order)
         found.append((flat, int(part), tuple(int(i) for i in index) + (int(part),), cls))
     return [(index, cls) for _, _, index, cls in sorted(found)]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("container", ["npy", "npz", "npz-deflate"])
+def test_complex_locations_name_the_element_then_the_part(tmp_path, order, container):
+    a = np.zeros((3, 4), np.complex128)
+    a[2, 1] = complex(0, np.nan)
+    a[0, 3] = complex(np.inf, 0)
+    a[1, 2] = complex(-np.inf, np.nan)
+    a[2, 3] = complex(np.nan, 1)
+    stored = np.asfortranarray(a) if order == "F" else a
+    if container == "npy":
+        path = tmp_path / "a.npy"
+        np.save(path, stored)
+    else:
+        path = tmp_path / "a.npz"
+        (np.savez if container == "npz" else np.savez_compressed)(path, a=stored)
+    report = scan([path], max_locations=100, chunk_bytes=16)
+    [t] = report.tensors
+    expected = _complex_truth(a, order)
+    assert [(loc.index, loc.cls) for loc in t.locations] == expected
+    assert ((2, 1, 1), "nan") in expected
+    assert (t.nan, t.posinf, t.neginf) == (3, 1, 1)
 
 
 # The fast paths agree with the general ones

@@ -53,7 +53,9 @@ class Task:
     """One tensor (or one part of a large one) to check, or a file-level marker or problem.
 
     Items are what gets classified: elements, or blocks for block-quantized tensors. `grid` is the
-    item shape; `first`/`count` select a part of the items (count -1: all of them).
+    item shape; `first`/`count` select a part of the items (count -1: all of them). `order` is the
+    storage order of the tensor's own axes; grid axes past the shape's (a complex element's real
+    and imaginary part) vary fastest in either order, as the parts of one element are adjacent.
     """
 
     file: str
@@ -68,7 +70,7 @@ class Task:
     nbytes: int = 0
     member: str = ""                # zip member name (DEFLATE)
     element: str = ""               # numpy dtype each element is classified as
-    order: str = "C"                # storage order of `grid` ("F" for Fortran-ordered .npy)
+    order: str = "C"                # storage order of the axes ("F" for Fortran-ordered .npy)
     grid: tuple = ()                # shape of the items (complex: shape + (2,); blocks: block grid)
     block: int = 1                  # elements per item along the last axis (blocks)
     block_bytes: int = 0            # bytes per block; 0 for plain elements
