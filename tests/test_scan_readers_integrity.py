@@ -46,6 +46,43 @@ def _result(report, name):
     return t
 
 
+# 2. .npy: negative and boolean dimensions
+
+
+@pytest.mark.parametrize("shape", ["(-1,)", "(True, 3)", "(3, -2)", "(False,)"])
+def test_npy_shape_with_a_negative_or_boolean_dimension_is_refused(tmp_path, shape):
+    data = np.array([np.nan, 1, 2], "<f4").tobytes()
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % shape
+    (tmp_path / "a.npy").write_bytes(_npy(header, data))
+    with zipfile.ZipFile(tmp_path / "a.npz", "w") as z:
+        z.writestr("x.npy", _npy(header, data))
+    for name in ("a.npy", "a.npz"):
+        report = scan([tmp_path / name])
+        assert "non-negative integers" in _reasons(report), name
+        assert report.exit_code == ExitCode.INCONCLUSIVE, name
+
+
+# 3. .npz: two members of one name
+
+
+@pytest.mark.parametrize("names", [("a.npy", "a.npy"), ("a.npy", "a")])
+def test_npz_members_of_the_same_name_are_all_unchecked(tmp_path, names):
+    path = tmp_path / "d.npz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # zipfile warns about the duplicate name, and writes it
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr(names[0], _npy_of(np.array([np.nan], np.float32)))
+            z.writestr(names[1], _npy_of(np.ones(2, np.float32)))
+            z.writestr("b.npy", _npy_of(np.ones(3)))
+    report = scan([path])
+    assert any("2 members are named 'a'" in p.reason for p in report.problems), _reasons(report)
+    # both members are unchecked; the report gives one result per name
+    assert [t.status for t in report.tensors if t.name == "a"] == ["unchecked"]
+    assert [t.status for t in engine.plan([path]) if t.name == "a"] == ["unchecked"] * 2
+    assert _result(report, "b").status == "checked"
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
 # 4. .npz: CRC-32 of members
 
 
@@ -59,11 +96,93 @@ def _stored_member_bytes(path, member):
     return start, start + info.compress_size
 
 
+@pytest.mark.parametrize("where", ["data", "header", "last byte"])
+def test_npz_stored_member_with_a_wrong_crc_is_unchecked(tmp_path, where):
+    path = tmp_path / "s.npz"
+    np.savez(path, x=np.ones(64, "<f4"), y=np.ones(3))
+    start, end = _stored_member_bytes(path, "x.npy")
+    raw = bytearray(path.read_bytes())
+    data_at = raw.index(b"\n", start) + 1
+    if where == "header":   # a padding space made a tab: the header still parses the same
+        at = raw.index(b" \n", start)
+        raw[at] = ord("\t")
+    else:                   # 1.0 becomes 1.0000001: still finite
+        raw[data_at if where == "data" else end - 4] ^= 1
+    path.write_bytes(bytes(raw))
+    for task_bytes in (engine.TASK_BYTES, 16):   # a CRC-checked member is never split
+        report = scan([path], task_bytes=task_bytes, chunk_bytes=32)
+        x = _result(report, "x")
+        assert x.status == "unchecked" and "member x.npy: CRC-32 mismatch" in x.reason
+        assert _result(report, "y").status == "checked"
+        assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_stored_member_task_stays_whole(tmp_path):
+    from fpclass.scan.tasks import STORED
+    np.savez(tmp_path / "s.npz", x=np.ones(1000, "<f4"))
+    tasks = [t for t in engine.plan([tmp_path / "s.npz"], task_bytes=64) if t.name == "x"]
+    assert [(t.storage, t.count) for t in tasks] == [(STORED, -1)]
+
+
+def test_npz_deflate_member_with_a_wrong_crc_is_unchecked(tmp_path):
+    path = tmp_path / "c.npz"
+    np.savez_compressed(path, x=np.ones(64, "<f4"))
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("x.npy")
+    raw = bytearray(path.read_bytes())
+    crc = struct.pack("<I", info.CRC)
+    bad = struct.pack("<I", info.CRC ^ 1)
+    raw[info.header_offset:] = bytes(raw[info.header_offset:]).replace(crc, bad)  # both headers
+    path.write_bytes(bytes(raw))
+    report = scan([path])
+    assert "CRC-32" in _result(report, "x").reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_deflate_members_are_read_without_reopening_the_archive(tmp_path, monkeypatch):
+    # reopening parses the whole central directory per member: quadratic in the member count
+    arrays = {f"a{i}": np.full(5, i, np.float32) for i in range(20)}
+    arrays["a7"][3] = np.nan
+    np.savez_compressed(tmp_path / "c.npz", **arrays)
+    tasks = engine.plan([tmp_path / "c.npz"])
+    opened = []
+    real = zipfile.ZipFile
+
+    def counting(*args, **kwargs):
+        opened.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zipfile, "ZipFile", counting)
+    results, _ = engine.execute(tasks, threads=1)
+    report = engine.assemble(tasks, results)
+    assert not opened
+    assert [(t.name, t.nan) for t in report.tensors if t.nan] == [("a7", 1)]
+    assert len(report.checked) == 20
+
+
 # 6. GGUF: block-quantized tensors need a dimension; empty ones are fine
 
 
 def _q8_0_block(scale):
     return np.array([scale], "<f2").tobytes() + bytes(32)
+
+
+# 7. integer and bool tensors: the byte count is checked before "not applicable"
+
+
+def test_npy_integer_array_with_the_wrong_byte_count_is_unchecked(tmp_path):
+    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }"
+    (tmp_path / "i.npy").write_bytes(_npy(header, bytes(8)))
+    (tmp_path / "b.npy").write_bytes(_npy(header.replace("<i4", "|b1"), bytes(2)))
+    with zipfile.ZipFile(tmp_path / "s.npz", "w") as z:
+        z.writestr("i.npy", _npy(header, bytes(8)))
+    with zipfile.ZipFile(tmp_path / "c.npz", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("i.npy", _npy(header, bytes(8)))
+    for name in ("i.npy", "b.npy", "s.npz", "c.npz"):
+        report = scan([tmp_path / name])
+        assert [t.status for t in report.tensors] == ["unchecked"], name
+        assert "needs" in report.unchecked[0].reason, name
+        assert report.exit_code == ExitCode.INCONCLUSIVE
 
 
 def _onnx_with(tmp_path, *tensors, name="m.onnx"):
@@ -141,6 +260,17 @@ def test_complex_locations_name_the_element_then_the_part(tmp_path, order, conta
     assert (t.nan, t.posinf, t.neginf) == (3, 1, 1)
 
 
+def test_npz_member_whose_local_header_names_another_file_is_a_problem(tmp_path):
+    path = tmp_path / "n.npz"
+    np.savez(path, a=np.array([np.nan]))
+    raw = path.read_bytes()
+    local = raw.index(b"PK\x03\x04")
+    path.write_bytes(raw[:local + 30] + b"b" + raw[local + 31:])   # the local name: b.npy
+    report = scan([path])
+    assert "local file header names 'b.npy'" in _reasons(report)
+    assert not report.tensors and report.exit_code == ExitCode.INCONCLUSIVE
+
+
 # The fast paths agree with the general ones
 
 
@@ -162,6 +292,62 @@ def _npy_cases():
         for shape in [(), (0,), (3,), (2, 0, 5), (4, 3)]:
             for fortran in (False, True):
                 yield np.dtype(dtype), shape, fortran
+
+
+def test_npy_written_headers_read_as_numpy_reads_them():
+    from fpclass.scan.readers.npy import _parse_header
+    for dtype, shape, fortran in _npy_cases():
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                   "fortran_order": fortran, "shape": shape})
+        head = buf.getvalue()
+        f = io.BytesIO(head)
+        np.lib.format.read_magic(f)
+        expected = np.lib.format.read_array_header_1_0(f, max_header_size=10 ** 6)
+        got = _parse_header(head)
+        assert (got[0], got[1], got[2]) == (expected[2], expected[0], expected[1])
+
+
+@pytest.mark.parametrize("header", [
+    "{'shape': (3,), 'fortran_order': False, 'descr': '<f4'}",    # another key order
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (3, ), }",  # another spacing
+    "{'descr': '<f4','fortran_order':False,'shape':(3,)}",
+])
+def test_npy_headers_numpy_did_not_write_are_still_read(tmp_path, header):
+    (tmp_path / "a.npy").write_bytes(_npy(header, np.array([1, np.nan, 2], "<f4").tobytes()))
+    t = scan([tmp_path / "a.npy"]).tensors[0]
+    assert (t.shape, t.nan) == ((3,), 1)
+
+
+def test_ranges_find_what_a_byte_map_finds():
+    from fpclass.scan.readers.layout import Ranges
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        size = int(rng.integers(1, 40))
+        ranges = Ranges(size)
+        owner = [None] * size
+        overlapping = set()
+        spans = []
+        for i in range(int(rng.integers(0, 6))):
+            begin = int(rng.integers(0, size + 5))
+            end = begin + int(rng.integers(0, 10))
+            ranges.add(f"r{i}", begin, end)
+            spans.append((f"r{i}", begin, min(end, size)))
+        for name, begin, end in sorted(spans, key=lambda s: (s[1], s[2])):
+            for byte in range(begin, end):
+                if owner[byte] is not None:
+                    overlapping.add(name)
+                owner[byte] = name
+        gaps, start = [], None
+        for byte in range(size + 1):
+            free = byte < size and owner[byte] is None
+            if free and start is None:
+                start = byte
+            elif not free and start is not None:
+                gaps.append((start, byte))
+                start = None
+        assert ranges.uncovered() == gaps
+        assert {name for name, _ in ranges.overlaps()} == overlapping
 
 
 def test_tasks_stay_frozen_dataclasses():

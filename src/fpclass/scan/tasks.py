@@ -19,7 +19,11 @@ FILE = "file"                      # marks a file that was opened; `dtype` holds
 
 #: How a task's bytes are stored.
 RAW = "raw"            # `nbytes` bytes at `offset` of `source`
-DEFLATE = "deflate"    # a deflate-compressed zip member of `source`, data after `offset` bytes
+#: Zip members (`member` names one for messages): their bytes start at `offset` of `source`
+#: (`packed` of them for DEFLATE), and hold `skip` bytes (a .npy header) then the `nbytes` of the
+#: tensor, nothing after. The whole member is read in one pass and its CRC-32 must be `crc`.
+STORED = "stored"      # an uncompressed member
+DEFLATE = "deflate"    # a deflate-compressed member
 VARINT = "varint"      # protobuf varints (ONNX int32_data) at `offset` of `source`
 
 
@@ -68,7 +72,10 @@ class Task:
     storage: str = RAW
     offset: int = 0
     nbytes: int = 0
-    member: str = ""                # zip member name (DEFLATE)
+    member: str = ""                # zip member name (STORED, DEFLATE)
+    skip: int = 0                   # member bytes before the tensor's (STORED, DEFLATE)
+    packed: int = 0                 # compressed bytes of the member (DEFLATE)
+    crc: int = 0                    # CRC-32 of the whole member (STORED, DEFLATE)
     element: str = ""               # numpy dtype each element is classified as
     order: str = "C"                # storage order of the axes ("F" for Fortran-ordered .npy)
     grid: tuple = ()                # shape of the items (complex: shape + (2,); blocks: block grid)
