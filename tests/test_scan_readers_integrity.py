@@ -46,6 +46,29 @@ def _result(report, name):
     return t
 
 
+# 1. safetensors: data-section bytes that belong to no tensor
+
+
+@pytest.mark.parametrize("header", [{}, {"__metadata__": {"format": "pt"}}])
+def test_safetensors_data_section_without_tensors_is_a_problem(tmp_path, header):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(_safetensors(header, NAN_F32))
+    report = scan([path])
+    assert "data section bytes 0..8 belong to no tensor" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+    path.write_bytes(_safetensors(header, b""))
+    assert scan([path]).exit_code == ExitCode.CLEAN
+
+
+def test_safetensors_uncovered_bytes_beside_a_malformed_entry_are_a_problem(tmp_path):
+    header = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32"}}
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(_safetensors(header, np.ones(2, np.float32).tobytes() + NAN_F32))
+    report = scan([path])
+    assert "data section bytes 8..16 belong to no tensor" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
 # 2. .npy: negative and boolean dimensions
 
 
@@ -283,6 +306,28 @@ JSON_DOCUMENTS = [
     '{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]} , "u\\n":{"dtype":"F32","shape":[1],'
     '"data_offsets":[4,8]}}',
 ]
+
+
+@pytest.mark.parametrize("text", JSON_DOCUMENTS)
+def test_safetensors_header_members_are_what_json_reads(text):
+    from fpclass.scan.readers import ReaderError
+    from fpclass.scan.readers.safetensors import _members
+    try:
+        expected = json.loads(text)
+    except ValueError as e:
+        with pytest.raises(ReaderError, match="not valid JSON") as error:
+            dict(_members(text))
+        assert str(e) in str(error.value)
+        return
+    got = dict(_members(text))
+    assert got.keys() == expected.keys()
+    for name, value in got.items():
+        if isinstance(value, tuple):   # a tensor entry, read by the fast path
+            entry = expected[name]
+            value = {"dtype": value[0], "shape": list(value[1]), "data_offsets": list(value[2:])}
+            assert value == entry
+        elif value == value:           # NaN is not equal to itself
+            assert value == expected[name]
 
 
 def _npy_cases():
