@@ -190,6 +190,25 @@ def _q8_0_block(scale):
     return np.array([scale], "<f2").tobytes() + bytes(32)
 
 
+def test_gguf_quantized_tensor_without_dimensions_is_unchecked(tmp_path):
+    path = tmp_path / "q.gguf"
+    path.write_bytes(gguf_bytes([("q", 8, [], _q8_0_block(np.nan))]))
+    report = scan([path])
+    q = _result(report, "q")
+    assert q.status == "unchecked" and "at least one dimension" in q.reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("dims", [[32, 0], [0], [0, 5]])
+def test_gguf_quantized_tensor_with_a_zero_dimension_is_empty(tmp_path, dims):
+    path = tmp_path / "q.gguf"
+    path.write_bytes(gguf_bytes([("q", 8, dims, b""), ("t", 0, [1], b"\0" * 4)]))
+    report = scan([path])
+    q = _result(report, "q")
+    assert (q.status, q.values_checked, q.bytes_checked) == ("checked", 0, 0)
+    assert report.exit_code == ExitCode.CLEAN
+
+
 # 7. integer and bool tensors: the byte count is checked before "not applicable"
 
 
@@ -214,6 +233,35 @@ def _onnx_with(tmp_path, *tensors, name="m.onnx"):
     model = helper.make_model(helper.make_graph([], "g", [], [], initializer=list(tensors)))
     onnx.save_model(model, str(tmp_path / name))
     return tmp_path / name
+
+
+def test_safetensors_and_gguf_integer_sizes_are_checked(tmp_path):
+    (tmp_path / "m.safetensors").write_bytes(safetensors_bytes({"i": ("I32", bytes(8), (3,))}))
+    (tmp_path / "m.gguf").write_bytes(gguf_bytes([("i", 26, [3], bytes(12))])[:-4])
+    for name in ("m.safetensors", "m.gguf"):
+        report = scan([tmp_path / name])
+        assert [t.status for t in report.tensors] == ["unchecked"], name
+
+
+# 8. GGUF: general.alignment must be a UINT32
+
+
+@pytest.mark.parametrize("vtype, name", [(5, "INT32"), (10, "UINT64"), (8, "STRING")])
+def test_gguf_alignment_of_another_type_is_refused(tmp_path, vtype, name):
+    path = tmp_path / "a.gguf"
+    path.write_bytes(gguf_bytes([("t", 0, [4], np.full(4, np.nan, "<f4").tobytes())],
+                                alignment_type=vtype))
+    report = scan([path])
+    [problem] = report.problems
+    assert "general.alignment" in problem.reason and name in problem.reason
+    assert "UINT32" in problem.reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_gguf_alignment_not_a_power_of_two_is_refused(tmp_path):
+    path = tmp_path / "a.gguf"
+    path.write_bytes(gguf_bytes([("t", 0, [4], bytes(16))], alignment=24))
+    assert "power of two" in scan([path]).problems[0].reason
 
 
 # 9. ONNX: external data reached through a symbolic link
@@ -292,6 +340,23 @@ def test_npz_member_whose_local_header_names_another_file_is_a_problem(tmp_path)
     report = scan([path])
     assert "local file header names 'b.npy'" in _reasons(report)
     assert not report.tensors and report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_gguf_alignment_given_twice_is_refused(tmp_path):
+    data = gguf_bytes([("t", 0, [4], bytes(16))])
+    entry = data.index(b"\x11\x00\x00\x00\x00\x00\x00\x00general.alignment")
+    entry = data[entry:entry + 8 + 17 + 4 + 4]
+    doubled = data[:24] + entry + data[24:]
+    doubled = doubled[:16] + struct.pack("<Q", 3) + doubled[24:]   # three metadata entries
+    (tmp_path / "a.gguf").write_bytes(doubled)
+    assert "appears twice" in scan([tmp_path / "a.gguf"]).problems[0].reason
+
+
+def test_gguf_claiming_more_tensors_than_its_bytes_hold_is_refused(tmp_path):
+    data = bytearray(gguf_bytes([("t", 0, [4], bytes(16))]))
+    data[8:16] = struct.pack("<Q", 1 << 40)
+    (tmp_path / "m.gguf").write_bytes(bytes(data))
+    assert "more than a" in scan([tmp_path / "m.gguf"]).problems[0].reason
 
 
 # The fast paths agree with the general ones

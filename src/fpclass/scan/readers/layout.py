@@ -33,18 +33,6 @@ def check_count(count: int, what: str = "tensors") -> None:
         raise ReaderError(f"the file declares {count} {what}, over the limit of {MAX_TENSORS}")
 
 
-def overlaps(ranges) -> list:
-    """Names of ranges (name, begin, end) that overlap an earlier-starting range."""
-    bad = []
-    last_end, last_name = 0, None
-    for name, begin, end in sorted(ranges, key=lambda r: (r[1], r[2])):
-        if begin < last_end and end > begin:
-            bad.append((name, last_name))
-        if end > last_end:
-            last_end, last_name = end, name
-    return bad
-
-
 class Ranges:
     """The non-empty byte ranges [begin, end) of a file's tensors, by name, clipped to the file's
     `size`; held as two integer arrays, since a header may list a million of them."""
