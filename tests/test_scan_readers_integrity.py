@@ -183,6 +183,30 @@ def test_npz_deflate_members_are_read_without_reopening_the_archive(tmp_path, mo
     assert len(report.checked) == 20
 
 
+# 5. ONNX: initializers of training_info graphs
+
+
+def test_onnx_training_info_initializers_are_read(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph([], "g", [], [], initializer=[
+        numpy_helper.from_array(np.ones(2, np.float32), "W")])
+    model = helper.make_model(graph)
+    info = model.training_info.add()
+    info.initialization.CopyFrom(helper.make_graph([], "init", [], [], initializer=[
+        numpy_helper.from_array(np.array([1, np.nan], np.float32), "I")]))
+    constant = helper.make_node("Constant", [], ["K"], name="k", value=numpy_helper.from_array(
+        np.array([-np.inf], np.float64), "K"))
+    info.algorithm.CopyFrom(helper.make_graph(
+        [constant], "algo", [], [helper.make_tensor_value_info("K", TensorProto.DOUBLE, [1])],
+        initializer=[numpy_helper.from_array(np.array([np.inf], np.float16), "A")]))
+    onnx.save_model(model, str(tmp_path / "t.onnx"))
+    report = scan([tmp_path / "t.onnx"])
+    found = {t.name: (t.nan, t.posinf, t.neginf) for t in report.tensors}
+    assert found == {"W": (0, 0, 0), "I": (1, 0, 0), "A": (0, 1, 0), "K": (0, 0, 1)}
+    assert report.exit_code == ExitCode.FOUND
+
+
 # 6. GGUF: block-quantized tensors need a dimension; empty ones are fine
 
 
@@ -235,6 +259,41 @@ def _onnx_with(tmp_path, *tensors, name="m.onnx"):
     return tmp_path / name
 
 
+def test_onnx_integer_tensors_with_the_wrong_data_size_are_unchecked(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    raw = TensorProto(name="raw", data_type=TensorProto.INT64, dims=[3], raw_data=bytes(16))
+    typed = TensorProto(name="typed", data_type=TensorProto.INT32, dims=[3], int32_data=[1, 2])
+    wide = TensorProto(name="wide", data_type=TensorProto.UINT64, dims=[2], uint64_data=[1, 2, 3])
+    boolean = TensorProto(name="bool", data_type=TensorProto.BOOL, dims=[4], raw_data=bytes(3))
+    nibbles = TensorProto(name="int4", data_type=TensorProto.INT4, dims=[5], raw_data=bytes(2))
+    external = TensorProto(name="ext", data_type=TensorProto.INT32, dims=[2],
+                           data_location=TensorProto.EXTERNAL)
+    external.external_data.add(key="location", value="missing.bin")
+    good = TensorProto(name="good", data_type=TensorProto.INT32, dims=[3], int32_data=[1, 2, 3])
+    path = _onnx_with(tmp_path, raw, typed, wide, boolean, nibbles, external, good)
+    report = scan([path])
+    status = {t.name: t.status for t in report.tensors}
+    assert status == {"raw": "unchecked", "typed": "unchecked", "wide": "unchecked",
+                      "bool": "unchecked", "int4": "unchecked", "ext": "unchecked",
+                      "good": "not_applicable"}, _reasons(report)
+    assert "raw_data holds 16 bytes" in _result(report, "raw").reason
+    assert "2 values" in _result(report, "typed").reason
+    assert "missing.bin" in _result(report, "ext").reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_onnx_packed_float4_with_the_wrong_data_size_is_unchecked(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    if not hasattr(TensorProto, "FLOAT4E2M1"):
+        pytest.skip("onnx without FLOAT4E2M1")
+    packed = TensorProto(name="P", data_type=TensorProto.FLOAT4E2M1, dims=[6], raw_data=b"\xff" * 2)
+    report = scan([_onnx_with(tmp_path, packed)])
+    assert _result(report, "P").status == "unchecked"
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
 def test_safetensors_and_gguf_integer_sizes_are_checked(tmp_path):
     (tmp_path / "m.safetensors").write_bytes(safetensors_bytes({"i": ("I32", bytes(8), (3,))}))
     (tmp_path / "m.gguf").write_bytes(gguf_bytes([("i", 26, [3], bytes(12))])[:-4])
@@ -276,6 +335,35 @@ def _external_model(folder, location="w.data"):
     onnx.save_model(model, str(folder / "m.onnx"), save_as_external_data=True, location=location,
                     size_threshold=0)
     return folder / "m.onnx"
+
+
+def test_onnx_external_data_through_a_symlink_to_outside_is_refused(tmp_path):
+    model = _external_model(tmp_path / "model")
+    (tmp_path / "outside").mkdir()
+    os.rename(tmp_path / "model" / "w.data", tmp_path / "outside" / "w.data")
+    os.symlink(tmp_path / "outside" / "w.data", tmp_path / "model" / "w.data")
+    w = _result(scan([model]), "W")
+    assert w.status == "unchecked"
+    assert w.reason == "external data location 'w.data' resolves outside the model's directory"
+
+
+def test_onnx_external_data_in_a_symlinked_folder_outside_is_refused(tmp_path):
+    model = _external_model(tmp_path / "model", location="sub/w.data")
+    os.rename(tmp_path / "model" / "sub", tmp_path / "outside")
+    os.symlink(tmp_path / "outside", tmp_path / "model" / "sub")
+    w = _result(scan([model]), "W")
+    assert w.status == "unchecked" and "resolves outside the model's directory" in w.reason
+
+
+def test_onnx_external_data_through_a_symlink_inside_is_read(tmp_path):
+    model = _external_model(tmp_path / "model")
+    os.rename(tmp_path / "model" / "w.data", tmp_path / "model" / "real.data")
+    os.symlink("real.data", tmp_path / "model" / "w.data")
+    report = scan([model])
+    assert (_result(report, "W").status, _result(report, "W").nan) == ("checked", 1)
+    # a model reached through a symlinked folder reads data inside that folder
+    os.symlink(tmp_path / "model", tmp_path / "alias")
+    assert _result(scan([tmp_path / "alias" / "m.onnx"]), "W").nan == 1
 
 
 # 10. locations in tensors of more than 64 dimensions
@@ -331,6 +419,34 @@ def test_complex_locations_name_the_element_then_the_part(tmp_path, order, conta
     assert (t.nan, t.posinf, t.neginf) == (3, 1, 1)
 
 
+# Also found on the way: tensors that were never read or misread
+
+
+def test_onnx_function_attribute_defaults_are_read(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+    default = helper.make_attribute("value", numpy_helper.from_array(
+        np.array([np.nan], np.float32), "D"))
+    function = helper.make_function("custom", "F", ["x"], ["y"], [helper.make_node(
+        "Identity", ["x"], ["y"])], [helper.make_opsetid("", 17)])
+    function.attribute_proto.append(default)
+    model = helper.make_model(helper.make_graph([], "g", [], []), functions=[function],
+                              opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid("custom", 1)])
+    onnx.save_model(model, str(tmp_path / "f.onnx"))
+    report = scan([tmp_path / "f.onnx"])
+    assert [(t.name, t.nan) for t in report.tensors] == [("D", 1)]
+    assert report.exit_code == ExitCode.FOUND
+
+
+def test_onnx_external_data_that_is_not_a_regular_file_is_refused(tmp_path):
+    model = _external_model(tmp_path / "model")
+    os.remove(tmp_path / "model" / "w.data")
+    os.mkdir(tmp_path / "model" / "w.data")
+    w = _result(scan([model]), "W")
+    assert w.status == "unchecked" and "not a regular file" in w.reason
+
+
 def test_npz_member_whose_local_header_names_another_file_is_a_problem(tmp_path):
     path = tmp_path / "n.npz"
     np.savez(path, a=np.array([np.nan]))
@@ -350,6 +466,27 @@ def test_gguf_alignment_given_twice_is_refused(tmp_path):
     doubled = doubled[:16] + struct.pack("<Q", 3) + doubled[24:]   # three metadata entries
     (tmp_path / "a.gguf").write_bytes(doubled)
     assert "appears twice" in scan([tmp_path / "a.gguf"]).problems[0].reason
+
+
+# Headers claiming more than the scan should grind through
+
+
+def test_headers_declaring_more_tensors_than_the_limit_are_refused(tmp_path, monkeypatch):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from fpclass.scan.readers import layout
+    monkeypatch.setattr(layout, "MAX_TENSORS", 3)
+    (tmp_path / "m.safetensors").write_bytes(safetensors_bytes(
+        {f"t{i}": ("F32", bytes(4), (1,)) for i in range(5)}))
+    (tmp_path / "m.gguf").write_bytes(gguf_bytes([(f"t{i}", 0, [1], bytes(4)) for i in range(5)]))
+    np.savez(tmp_path / "m.npz", **{f"t{i}": np.ones(1) for i in range(5)})
+    tensors = [helper.make_tensor(f"t{i}", TensorProto.FLOAT, [1], [1.0]) for i in range(5)]
+    _onnx_with(tmp_path, *tensors)
+    report = scan([tmp_path])
+    assert sorted(os.path.basename(p.path) for p in report.problems
+                  if "over the limit of 3" in p.reason) == [
+        "m.gguf", "m.npz", "m.onnx", "m.safetensors"]
+    assert not report.tensors
 
 
 def test_gguf_claiming_more_tensors_than_its_bytes_hold_is_refused(tmp_path):
