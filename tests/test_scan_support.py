@@ -32,9 +32,17 @@ def gguf_string(s):
     return struct.pack("<Q", len(b)) + b
 
 
-def gguf_bytes(tensors, version=3, alignment=32, magic=b"GGUF"):
-    """tensors: [(name, ggml type, dims fastest-first, raw bytes)]."""
-    kv = gguf_string("general.alignment") + struct.pack("<II", 4, alignment)
+#: GGUF metadata value type → struct format of its value (8, a string, is written by gguf_string).
+GGUF_VALUE_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+                      10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_bytes(tensors, version=3, alignment=32, magic=b"GGUF", alignment_type=4):
+    """tensors: [(name, ggml type, dims fastest-first, raw bytes)]. general.alignment is written
+    as a value of `alignment_type` (4: UINT32, as the GGUF spec says)."""
+    value = (gguf_string(str(alignment)) if alignment_type == 8
+             else struct.pack(GGUF_VALUE_FORMATS[alignment_type], alignment))
+    kv = gguf_string("general.alignment") + struct.pack("<I", alignment_type) + value
     kv += gguf_string("tokenizer.tokens") + struct.pack("<IIQ", 9, 8, 2) + gguf_string("a") + gguf_string("bc")
     out = magic + struct.pack("<IQQ", version, len(tensors), 2) + kv
     data, offsets = b"", []

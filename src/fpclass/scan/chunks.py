@@ -2,13 +2,13 @@
 
 Raw ranges are read with positioned reads into one reused buffer per task (never mapped: a file
 that shrinks while it is read must give a reason, not a SIGBUS), so resident memory stays at about
-one chunk per thread; zip members are decompressed as a stream.
+one chunk per thread; zip members are read (and inflated) as a stream from their place in the
+archive, and their CRC-32 checked in the same pass.
 """
 
 from __future__ import annotations
 
 import os
-import zipfile
 import zlib
 
 import numpy as np
@@ -20,6 +20,8 @@ from .tasks import DATASET, DEFLATE, INLINE, RAW, STORED, STRIDED, VARINT, Task
 #: Default bytes per chunk: small enough to stay in cache between the read and the classification
 #: (4 MiB read as fast as 32 MiB mapped in benchmarks/bench_scan.py; 32 MiB reads were 2.5x slower).
 CHUNK_BYTES = 4 << 20
+#: Compressed bytes read at a time from a deflate member.
+INFLATE_INPUT = 1 << 20
 #: Largest protobuf varint field decoded (ONNX int32_data is held in the model anyway).
 VARINT_LIMIT = 256 << 20
 
@@ -38,15 +40,13 @@ def chunks(task: Task, item_bytes: int, chunk_bytes: int = CHUNK_BYTES):
     if task.storage == RAW:
         yield from _raw(task.source, task.offset + first * item_bytes, count, item_bytes,
                         per_chunk, first)
-    elif task.storage == STORED:
-        yield from _stored(task, item_bytes, per_chunk)
+    elif task.storage in (STORED, DEFLATE):
+        yield from _member(task, first, count, item_bytes, per_chunk)
     elif task.storage == INLINE:
         if len(task.data) != task.nbytes:
             raise SourceError(f"inline data holds {len(task.data)} bytes, {task.nbytes} expected")
         yield first, np.frombuffer(task.data, np.uint8)[first * item_bytes:
                                                         (first + count) * item_bytes]
-    elif task.storage == DEFLATE:
-        yield from _deflate(task, first, count, item_bytes, per_chunk)
     elif task.storage == VARINT:
         yield from _varint(task, item_bytes)
     else:
@@ -69,18 +69,6 @@ def _raw(path, offset, count, item_bytes, per_chunk, first):
             done += n
     finally:
         os.close(fd)
-
-
-def _stored(task, item_bytes, per_chunk):
-    """A whole stored zip member, its CRC-32 checked over the bytes as they are read."""
-    crc = 0
-    for first, chunk in _raw(task.source, task.offset, task.nbytes // item_bytes, item_bytes,
-                             per_chunk, 0):
-        crc = zlib.crc32(chunk, crc)
-        yield first, chunk
-    if crc != task.crc:
-        raise SourceError(f"zip member data fails its CRC-32 check (stored {task.crc:08x}, "
-                          f"read {crc:08x}): corrupt archive")
 
 
 def strided_layout(task: Task) -> tuple:
@@ -132,36 +120,86 @@ def _read_at(fd: int, view: memoryview, position: int, path: str) -> None:
         got += k
 
 
-def _deflate(task, first, count, item_bytes, per_chunk):
-    try:
-        with zipfile.ZipFile(task.source) as z, z.open(task.member) as stream:
-            _skip(stream, task.offset + first * item_bytes)
-            buf = np.empty(per_chunk * item_bytes, np.uint8)
-            done = 0
-            while done < count:
-                n = min(per_chunk, count - done)
-                view = memoryview(buf)[: n * item_bytes]
-                got = 0
-                while got < len(view):
-                    k = stream.readinto(view[got:])
-                    if not k:
-                        raise SourceError(f"member {task.member} ends early (truncated)")
-                    got += k
-                yield first + done, buf[: n * item_bytes]
-                done += n
-            if task.count < 0:
-                while stream.read(1 << 20):  # reaching the end verifies the CRC
-                    pass
-    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
-        raise SourceError(f"member {task.member}: corrupt compressed data ({e})") from None
+def _member(task, first, count, item_bytes, per_chunk):
+    with open(task.source, "rb") as f:
+        f.seek(task.offset)
+        member = _MemberReader(f, task)
+        member.skip(task.skip + first * item_bytes)
+        buf = np.empty(min(per_chunk, count) * item_bytes, np.uint8)
+        done = 0
+        while done < count:
+            n = min(per_chunk, count - done)
+            member.fill(memoryview(buf)[: n * item_bytes])
+            yield first + done, buf[: n * item_bytes]
+            done += n
+        if task.count < 0:  # the whole member was read: its CRC-32 can be checked
+            member.finish()
 
 
-def _skip(stream, n):
-    while n > 0:
-        got = stream.read(min(n, 1 << 20))
-        if not got:
-            raise SourceError("compressed member ends early (truncated)")
-        n -= len(got)
+class _MemberReader:
+    """The bytes of a STORED or DEFLATE zip member in order, from the open archive `f` positioned
+    at the member's data; each byte is added to the member's CRC-32 as it is read."""
+
+    def __init__(self, f, task: Task):
+        self.f, self.task = f, task
+        self.inflate = zlib.decompressobj(-15) if task.storage == DEFLATE else None
+        self.stored_left = task.packed if self.inflate else task.skip + task.nbytes
+        self.size = self.crc = 0
+
+    def fill(self, view: memoryview) -> None:
+        """Fill `view`; SourceError when the member ends first."""
+        got = 0
+        while got < len(view):
+            k = self._read_into(view[got:])
+            if not k:
+                raise SourceError(f"member {self.task.member} ends after {self.size} of its "
+                                  f"{self.task.skip + self.task.nbytes} bytes (truncated or "
+                                  "corrupt archive)")
+            got += k
+
+    def skip(self, n: int) -> None:
+        buf = memoryview(bytearray(min(n, 1 << 20)))
+        while n > 0:
+            k = min(n, len(buf))
+            self.fill(buf[:k])
+            n -= k
+
+    def finish(self) -> None:
+        """Check that the member holds nothing more and that its CRC-32 matches."""
+        if self._read_into(memoryview(bytearray(1))):
+            raise SourceError(f"member {self.task.member} holds more than its "
+                              f"{self.task.skip + self.task.nbytes} bytes (corrupt archive)")
+        if self.crc != self.task.crc:
+            raise SourceError(f"member {self.task.member}: CRC-32 mismatch (corrupt archive)")
+
+    def _read_into(self, view: memoryview) -> int:
+        k = self._inflate_into(view) if self.inflate else self._copy_into(view)
+        self.crc = zlib.crc32(view[:k], self.crc)
+        self.size += k
+        return k
+
+    def _copy_into(self, view):
+        want = min(len(view), self.stored_left)
+        k = self.f.readinto(view[:want]) if want else 0
+        self.stored_left -= k
+        return k
+
+    def _inflate_into(self, view):
+        try:
+            while not self.inflate.eof:
+                data = self.inflate.unconsumed_tail
+                if not data and self.stored_left:
+                    data = self.f.read(min(self.stored_left, INFLATE_INPUT))
+                    self.stored_left -= len(data)
+                out = self.inflate.decompress(data, len(view))
+                if out:
+                    view[:len(out)] = out
+                    return len(out)
+                if not data:  # no input left, and none was pending inside zlib either
+                    return 0
+            return 0
+        except zlib.error as e:
+            raise SourceError(f"member {self.task.member}: corrupt compressed data ({e})") from None
 
 
 def _varint(task, item_bytes):

@@ -222,9 +222,18 @@ class _Tally:
 
 
 def _index(task: Task, item: int) -> tuple:
-    if not task.grid:
+    """The index in the tensor of flat item `item`: the element's index, then the complex part
+    (a block's first element for blocks). Pure Python: numpy unravels at most 64 dimensions."""
+    grid = task.grid
+    if not grid:
         return ()
-    idx = [int(i) for i in np.unravel_index(item, task.grid, order=task.order)]
+    rank = len(task.shape) if task.order == "F" else len(grid)
+    # The axes from fastest to slowest: a complex element's parts are adjacent in either order.
+    fastest_first = [*range(len(grid) - 1, rank - 1, -1),
+                     *(range(rank) if task.order == "F" else range(rank - 1, -1, -1))]
+    idx = [0] * len(grid)
+    for axis in fastest_first:
+        item, idx[axis] = divmod(item, grid[axis])
     if task.block_bytes:
         idx[-1] *= task.block
     return tuple(idx)

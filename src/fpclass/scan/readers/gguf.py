@@ -8,12 +8,14 @@ block through a strided view of the block array.
 
 from __future__ import annotations
 
-import os
+import mmap
 import struct
 
 from . import ReaderError
 from ..tasks import CHECK, Field, Task, problem
-from .layout import elements, float_task, marker, not_applicable, overlaps, unchecked
+from .layout import (Ranges, check_count, elements, float_task, marker, not_applicable,
+                     unchecked)
+from .protobuf import open_map
 
 #: GGML type → name, elements per block, bytes per block, float fields (name, offset, dtype).
 #: Layouts from ggml-common.h; an empty field list with a reason means "cannot be checked".
@@ -44,38 +46,60 @@ BLOCK_TYPES = {
     35: ("TQ2_0", 256, 66, [("d", 64, _H)]),
     39: ("MXFP4", 32, 17, [("e", 0, "float8_e8m0fnu")]),
 }
+_FIELDS = {gtype: tuple(Field(*f) for f in spec[3]) for gtype, spec in BLOCK_TYPES.items()}
 PLAIN = {0: ("F32", "<f4", 4), 1: ("F16", "<f2", 2), 28: ("F64", "<f8", 8), 30: ("BF16", "bfloat16", 2)}
 INTEGER = {24: ("I8", 1), 25: ("I16", 2), 26: ("I32", 4), 27: ("I64", 8)}
 
 #: Metadata value types: fixed sizes (8: string, 9: array are variable).
 _SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+VALUE_TYPES = {0: "UINT8", 1: "INT8", 2: "UINT16", 3: "INT16", 4: "UINT32", 5: "INT32",
+               6: "FLOAT32", 7: "BOOL", 8: "STRING", 9: "ARRAY", 10: "UINT64", 11: "INT64",
+               12: "FLOAT64"}
+_UINT32 = 4
 _LIMIT_ITEMS = 1 << 32
 _MAX_DIMS = 8
+#: The fewest bytes a tensor info (empty name, no dimensions) and a metadata entry (empty key,
+#: one-byte value) take: a header claiming more than its file can hold is refused unread.
+_MIN_TENSOR_INFO = 8 + 4 + 4 + 8
+_MIN_ENTRY = 8 + 4 + 1
+_U32 = struct.Struct("<I").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_TYPE_AND_OFFSET = struct.Struct("<IQ").unpack_from
+_DIMS = [struct.Struct(f"<{n}Q").unpack_from for n in range(_MAX_DIMS + 1)]
 
 
 class _Reader:
-    """Sequential little-endian reads with bounds checks against the file size."""
+    """Little-endian reads at a position of the mapped file, bounds-checked against its size."""
 
-    def __init__(self, f, size):
-        self.f, self.size = f, size
+    def __init__(self, buf, size):
+        self.buf, self.size, self.pos = buf, size, 0
+
+    def _past_end(self):
+        return ReaderError(f"header runs past the end of the file at byte {self.pos} "
+                           f"({self.size} bytes; truncated?)")
 
     def take(self, n: int) -> bytes:
-        if n < 0 or self.f.tell() + n > self.size:
-            raise ReaderError(f"header runs past the end of the file at byte {self.f.tell()} "
-                              f"({self.size} bytes; truncated?)")
-        return self.f.read(n)
+        if n < 0 or self.pos + n > self.size:
+            raise self._past_end()
+        self.pos += n
+        return self.buf[self.pos - n:self.pos]
 
     def skip(self, n: int):
-        if n < 0 or self.f.tell() + n > self.size:
-            raise ReaderError(f"header runs past the end of the file at byte {self.f.tell()} "
-                              f"({self.size} bytes; truncated?)")
-        self.f.seek(n, 1)
+        if n < 0 or self.pos + n > self.size:
+            raise self._past_end()
+        self.pos += n
 
     def u32(self) -> int:
-        return struct.unpack("<I", self.take(4))[0]
+        if self.pos + 4 > self.size:
+            raise self._past_end()
+        self.pos += 4
+        return _U32(self.buf, self.pos - 4)[0]
 
     def u64(self) -> int:
-        return struct.unpack("<Q", self.take(8))[0]
+        if self.pos + 8 > self.size:
+            raise self._past_end()
+        self.pos += 8
+        return _U64(self.buf, self.pos - 8)[0]
 
     def string(self) -> bytes:
         return self.take(self.u64())
@@ -94,6 +118,8 @@ def _skip_value(r: _Reader, vtype: int, depth=0):
             raise ReaderError(f"metadata array of {count} items")
         if itype in _SCALAR:
             r.skip(_SCALAR[itype] * count)
+        elif itype == 8:
+            _skip_strings(r, count)
         else:
             for _ in range(count):
                 _skip_value(r, itype, depth + 1)
@@ -101,65 +127,122 @@ def _skip_value(r: _Reader, vtype: int, depth=0):
         raise ReaderError(f"unknown metadata value type {vtype}")
 
 
+def _skip_strings(r: _Reader, count: int):
+    # A tokenizer's vocabulary: hundreds of thousands of strings, so a tight loop.
+    if count * 8 > r.size - r.pos:
+        raise r._past_end()
+    buf, pos, last = r.buf, r.pos, r.size - 8
+    for _ in range(count):
+        if pos > last:
+            r.pos = pos
+            raise r._past_end()
+        pos += 8 + _U64(buf, pos)[0]
+    r.skip(pos - r.pos)
+
+
 def plan(path: str) -> list:
     """Tasks for every tensor of the GGUF file at `path`."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        r = _Reader(f, size)
-        magic = r.take(4) if size >= 4 else b""
-        if magic != b"GGUF":
-            raise ReaderError(f"not a GGUF file: magic {magic!r}, expected b'GGUF'")
-        raw_version = r.take(4)
-        version = struct.unpack("<I", raw_version)[0]
-        if version not in (2, 3):
-            if struct.unpack(">I", raw_version)[0] in (2, 3):
-                raise ReaderError("big-endian GGUF files are not supported")
-            raise ReaderError(f"unsupported GGUF version {version} (2 and 3 are supported)")
-        n_tensors, n_kv = r.u64(), r.u64()
-        if n_tensors > size or n_kv > size:
-            raise ReaderError(f"header claims {n_tensors} tensors and {n_kv} metadata entries, "
-                              f"more than a {size}-byte file can hold")
-        alignment = 32
-        for _ in range(n_kv):
-            key = r.string()
-            vtype = r.u32()
-            if key == b"general.alignment" and vtype in (4, 5):
-                alignment = r.u32()
-                if alignment == 0 or alignment & (alignment - 1):
-                    raise ReaderError(f"general.alignment {alignment} is not a power of two")
-            else:
-                _skip_value(r, vtype)
-        infos = []
-        for _ in range(n_tensors):
-            name = r.string().decode("utf-8", "replace")
-            n_dims = r.u32()
-            if n_dims > _MAX_DIMS:
-                raise ReaderError(f"tensor {name!r} has {n_dims} dimensions (at most {_MAX_DIMS})")
-            dims = [r.u64() for _ in range(n_dims)]
-            infos.append((name, dims, r.u32(), r.u64()))
-        data_start = -(-f.tell() // alignment) * alignment
+    buf = open_map(path)
+    try:
+        return _plan(path, buf)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+
+
+def _plan(path, buf) -> list:
+    size = len(buf)
+    r = _Reader(buf, size)
+    magic = r.take(4) if size >= 4 else b""
+    if magic != b"GGUF":
+        raise ReaderError(f"not a GGUF file: magic {magic!r}, expected b'GGUF'")
+    raw_version = r.take(4)
+    version = struct.unpack("<I", raw_version)[0]
+    if version not in (2, 3):
+        if struct.unpack(">I", raw_version)[0] in (2, 3):
+            raise ReaderError("big-endian GGUF files are not supported")
+        raise ReaderError(f"unsupported GGUF version {version} (2 and 3 are supported)")
+    n_tensors, n_kv = r.u64(), r.u64()
+    if n_tensors * _MIN_TENSOR_INFO + n_kv * _MIN_ENTRY > size - r.pos:
+        raise ReaderError(f"header claims {n_tensors} tensors and {n_kv} metadata entries, "
+                          f"more than a {size}-byte file can hold (truncated?)")
+    check_count(n_tensors)
+    alignment = None
+    for _ in range(n_kv):
+        key = r.string()
+        vtype = r.u32()
+        if key != b"general.alignment":
+            _skip_value(r, vtype)
+            continue
+        if alignment is not None:
+            raise ReaderError("general.alignment appears twice in the metadata")
+        if vtype != _UINT32:
+            raise ReaderError(f"general.alignment has value type {vtype} "
+                              f"({VALUE_TYPES.get(vtype, 'unknown')}); it must be UINT32 "
+                              f"(type {_UINT32})")
+        alignment = r.u32()
+        if alignment == 0 or alignment & (alignment - 1):
+            raise ReaderError(f"general.alignment {alignment} is not a power of two")
+    alignment = alignment or 32
+    # Tensor offsets count from the data section, which starts after the tensor infos: find
+    # their end first, so that each task is made once, as its info is read.
+    data_start = -(-_tensor_infos_end(r, n_tensors) // alignment) * alignment
     tasks = [marker(path, "gguf")]
     data_size = size - data_start
-    ranges = []
-    for name, dims, gtype, offset in infos:
-        task, nbytes = _tensor(path, name, dims, gtype, offset, data_start, data_size, alignment)
+    ranges = Ranges(max(data_size, 0))
+    shapes: dict = {}
+    pos = r.pos
+    for _ in range(n_tensors):
+        (n,) = _U64(buf, pos)
+        name = buf[pos + 8:pos + 8 + n].decode("utf-8", "replace")
+        pos += 8 + n
+        (n_dims,) = _U32(buf, pos)
+        dims = _DIMS[n_dims](buf, pos + 4)
+        gtype, offset = _TYPE_AND_OFFSET(buf, pos + 4 + 8 * n_dims)
+        pos += 16 + 8 * n_dims
+        shape = dims[::-1]  # GGUF lists the fastest-varying dimension first
+        shape = shapes.setdefault(shape, shape)
+        task, nbytes = _tensor(path, name, dims, shape, gtype, offset, data_start, data_size,
+                               alignment)
         tasks.append(task)
-        if nbytes:
-            ranges.append((name, offset, offset + nbytes))
-    for name, other in overlaps(ranges):
+        ranges.add(name, offset, offset + nbytes)
+    for name, other in ranges.overlaps():
         tasks.append(problem(path, f"data of tensor {name!r} overlaps tensor {other!r}"))
     return tasks
 
 
-def _tensor(path, name, dims, gtype, offset, data_start, data_size, alignment):
-    shape = tuple(reversed(dims))  # GGUF lists the fastest-varying dimension first
+def _tensor_infos_end(r: _Reader, n_tensors: int) -> int:
+    """The byte after the tensor infos that start at `r.pos`; ReaderError for a malformed one."""
+    buf, pos, size = r.buf, r.pos, r.size
+    for _ in range(n_tensors):
+        if pos + 12 > size:
+            break
+        n = _U64(buf, pos)[0]
+        if pos + 12 + n > size:
+            break
+        n_dims = _U32(buf, pos + 8 + n)[0]
+        if n_dims > _MAX_DIMS:
+            name = buf[pos + 8:pos + 8 + n].decode("utf-8", "replace")
+            raise ReaderError(f"tensor {name!r} has {n_dims} dimensions (at most {_MAX_DIMS})")
+        pos += 8 + n + 4 + 8 * n_dims + 12
+    else:
+        if pos <= size:
+            return pos
+    r.pos = min(pos, size)
+    raise r._past_end()
+
+
+def _tensor(path, name, dims, shape, gtype, offset, data_start, data_size, alignment):
     n = elements(shape)
     if gtype in PLAIN:
         label, element, itemsize = PLAIN[gtype]
         nbytes = n * itemsize
     elif gtype in BLOCK_TYPES:
         label, block, block_bytes, fields = BLOCK_TYPES[gtype]
-        if dims and dims[0] % block:
+        if not dims:
+            return unchecked(path, name, label, shape, f"a {label} tensor needs at least one "
+                             f"dimension, a whole number of {block}-element blocks"), 0
+        if dims[0] % block:
             return unchecked(path, name, label, shape, f"first dimension {dims[0]} is not a "
                              f"multiple of the {block}-element block"), 0
         nbytes = n // block * block_bytes
@@ -182,7 +265,6 @@ def _tensor(path, name, dims, gtype, offset, data_start, data_size, alignment):
     if not fields:
         return unchecked(path, name, label, shape,
                          f"{label} packs its scale into bit fields; not checked"), nbytes
-    grid = shape[:-1] + (shape[-1] // block,) if shape else ()
     return Task(path, name, label, shape, CHECK, source=path, offset=data_start + offset,
-                nbytes=nbytes, element=fields[0][2], grid=grid, block=block,
-                block_bytes=block_bytes, fields=tuple(Field(*f) for f in fields)), nbytes
+                nbytes=nbytes, element=fields[0][2], grid=shape[:-1] + (shape[-1] // block,),
+                block=block, block_bytes=block_bytes, fields=_FIELDS[gtype]), nbytes

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from array import array
 from dataclasses import replace
 
 import numpy as np
 
+from . import ReaderError
 from ..dtypes import can_hold_nonfinite, component, np_dtype
-from ..tasks import CHECK, FILE, NOT_APPLICABLE, RAW, UNCHECKED, Task
+from ..tasks import CHECK, FILE, NOT_APPLICABLE, UNCHECKED, Task
 
 
 def elements(shape) -> int:
@@ -19,29 +22,74 @@ def marker(path: str, fmt: str) -> Task:
     return Task(path, dtype=fmt, status=FILE)
 
 
-def overlaps(ranges) -> list:
-    """Names of ranges (name, begin, end) that overlap an earlier-starting range."""
-    bad = []
-    last_end, last_name = 0, None
-    for name, begin, end in sorted(ranges, key=lambda r: (r[1], r[2])):
-        if begin < last_end and end > begin:
-            bad.append((name, last_name))
-        if end > last_end:
-            last_end, last_name = end, name
-    return bad
+#: Most tensors one file may declare. Real checkpoints hold thousands; each declared tensor costs
+#: the scan about a microsecond and a few hundred bytes, so a header claiming more is refused.
+MAX_TENSORS = 1_000_000
+
+
+def check_count(count: int, what: str = "tensors") -> None:
+    """ReaderError when a file declares more than MAX_TENSORS `what`."""
+    if count > MAX_TENSORS:
+        raise ReaderError(f"the file declares {count} {what}, over the limit of {MAX_TENSORS}")
+
+
+class Ranges:
+    """The non-empty byte ranges [begin, end) of a file's tensors, by name, clipped to the file's
+    `size`; held as two integer arrays, since a header may list a million of them."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.begins, self.ends, self.names = array("q"), array("q"), []
+
+    def add(self, name: str, begin: int, end: int) -> None:
+        if end > self.size:
+            end = self.size
+        if end > begin:
+            self.begins.append(begin)
+            self.ends.append(end)
+            self.names.append(name)
+
+    def _sorted(self):
+        begins = np.frombuffer(self.begins, np.int64) if self.begins else np.empty(0, np.int64)
+        ends = np.frombuffer(self.ends, np.int64) if self.ends else np.empty(0, np.int64)
+        order = np.lexsort((ends, begins))
+        begins, ends = begins[order], ends[order]
+        # The end of the data covered before each range, and the range that reached it first.
+        reach = np.maximum.accumulate(ends)
+        before = np.concatenate(([0], reach[:-1]))
+        first = np.maximum.accumulate(np.where(ends > before, np.arange(ends.size), 0))
+        return order, begins, before, first, reach
+
+    def overlaps(self) -> list:
+        """(name, other) for each range that starts inside an earlier-starting range `other`."""
+        order, begins, before, first, _ = self._sorted()
+        hits = np.flatnonzero(begins < before)
+        return [(self.names[order[i]], self.names[order[first[i - 1]]]) for i in hits.tolist()]
+
+    def uncovered(self) -> list:
+        """(begin, end) of each run of bytes in [0, size) that no range covers."""
+        _, begins, before, _, reach = self._sorted()
+        gaps = [(int(before[i]), int(begins[i])) for i in np.flatnonzero(begins > before).tolist()]
+        end = int(reach[-1]) if reach.size else 0
+        return gaps + ([(end, self.size)] if end < self.size else [])
 
 
 def float_task(file, name, dtype_label, shape, element, *, source, offset, nbytes,
-               storage=RAW, member="", order="C") -> Task:
-    """A CHECK task for a plain (possibly complex) floating-point tensor stored as raw elements;
-    complex tensors are checked as their real and imaginary parts (grid shape + (2,))."""
+               order="C", **stored) -> Task:
+    """A CHECK task for a plain (possibly complex) floating-point tensor stored as raw elements
+    (`stored`: the Task fields of another storage); complex tensors are checked as their real and
+    imaginary parts (grid shape + (2,))."""
+    element, parts = _as_parts(element)
+    return Task(file, name, dtype_label, shape, CHECK, source=source, offset=offset,
+                nbytes=nbytes, element=element, order=order,
+                grid=shape + (2,) if parts else shape, **stored)
+
+
+@functools.lru_cache(maxsize=None)
+def _as_parts(element: str) -> tuple:
+    """(the element dtype classified, whether each value is two of them: complex)."""
     dt = np_dtype(element)
-    grid = tuple(shape)
-    if dt.kind == "c":
-        element, grid = component(dt).str, grid + (2,)
-    return Task(file, name, dtype_label, tuple(shape), CHECK, source=source, storage=storage,
-                offset=offset, nbytes=nbytes, member=member, element=element, order=order,
-                grid=grid)
+    return (component(dt).str, True) if dt.kind == "c" else (element, False)
 
 
 def packed_task(file, name, dtype_label, shape, element) -> Task:

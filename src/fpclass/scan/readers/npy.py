@@ -1,51 +1,119 @@
 """.npy files and .npz archives (stored or deflate members), headers only; never unpickles.
 
-An .npy header is a Python dict literal read by NumPy's safe literal parser (no pickle, no code).
-Zip archives are checked against zip bombs before any member is read: members may not overlap,
-the declared compression ratio and size are bounded, and the size must match the .npy header.
+An .npy header is a Python dict literal. The form NumPy writes is matched directly; any other is
+read by NumPy's own safe literal parser (no pickle, no code), so both accept the same headers.
+Zip archives are checked against zip bombs before any member is read: members may not overlap or
+share a name, the declared compression ratio and size are bounded, and the size must match the
+.npy header. A member's CRC-32 is checked when its data is read.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import os
+import re
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 
 from . import ReaderError
-from ..tasks import DEFLATE, RAW, problem
-from .layout import elements, float_task, marker, not_applicable, overlaps, unchecked
+from ..tasks import DEFLATE, RAW, STORED, problem
+from .layout import (Ranges, check_count, check_shape, elements, float_task, marker,
+                     not_applicable, unchecked)
 
 #: A member declaring more than this many bytes per compressed byte is refused; deflate cannot
 #: exceed about 1032:1, so a larger ratio means the sizes in the directory are lies.
 MAX_RATIO = 1100
 #: A member declaring more than this many uncompressed bytes is refused.
 MAX_MEMBER_BYTES = 1 << 40
-MAX_MEMBERS = 1_000_000
+#: NumPy refuses .npy headers over 10000 characters (`max_header_size`); a character of a version
+#: 3 (UTF-8) header takes at most 4 bytes, after the 12-byte preamble.
+HEADER_BYTES_LIMIT = 12 + 4 * 10000
+#: Compressed bytes a deflate member may take to yield its .npy header (deflate's worst case
+#: adds 5 bytes per 16 KiB block); a stream that yields nothing in these is not read further.
+HEADER_INPUT_LIMIT = 2 * HEADER_BYTES_LIMIT
+_MAGIC = b"\x93NUMPY"
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+_ENCRYPTED = 0x1 | 0x40      # traditional and strong encryption
+_PATCHED = 0x20              # compressed patched data, which zipfile refuses
+
+_SIZE = r"(?:0|[1-9][0-9]*)"
+#: The header NumPy writes: repr of the dict, padded with spaces and a newline.
+_WRITTEN = re.compile(
+    r"\{'descr': '([<>|=]?[A-Za-z][A-Za-z0-9\[\]]*)', 'fortran_order': (True|False), "
+    rf"'shape': \((|{_SIZE},|{_SIZE}(?:, {_SIZE})+)\), \}} *\n?")
+_DTYPES: dict = {}
+_LABELS: dict = {}
 
 
-def _header(f, what: str):
-    """(dtype, shape, fortran_order, header bytes) of the .npy stream `f` at its start."""
+def _header_length(preamble: bytes) -> int:
+    """Bytes from the magic string to the array data, from the first 12 bytes of an .npy stream
+    (their own length when they do not start one; NumPy then says what is wrong)."""
+    if preamble[:6] == _MAGIC and len(preamble) >= 10:
+        if preamble[6] == 1:
+            return 10 + struct.unpack_from("<H", preamble, 8)[0]
+        if preamble[6] in (2, 3) and len(preamble) >= 12:
+            return 12 + struct.unpack_from("<I", preamble, 8)[0]
+    return len(preamble)
+
+
+def _read_header(first, what: str):
+    """(dtype, shape, fortran_order, header bytes) of the .npy stream whose first `n` bytes
+    `first(n)` gives; ReaderError naming `what` for a header NumPy would not load."""
+    head = first(12)
+    length = _header_length(head)
+    if length > HEADER_BYTES_LIMIT:
+        raise ReaderError(f"{what}: .npy header of {length} bytes is over NumPy's limit of 10000 "
+                          "characters")
+    if length > len(head):
+        head = first(length)
     try:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise ValueError(f"unsupported .npy format version {version}")
+        return _parse_header(head) + (length,)
     except (ValueError, SyntaxError, TypeError, EOFError, struct.error) as e:
-        raise ReaderError(f"{what}: bad .npy header: {str(e).splitlines()[0] if str(e) else e!r}") from None
-    return dtype, tuple(shape), fortran, f.tell()
+        first = str(e).splitlines()[0] if str(e) else repr(e)
+        raise ReaderError(f"{what}: bad .npy header: {first}") from None
 
 
-def _task(file, name, dtype, shape, fortran, *, source, offset, nbytes, storage, member=""):
-    label = str(dtype)
+@functools.lru_cache(maxsize=256)   # an archive's members often share one header
+def _parse_header(head: bytes):
+    """(dtype, shape, fortran_order) of the .npy header `head`; ValueError (and the others
+    NumPy's reader raises) when NumPy would refuse it, also for a negative or bool dimension."""
+    text = head[10 if head[6:7] == b"\x01" else 12:]
+    written = _WRITTEN.fullmatch(text.decode("latin1")) if 0 < len(text) <= 10000 else None
+    if written:
+        descr, fortran, sizes = written.groups()
+        dtype = _DTYPES.get(descr)
+        if dtype is None:
+            try:
+                dtype = _DTYPES.setdefault(descr, np.dtype(descr))
+            except (TypeError, ValueError):
+                written = None  # NumPy's reader gives its own message for this descr
+    if written:
+        return dtype, tuple(int(d) for d in sizes.split(",") if d), fortran == "True"
+    f = io.BytesIO(head)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version in ((2, 0), (3, 0)):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ValueError(f"unsupported .npy format version {version}")
+    return dtype, check_shape(shape), fortran
+
+
+def _task(file, name, dtype, shape, fortran, *, nbytes, exact, **where):
+    """The task for an array of `dtype` and `shape` whose data is `nbytes` bytes at `where`
+    (Task fields); `exact`: the array must take all of them, else at least its own size."""
+    label = _LABELS.get(dtype) or _LABELS.setdefault(dtype, str(dtype))  # str() takes 5 us
     if dtype.hasobject:
         return unchecked(file, name, label, shape, "object array: never unpickled, so not checked")
+    need = elements(shape) * dtype.itemsize
+    if nbytes < need or (exact and nbytes != need):
+        return unchecked(file, name, label, shape, f"{label} shape {list(shape)} needs {need} "
+                         f"data bytes, found {nbytes}" + (" (truncated?)" if nbytes < need else ""))
     if dtype.names is not None or dtype.subdtype is not None:
         return unchecked(file, name, label, shape, "structured dtype: not checked")
     if dtype.kind == "V":
@@ -53,14 +121,8 @@ def _task(file, name, dtype, shape, fortran, *, source, offset, nbytes, storage,
                          "float8 arrays this way): the element format is unknown, so not checked")
     if dtype.kind not in "fc" and not _ml_float(dtype):
         return not_applicable(file, name, label, shape)
-    need = elements(shape) * dtype.itemsize
-    if nbytes < need:
-        return unchecked(file, name, label, shape,
-                         f"{label} shape {list(shape)} needs {need} data bytes, found {nbytes} "
-                         "(truncated?)")
     return float_task(file, name, label, shape, dtype.str if dtype.kind in "fc" else dtype.name,
-                      source=source, offset=offset, nbytes=need, storage=storage, member=member,
-                      order="F" if fortran else "C")
+                      nbytes=need, order="F" if fortran else "C", **where)
 
 
 def _ml_float(dtype) -> bool:
@@ -75,49 +137,84 @@ def plan(path: str) -> list:
     """One task for the array of a .npy file."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        dtype, shape, fortran, start = _header(f, "not a valid .npy file")
+
+        def first(n):
+            f.seek(0)
+            return f.read(n)
+
+        dtype, shape, fortran, start = _read_header(first, "not a valid .npy file")
     return [marker(path, "npy"),
             _task(path, "", dtype, shape, fortran, source=path, offset=start,
-                  nbytes=size - start, storage=RAW)]
+                  nbytes=size - start, exact=False, storage=RAW)]
 
 
 def plan_npz(path: str) -> list:
-    """One task per .npy member of an .npz (zip) archive; zip bombs and other members are
-    problems."""
+    """One task per .npy member of an .npz (zip) archive; zip bombs, members that overlap or
+    share a name, and other members are problems."""
     try:
         z = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
         raise ReaderError(f"not a valid zip (.npz) archive: {e}") from None
-    with z:
-        infos = z.infolist()
-        if len(infos) > MAX_MEMBERS:
-            raise ReaderError(f"{len(infos)} members is over the limit of {MAX_MEMBERS}")
+    with z, open(path, "rb") as raw:
+        infos = [info for info in z.infolist() if not info.is_dir()]
+        check_count(len(infos), "zip members")
         tasks = [marker(path, "npz")]
-        spans = []
-        with open(path, "rb") as raw:
-            for info in infos:
-                if info.is_dir():
-                    continue
-                try:
-                    data_at = _data_offset(raw, info)
-                except ReaderError as e:
-                    tasks.append(problem(path, f"member {info.filename}: {e}"))
-                    continue
-                spans.append((_member_name(info), info.header_offset, data_at + info.compress_size))
-                tasks.append(_member(path, z, raw, info, data_at))
-        for name, other in overlaps(spans):
+        spans = Ranges(os.fstat(raw.fileno()).st_size)
+        members = []
+        for info in infos:
+            try:
+                data_at, local_name = _local_header(raw, info)
+            except ReaderError as e:
+                tasks.append(problem(path, f"member {info.filename}: {e}"))
+                continue
+            name = _member_name(info)
+            spans.add(name, info.header_offset, data_at + info.compress_size)
+            if local_name != info.orig_filename:  # zipfile refuses such a member too
+                tasks.append(problem(path, f"member {info.filename}: its local file header names "
+                                     f"{local_name!r} (corrupt archive)"))
+                continue
+            members.append((name, info, data_at))
+        overlapping = set()
+        for name, other in spans.overlaps():
             tasks.append(problem(path, f"zip members {name} and {other} overlap (zip bomb?)"))
-            tasks = [t for t in tasks if t.name not in (name, other)]
-    return tasks
+            overlapping.update((name, other))
+        # Neither of two overlapping members is read: which bytes are whose is unknowable.
+        tasks += [_member(path, raw, name, info, data_at) for name, info, data_at in members
+                  if name not in overlapping]
+    return _refuse_shared_names(path, tasks)
 
 
-def _data_offset(raw, info) -> int:
+def _refuse_shared_names(path, tasks) -> list:
+    """`tasks` with every member of a name that several members share unchecked, and a problem
+    naming it: np.load reads only one of them."""
+    count: dict = {}
+    for t in tasks:
+        if t.name:
+            count[t.name] = count.get(t.name, 0) + 1
+    shared = {name: n for name, n in count.items() if n > 1}
+    if not shared:
+        return tasks
+    reason = "its name is shared with another member of the archive"
+    return ([unchecked(path, t.name, t.dtype, t.shape, reason) if t.name in shared else t
+             for t in tasks]
+            + [problem(path, f"{n} members are named {name!r}: np.load reads only one of them")
+               for name, n in shared.items()])
+
+
+def _local_header(raw, info) -> tuple:
+    """(the byte of the open archive `raw` where the data of member `info` starts, the file name
+    its local header gives); ReaderError when the local header is missing."""
     raw.seek(info.header_offset)
     head = raw.read(_LOCAL_HEADER.size)
     if len(head) != _LOCAL_HEADER.size or head[:4] != b"PK\x03\x04":
         raise ReaderError("local file header missing (corrupt archive)")
     fields = _LOCAL_HEADER.unpack(head)
-    return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
+    name = raw.read(fields[-2])
+    try:
+        name = name.decode("utf-8" if fields[3] & 0x800 else "cp437")
+    except UnicodeDecodeError:
+        pass
+    return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1], name
 
 
 def _member_name(info) -> str:
@@ -125,10 +222,11 @@ def _member_name(info) -> str:
     return info.filename[:-4] if info.filename.endswith(".npy") else info.filename
 
 
-def _member(path, z, raw, info, data_at):
-    name = _member_name(info)
-    if info.flag_bits & 0x1:
+def _member(path, raw, name, info, data_at):
+    if info.flag_bits & _ENCRYPTED:
         return unchecked(path, name, "?", (), "encrypted zip member")
+    if info.flag_bits & _PATCHED:
+        return unchecked(path, name, "?", (), "zip member of compressed patched data")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         return unchecked(path, name, "?", (),
                          f"zip compression method {info.compress_type} is not supported "
@@ -136,29 +234,42 @@ def _member(path, z, raw, info, data_at):
     if info.file_size > MAX_MEMBER_BYTES:
         return unchecked(path, name, "?", (), f"member declares {info.file_size} bytes, over the "
                          f"{MAX_MEMBER_BYTES}-byte limit (zip bomb?)")
-    if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > MAX_RATIO * max(
-            info.compress_size, 1) + 1024:
+    stored = info.compress_type == zipfile.ZIP_STORED
+    if not stored and info.file_size > MAX_RATIO * max(info.compress_size, 1) + 1024:
         return unchecked(path, name, "?", (), f"member declares a compression ratio over "
                          f"{MAX_RATIO}:1, beyond what deflate can produce (zip bomb?)")
+    if stored and info.compress_size != info.file_size:
+        return unchecked(path, name, "?", (), "stored member sizes disagree (corrupt archive)")
     try:
-        if info.compress_type == zipfile.ZIP_STORED:
-            if info.compress_size != info.file_size:
-                raise ReaderError("stored member sizes disagree (corrupt archive)")
-            raw.seek(data_at)
-            dtype, shape, fortran, start = _header(io.BytesIO(raw.read(min(info.file_size, 1 << 20))),
-                                                   "member is not a .npy array")
-            return _task(path, name, dtype, shape, fortran, source=path, offset=data_at + start,
-                         nbytes=info.file_size - start, storage=RAW)
-        with z.open(info) as stream:
-            head = stream.read(min(info.file_size, 1 << 20))
-        dtype, shape, fortran, start = _header(io.BytesIO(head), "member is not a .npy array")
-        need = elements(shape) * dtype.itemsize
-        if not dtype.hasobject and info.file_size - start != need:
-            return unchecked(path, name, str(dtype), shape, f"member holds {info.file_size - start} "
-                             f"data bytes, shape {list(shape)} of {dtype} needs {need}")
-        return _task(path, name, dtype, shape, fortran, source=path, offset=start,
-                     nbytes=info.file_size - start, storage=DEFLATE, member=info.filename)
+        dtype, shape, fortran, start = _read_header(
+            lambda n: _member_start(raw, info, data_at, n), "member is not a .npy array")
     except ReaderError as e:
         return unchecked(path, name, "?", (), str(e))
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
-        return unchecked(path, name, "?", (), f"cannot read member: {e}")
+    except zlib.error as e:
+        return unchecked(path, name, "?", (), f"member {info.filename}: corrupt compressed data "
+                         f"({e})")
+    return _task(path, name, dtype, shape, fortran, nbytes=info.file_size - start, exact=True,
+                 source=path, storage=STORED if stored else DEFLATE, offset=data_at, skip=start,
+                 packed=info.compress_size, crc=info.CRC, member=info.filename)
+
+
+def _member_start(raw, info, data_at, n) -> bytes:
+    """The first `n` bytes of zip member `info` of the open archive `raw` (fewer when the member
+    is shorter, or its deflate stream yields too little from HEADER_INPUT_LIMIT bytes)."""
+    n = min(n, info.file_size)
+    raw.seek(data_at)
+    if info.compress_type == zipfile.ZIP_STORED:
+        return raw.read(n)
+    inflate = zlib.decompressobj(-15)
+    out = bytearray()
+    left = min(info.compress_size, HEADER_INPUT_LIMIT)
+    while len(out) < n and not inflate.eof:
+        data = inflate.unconsumed_tail
+        if not data and left:
+            data = raw.read(min(left, 4096))
+            left -= len(data)
+        piece = inflate.decompress(data, n - len(out))
+        out += piece
+        if not piece and not data:
+            break
+    return bytes(out)

@@ -33,11 +33,26 @@ def fields(buf, start: int, end: int):
     buf[start:end]; value is the integer for VARINT/I32/I64 and None for LEN."""
     pos = start
     while pos < end:
-        key, pos = varint(buf, pos, end)
+        key = buf[pos]
+        if key < 0x80:  # keys and lengths are mostly one byte: skip the general decoder
+            pos += 1
+        else:
+            key, pos = varint(buf, pos, end)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise ProtobufError(f"field number 0 at byte {pos}")
-        if wire == VARINT:
+        if wire == LEN:
+            n = buf[pos] if pos < end else 0x80
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = varint(buf, pos, end)
+            after = pos + n
+            if after > end:
+                raise ProtobufError(f"field {number} of {n} bytes at byte {pos} runs past byte "
+                                    f"{end} (truncated?)")
+            yield number, wire, None, pos, after
+        elif wire == VARINT:
             value, after = varint(buf, pos, end)
             yield number, wire, value, pos, after
         elif wire == I64 or wire == I32:
@@ -46,13 +61,6 @@ def fields(buf, start: int, end: int):
                 raise ProtobufError(f"fixed-size field runs past byte {end}")
             yield number, wire, int.from_bytes(buf[pos:pos + n], "little"), pos, pos + n
             after = pos + n
-        elif wire == LEN:
-            n, pos = varint(buf, pos, end)
-            after = pos + n
-            if after > end:
-                raise ProtobufError(f"field {number} of {n} bytes at byte {pos} runs past byte "
-                                    f"{end} (truncated?)")
-            yield number, wire, None, pos, after
         else:
             raise ProtobufError(f"unsupported wire type {wire} at byte {pos}")
         pos = after

@@ -1,0 +1,614 @@
+"""fpclass scan readers on files whose damage used to pass as clean: every case either gives the
+findings numpy (or onnx, gguf-py) would see, or is unchecked / a problem with a one-line reason."""
+
+import io
+import json
+import os
+import struct
+import warnings
+import zipfile
+
+import numpy as np
+import pytest
+
+from fpclass.scan import ExitCode, engine, scan
+from test_scan_support import gguf_bytes, safetensors_bytes
+
+NAN_F32 = np.array([np.nan, np.nan], np.float32).tobytes()
+
+
+def _safetensors(header: dict, data: bytes) -> bytes:
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def _npy(header: str, data: bytes, version=(1, 0)) -> bytes:
+    """An .npy file with the header dict literal `header` written as given (numpy's padding)."""
+    text = header.encode("latin1")
+    size_format = "<H" if version == (1, 0) else "<I"
+    prefix = 6 + 2 + struct.calcsize(size_format)
+    text += b" " * (-(prefix + len(text) + 1) % 64) + b"\n"
+    return b"\x93NUMPY" + bytes(version) + struct.pack(size_format, len(text)) + text + data
+
+
+def _npy_of(a) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+def _reasons(report) -> str:
+    return " | ".join([p.reason for p in report.problems] + [t.reason for t in report.unchecked])
+
+
+def _result(report, name):
+    [t] = [t for t in report.tensors if t.name == name]
+    return t
+
+
+# 1. safetensors: data-section bytes that belong to no tensor
+
+
+@pytest.mark.parametrize("header", [{}, {"__metadata__": {"format": "pt"}}])
+def test_safetensors_data_section_without_tensors_is_a_problem(tmp_path, header):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(_safetensors(header, NAN_F32))
+    report = scan([path])
+    assert "data section bytes 0..8 belong to no tensor" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+    path.write_bytes(_safetensors(header, b""))
+    empty = scan([path])   # nothing uncovered, but nothing checked: never clean
+    assert not empty.problems and empty.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_safetensors_uncovered_bytes_beside_a_malformed_entry_are_a_problem(tmp_path):
+    header = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32"}}
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(_safetensors(header, np.ones(2, np.float32).tobytes() + NAN_F32))
+    report = scan([path])
+    assert "data section bytes 8..16 belong to no tensor" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+# 2. .npy: negative and boolean dimensions
+
+
+@pytest.mark.parametrize("shape", ["(-1,)", "(True, 3)", "(3, -2)", "(False,)"])
+def test_npy_shape_with_a_negative_or_boolean_dimension_is_refused(tmp_path, shape):
+    data = np.array([np.nan, 1, 2], "<f4").tobytes()
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % shape
+    (tmp_path / "a.npy").write_bytes(_npy(header, data))
+    with zipfile.ZipFile(tmp_path / "a.npz", "w") as z:
+        z.writestr("x.npy", _npy(header, data))
+    for name in ("a.npy", "a.npz"):
+        report = scan([tmp_path / name])
+        assert "non-negative integers" in _reasons(report), name
+        assert report.exit_code == ExitCode.INCONCLUSIVE, name
+
+
+# 3. .npz: two members of one name
+
+
+@pytest.mark.parametrize("names", [("a.npy", "a.npy"), ("a.npy", "a")])
+def test_npz_members_of_the_same_name_are_all_unchecked(tmp_path, names):
+    path = tmp_path / "d.npz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # zipfile warns about the duplicate name, and writes it
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr(names[0], _npy_of(np.array([np.nan], np.float32)))
+            z.writestr(names[1], _npy_of(np.ones(2, np.float32)))
+            z.writestr("b.npy", _npy_of(np.ones(3)))
+    report = scan([path])
+    assert any("2 members are named 'a'" in p.reason for p in report.problems), _reasons(report)
+    # both members are unchecked, each its own result
+    assert [t.status for t in report.tensors if t.name == "a"] == ["unchecked"] * 2
+    assert [t.status for t in engine.plan([path]) if t.name == "a"] == ["unchecked"] * 2
+    assert _result(report, "b").status == "checked"
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+# 4. .npz: CRC-32 of members
+
+
+def _stored_member_bytes(path, member):
+    """(start, end) of the stored bytes of `member` in the zip at `path`."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(member)
+    raw = path.read_bytes()
+    n, m = struct.unpack_from("<HH", raw, info.header_offset + 26)
+    start = info.header_offset + 30 + n + m
+    return start, start + info.compress_size
+
+
+@pytest.mark.parametrize("where", ["data", "header", "last byte"])
+def test_npz_stored_member_with_a_wrong_crc_is_unchecked(tmp_path, where):
+    path = tmp_path / "s.npz"
+    np.savez(path, x=np.ones(64, "<f4"), y=np.ones(3))
+    start, end = _stored_member_bytes(path, "x.npy")
+    raw = bytearray(path.read_bytes())
+    data_at = raw.index(b"\n", start) + 1
+    if where == "header":   # a padding space made a tab: the header still parses the same
+        at = raw.index(b" \n", start)
+        raw[at] = ord("\t")
+    else:                   # 1.0 becomes 1.0000001: still finite
+        raw[data_at if where == "data" else end - 4] ^= 1
+    path.write_bytes(bytes(raw))
+    for task_bytes in (engine.TASK_BYTES, 16):   # a CRC-checked member is never split
+        report = scan([path], task_bytes=task_bytes, chunk_bytes=32)
+        x = _result(report, "x")
+        assert x.status == "unchecked" and "member x.npy: CRC-32 mismatch" in x.reason
+        assert _result(report, "y").status == "checked"
+        assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_stored_member_task_stays_whole(tmp_path):
+    from fpclass.scan.tasks import STORED
+    np.savez(tmp_path / "s.npz", x=np.ones(1000, "<f4"))
+    tasks = [t for t in engine.plan([tmp_path / "s.npz"], task_bytes=64) if t.name == "x"]
+    assert [(t.storage, t.count) for t in tasks] == [(STORED, -1)]
+
+
+def test_npz_deflate_member_with_a_wrong_crc_is_unchecked(tmp_path):
+    path = tmp_path / "c.npz"
+    np.savez_compressed(path, x=np.ones(64, "<f4"))
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("x.npy")
+    raw = bytearray(path.read_bytes())
+    crc = struct.pack("<I", info.CRC)
+    bad = struct.pack("<I", info.CRC ^ 1)
+    raw[info.header_offset:] = bytes(raw[info.header_offset:]).replace(crc, bad)  # both headers
+    path.write_bytes(bytes(raw))
+    report = scan([path])
+    assert "CRC-32" in _result(report, "x").reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_deflate_members_are_read_without_reopening_the_archive(tmp_path, monkeypatch):
+    # reopening parses the whole central directory per member: quadratic in the member count
+    arrays = {f"a{i}": np.full(5, i, np.float32) for i in range(20)}
+    arrays["a7"][3] = np.nan
+    np.savez_compressed(tmp_path / "c.npz", **arrays)
+    tasks = engine.plan([tmp_path / "c.npz"])
+    opened = []
+    real = zipfile.ZipFile
+
+    def counting(*args, **kwargs):
+        opened.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zipfile, "ZipFile", counting)
+    results, _ = engine.execute(tasks, threads=1)
+    report = engine.assemble(tasks, results)
+    assert not opened
+    assert [(t.name, t.nan) for t in report.tensors if t.nan] == [("a7", 1)]
+    assert len(report.checked) == 20
+
+
+# 5. ONNX: initializers of training_info graphs
+
+
+def test_onnx_training_info_initializers_are_read(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph([], "g", [], [], initializer=[
+        numpy_helper.from_array(np.ones(2, np.float32), "W")])
+    model = helper.make_model(graph)
+    info = model.training_info.add()
+    info.initialization.CopyFrom(helper.make_graph([], "init", [], [], initializer=[
+        numpy_helper.from_array(np.array([1, np.nan], np.float32), "I")]))
+    constant = helper.make_node("Constant", [], ["K"], name="k", value=numpy_helper.from_array(
+        np.array([-np.inf], np.float64), "K"))
+    info.algorithm.CopyFrom(helper.make_graph(
+        [constant], "algo", [], [helper.make_tensor_value_info("K", TensorProto.DOUBLE, [1])],
+        initializer=[numpy_helper.from_array(np.array([np.inf], np.float16), "A")]))
+    onnx.save_model(model, str(tmp_path / "t.onnx"))
+    report = scan([tmp_path / "t.onnx"])
+    found = {t.name: (t.nan, t.posinf, t.neginf) for t in report.tensors}
+    assert found == {"W": (0, 0, 0), "I": (1, 0, 0), "A": (0, 1, 0), "K": (0, 0, 1)}
+    assert report.exit_code == ExitCode.FOUND
+
+
+# 6. GGUF: block-quantized tensors need a dimension; empty ones are fine
+
+
+def _q8_0_block(scale):
+    return np.array([scale], "<f2").tobytes() + bytes(32)
+
+
+def test_gguf_quantized_tensor_without_dimensions_is_unchecked(tmp_path):
+    path = tmp_path / "q.gguf"
+    path.write_bytes(gguf_bytes([("q", 8, [], _q8_0_block(np.nan))]))
+    report = scan([path])
+    q = _result(report, "q")
+    assert q.status == "unchecked" and "at least one dimension" in q.reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("dims", [[32, 0], [0], [0, 5]])
+def test_gguf_quantized_tensor_with_a_zero_dimension_is_empty(tmp_path, dims):
+    path = tmp_path / "q.gguf"
+    path.write_bytes(gguf_bytes([("q", 8, dims, b""), ("t", 0, [1], b"\0" * 4)]))
+    report = scan([path])
+    q = _result(report, "q")
+    assert (q.status, q.values_checked, q.bytes_checked) == ("checked", 0, 0)
+    assert report.exit_code == ExitCode.CLEAN
+
+
+# 7. integer and bool tensors: the byte count is checked before "not applicable"
+
+
+def test_npy_integer_array_with_the_wrong_byte_count_is_unchecked(tmp_path):
+    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }"
+    (tmp_path / "i.npy").write_bytes(_npy(header, bytes(8)))
+    (tmp_path / "b.npy").write_bytes(_npy(header.replace("<i4", "|b1"), bytes(2)))
+    with zipfile.ZipFile(tmp_path / "s.npz", "w") as z:
+        z.writestr("i.npy", _npy(header, bytes(8)))
+    with zipfile.ZipFile(tmp_path / "c.npz", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("i.npy", _npy(header, bytes(8)))
+    for name in ("i.npy", "b.npy", "s.npz", "c.npz"):
+        report = scan([tmp_path / name])
+        assert [t.status for t in report.tensors] == ["unchecked"], name
+        assert "needs" in report.unchecked[0].reason, name
+        assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def _onnx_with(tmp_path, *tensors, name="m.onnx"):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper
+    model = helper.make_model(helper.make_graph([], "g", [], [], initializer=list(tensors)))
+    onnx.save_model(model, str(tmp_path / name))
+    return tmp_path / name
+
+
+def test_onnx_integer_tensors_with_the_wrong_data_size_are_unchecked(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    raw = TensorProto(name="raw", data_type=TensorProto.INT64, dims=[3], raw_data=bytes(16))
+    typed = TensorProto(name="typed", data_type=TensorProto.INT32, dims=[3], int32_data=[1, 2])
+    wide = TensorProto(name="wide", data_type=TensorProto.UINT64, dims=[2], uint64_data=[1, 2, 3])
+    boolean = TensorProto(name="bool", data_type=TensorProto.BOOL, dims=[4], raw_data=bytes(3))
+    nibbles = TensorProto(name="int4", data_type=TensorProto.INT4, dims=[5], raw_data=bytes(2))
+    external = TensorProto(name="ext", data_type=TensorProto.INT32, dims=[2],
+                           data_location=TensorProto.EXTERNAL)
+    external.external_data.add(key="location", value="missing.bin")
+    good = TensorProto(name="good", data_type=TensorProto.INT32, dims=[3], int32_data=[1, 2, 3])
+    path = _onnx_with(tmp_path, raw, typed, wide, boolean, nibbles, external, good)
+    report = scan([path])
+    status = {t.name: t.status for t in report.tensors}
+    assert status == {"raw": "unchecked", "typed": "unchecked", "wide": "unchecked",
+                      "bool": "unchecked", "int4": "unchecked", "ext": "unchecked",
+                      "good": "not_applicable"}, _reasons(report)
+    assert "raw_data holds 16 bytes" in _result(report, "raw").reason
+    assert "2 values" in _result(report, "typed").reason
+    assert "missing.bin" in _result(report, "ext").reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_onnx_packed_float4_with_the_wrong_data_size_is_unchecked(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    if not hasattr(TensorProto, "FLOAT4E2M1"):
+        pytest.skip("onnx without FLOAT4E2M1")
+    packed = TensorProto(name="P", data_type=TensorProto.FLOAT4E2M1, dims=[6], raw_data=b"\xff" * 2)
+    report = scan([_onnx_with(tmp_path, packed)])
+    assert _result(report, "P").status == "unchecked"
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_safetensors_and_gguf_integer_sizes_are_checked(tmp_path):
+    (tmp_path / "m.safetensors").write_bytes(safetensors_bytes({"i": ("I32", bytes(8), (3,))}))
+    (tmp_path / "m.gguf").write_bytes(gguf_bytes([("i", 26, [3], bytes(12))])[:-4])
+    for name in ("m.safetensors", "m.gguf"):
+        report = scan([tmp_path / name])
+        assert [t.status for t in report.tensors] == ["unchecked"], name
+
+
+# 8. GGUF: general.alignment must be a UINT32
+
+
+@pytest.mark.parametrize("vtype, name", [(5, "INT32"), (10, "UINT64"), (8, "STRING")])
+def test_gguf_alignment_of_another_type_is_refused(tmp_path, vtype, name):
+    path = tmp_path / "a.gguf"
+    path.write_bytes(gguf_bytes([("t", 0, [4], np.full(4, np.nan, "<f4").tobytes())],
+                                alignment_type=vtype))
+    report = scan([path])
+    [problem] = report.problems
+    assert "general.alignment" in problem.reason and name in problem.reason
+    assert "UINT32" in problem.reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_gguf_alignment_not_a_power_of_two_is_refused(tmp_path):
+    path = tmp_path / "a.gguf"
+    path.write_bytes(gguf_bytes([("t", 0, [4], bytes(16))], alignment=24))
+    assert "power of two" in scan([path]).problems[0].reason
+
+
+# 9. ONNX: external data reached through a symbolic link
+
+
+def _external_model(folder, location="w.data"):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+    (folder / os.path.dirname(location)).mkdir(parents=True, exist_ok=True)
+    w = numpy_helper.from_array(np.array([1, np.nan], np.float32), "W")
+    model = helper.make_model(helper.make_graph([], "g", [], [], initializer=[w]))
+    onnx.save_model(model, str(folder / "m.onnx"), save_as_external_data=True, location=location,
+                    size_threshold=0)
+    return folder / "m.onnx"
+
+
+def test_onnx_external_data_through_a_symlink_to_outside_is_refused(tmp_path):
+    model = _external_model(tmp_path / "model")
+    (tmp_path / "outside").mkdir()
+    os.rename(tmp_path / "model" / "w.data", tmp_path / "outside" / "w.data")
+    os.symlink(tmp_path / "outside" / "w.data", tmp_path / "model" / "w.data")
+    w = _result(scan([model]), "W")
+    assert w.status == "unchecked"
+    assert w.reason == "external data location 'w.data' resolves outside the model's directory"
+
+
+def test_onnx_external_data_in_a_symlinked_folder_outside_is_refused(tmp_path):
+    model = _external_model(tmp_path / "model", location="sub/w.data")
+    os.rename(tmp_path / "model" / "sub", tmp_path / "outside")
+    os.symlink(tmp_path / "outside", tmp_path / "model" / "sub")
+    w = _result(scan([model]), "W")
+    assert w.status == "unchecked" and "resolves outside the model's directory" in w.reason
+
+
+def test_onnx_external_data_through_a_symlink_inside_is_read(tmp_path):
+    model = _external_model(tmp_path / "model")
+    os.rename(tmp_path / "model" / "w.data", tmp_path / "model" / "real.data")
+    os.symlink("real.data", tmp_path / "model" / "w.data")
+    report = scan([model])
+    assert (_result(report, "W").status, _result(report, "W").nan) == ("checked", 1)
+    # a model reached through a symlinked folder reads data inside that folder
+    os.symlink(tmp_path / "model", tmp_path / "alias")
+    assert _result(scan([tmp_path / "alias" / "m.onnx"]), "W").nan == 1
+
+
+# 10. locations in tensors of more than 64 dimensions
+
+
+def test_nan_in_a_tensor_of_70_dimensions_is_located(tmp_path):
+    shape = (1,) * 69 + (2,)
+    data = np.array([1, np.nan], np.float32).tobytes()
+    (tmp_path / "m.safetensors").write_bytes(safetensors_bytes({"t": ("F32", data, shape)}))
+    report = scan([tmp_path / "m.safetensors"])
+    t = _result(report, "t")
+    assert (t.status, t.nan) == ("checked", 1)
+    assert [loc.index for loc in t.locations] == [(0,) * 69 + (1,)]
+    assert report.exit_code == ExitCode.FOUND
+
+
+# 11. complex locations: the element's index, then the part, in Fortran order too
+
+
+def _complex_truth(a, order):
+    """[(index + (part,), class)] of the non-finite parts of `a` in storage order: the elements
+    in `order`, the real part before the imaginary one."""
+    parts = np.stack([a.real, a.imag], axis=-1)
+    found = []
+    for *index, part in np.argwhere(~np.isfinite(parts)):
+        v = parts[tuple(index) + (part,)]
+        cls = "nan" if np.isnan(v) else ("posinf" if v > 0 else "neginf")
+        flat = np.ravel_multi_index(tuple(index), a.shape, order=order)
+        found.append((flat, int(part), tuple(int(i) for i in index) + (int(part),), cls))
+    return [(index, cls) for _, _, index, cls in sorted(found)]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("container", ["npy", "npz", "npz-deflate"])
+def test_complex_locations_name_the_element_then_the_part(tmp_path, order, container):
+    a = np.zeros((3, 4), np.complex128)
+    a[2, 1] = complex(0, np.nan)
+    a[0, 3] = complex(np.inf, 0)
+    a[1, 2] = complex(-np.inf, np.nan)
+    a[2, 3] = complex(np.nan, 1)
+    stored = np.asfortranarray(a) if order == "F" else a
+    if container == "npy":
+        path = tmp_path / "a.npy"
+        np.save(path, stored)
+    else:
+        path = tmp_path / "a.npz"
+        (np.savez if container == "npz" else np.savez_compressed)(path, a=stored)
+    report = scan([path], max_locations=100, chunk_bytes=16)
+    [t] = report.tensors
+    expected = _complex_truth(a, order)
+    assert [(loc.index, loc.cls) for loc in t.locations] == expected
+    assert ((2, 1, 1), "nan") in expected
+    assert (t.nan, t.posinf, t.neginf) == (3, 1, 1)
+
+
+# Also found on the way: tensors that were never read or misread
+
+
+def test_onnx_function_attribute_defaults_are_read(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+    default = helper.make_attribute("value", numpy_helper.from_array(
+        np.array([np.nan], np.float32), "D"))
+    function = helper.make_function("custom", "F", ["x"], ["y"], [helper.make_node(
+        "Identity", ["x"], ["y"])], [helper.make_opsetid("", 17)])
+    function.attribute_proto.append(default)
+    model = helper.make_model(helper.make_graph([], "g", [], []), functions=[function],
+                              opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid("custom", 1)])
+    onnx.save_model(model, str(tmp_path / "f.onnx"))
+    report = scan([tmp_path / "f.onnx"])
+    assert [(t.name, t.nan) for t in report.tensors] == [("D", 1)]
+    assert report.exit_code == ExitCode.FOUND
+
+
+def test_onnx_external_data_that_is_not_a_regular_file_is_refused(tmp_path):
+    model = _external_model(tmp_path / "model")
+    os.remove(tmp_path / "model" / "w.data")
+    os.mkdir(tmp_path / "model" / "w.data")
+    w = _result(scan([model]), "W")
+    assert w.status == "unchecked" and "not a regular file" in w.reason
+
+
+def test_npz_member_whose_local_header_names_another_file_is_a_problem(tmp_path):
+    path = tmp_path / "n.npz"
+    np.savez(path, a=np.array([np.nan]))
+    raw = path.read_bytes()
+    local = raw.index(b"PK\x03\x04")
+    path.write_bytes(raw[:local + 30] + b"b" + raw[local + 31:])   # the local name: b.npy
+    report = scan([path])
+    assert "local file header names 'b.npy'" in _reasons(report)
+    assert not report.tensors and report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_gguf_alignment_given_twice_is_refused(tmp_path):
+    data = gguf_bytes([("t", 0, [4], bytes(16))])
+    entry = data.index(b"\x11\x00\x00\x00\x00\x00\x00\x00general.alignment")
+    entry = data[entry:entry + 8 + 17 + 4 + 4]
+    doubled = data[:24] + entry + data[24:]
+    doubled = doubled[:16] + struct.pack("<Q", 3) + doubled[24:]   # three metadata entries
+    (tmp_path / "a.gguf").write_bytes(doubled)
+    assert "appears twice" in scan([tmp_path / "a.gguf"]).problems[0].reason
+
+
+# Headers claiming more than the scan should grind through
+
+
+def test_headers_declaring_more_tensors_than_the_limit_are_refused(tmp_path, monkeypatch):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from fpclass.scan.readers import layout
+    monkeypatch.setattr(layout, "MAX_TENSORS", 3)
+    (tmp_path / "m.safetensors").write_bytes(safetensors_bytes(
+        {f"t{i}": ("F32", bytes(4), (1,)) for i in range(5)}))
+    (tmp_path / "m.gguf").write_bytes(gguf_bytes([(f"t{i}", 0, [1], bytes(4)) for i in range(5)]))
+    np.savez(tmp_path / "m.npz", **{f"t{i}": np.ones(1) for i in range(5)})
+    tensors = [helper.make_tensor(f"t{i}", TensorProto.FLOAT, [1], [1.0]) for i in range(5)]
+    _onnx_with(tmp_path, *tensors)
+    report = scan([tmp_path])
+    assert sorted(os.path.basename(p.path) for p in report.problems
+                  if "over the limit of 3" in p.reason) == [
+        "m.gguf", "m.npz", "m.onnx", "m.safetensors"]
+    assert not report.tensors
+
+
+def test_gguf_claiming_more_tensors_than_its_bytes_hold_is_refused(tmp_path):
+    data = bytearray(gguf_bytes([("t", 0, [4], bytes(16))]))
+    data[8:16] = struct.pack("<Q", 1 << 40)
+    (tmp_path / "m.gguf").write_bytes(bytes(data))
+    assert "more than a" in scan([tmp_path / "m.gguf"]).problems[0].reason
+
+
+# The fast paths agree with the general ones
+
+
+JSON_DOCUMENTS = [
+    '{}', ' { } ', '{"a": 1}', '{"a": {"b": [1, 2]}, "c": "x"}  ', '{"a": 1,}', '{"a" 1}',
+    '{"a": 1 "b": 2}', '{"a": 1}}', '{"a": 1} x', '', 'x', '{', '{"a":', '{"a": NaN}',
+    '{"a\\u0041": 1}', '{"\x01": 1}', ' {"a":1}\n\t ', '{"a":1 , "b" :2 }', '{"a":1,',
+    '{"t":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"u":{"dtype":"I8","shape":[],'
+    '"data_offsets":[24,25]}}', '{"t":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}}',
+    '{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]} , "u\\n":{"dtype":"F32","shape":[1],'
+    '"data_offsets":[4,8]}}',
+]
+
+
+@pytest.mark.parametrize("text", JSON_DOCUMENTS)
+def test_safetensors_header_members_are_what_json_reads(text):
+    from fpclass.scan.readers import ReaderError
+    from fpclass.scan.readers.safetensors import _members
+    try:
+        expected = json.loads(text)
+    except ValueError as e:
+        with pytest.raises(ReaderError, match="not valid JSON") as error:
+            dict(_members(text))
+        assert str(e) in str(error.value)
+        return
+    got = dict(_members(text))
+    assert got.keys() == expected.keys()
+    for name, value in got.items():
+        if isinstance(value, tuple):   # a tensor entry, read by the fast path
+            entry = expected[name]
+            value = {"dtype": value[0], "shape": list(value[1]), "data_offsets": list(value[2:])}
+            assert value == entry
+        elif value == value:           # NaN is not equal to itself
+            assert value == expected[name]
+
+
+def _npy_cases():
+    import ml_dtypes
+    for dtype in ["<f4", ">f8", "<c16", "|b1", "<i8", "|u1", "<U3", "|S2", "<M8[ns]", "|V2",
+                  ml_dtypes.bfloat16, [("a", "<f4"), ("b", "<i2")], ("<f4", (2,)), "O"]:
+        for shape in [(), (0,), (3,), (2, 0, 5), (4, 3)]:
+            for fortran in (False, True):
+                yield np.dtype(dtype), shape, fortran
+
+
+def test_npy_written_headers_read_as_numpy_reads_them():
+    from fpclass.scan.readers.npy import _parse_header
+    for dtype, shape, fortran in _npy_cases():
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                   "fortran_order": fortran, "shape": shape})
+        head = buf.getvalue()
+        f = io.BytesIO(head)
+        np.lib.format.read_magic(f)
+        expected = np.lib.format.read_array_header_1_0(f, max_header_size=10 ** 6)
+        got = _parse_header(head)
+        assert (got[0], got[1], got[2]) == (expected[2], expected[0], expected[1])
+
+
+@pytest.mark.parametrize("header", [
+    "{'shape': (3,), 'fortran_order': False, 'descr': '<f4'}",    # another key order
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (3, ), }",  # another spacing
+    "{'descr': '<f4','fortran_order':False,'shape':(3,)}",
+])
+def test_npy_headers_numpy_did_not_write_are_still_read(tmp_path, header):
+    (tmp_path / "a.npy").write_bytes(_npy(header, np.array([1, np.nan, 2], "<f4").tobytes()))
+    t = scan([tmp_path / "a.npy"]).tensors[0]
+    assert (t.shape, t.nan) == ((3,), 1)
+
+
+def test_ranges_find_what_a_byte_map_finds():
+    from fpclass.scan.readers.layout import Ranges
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        size = int(rng.integers(1, 40))
+        ranges = Ranges(size)
+        owner = [None] * size
+        overlapping = set()
+        spans = []
+        for i in range(int(rng.integers(0, 6))):
+            begin = int(rng.integers(0, size + 5))
+            end = begin + int(rng.integers(0, 10))
+            ranges.add(f"r{i}", begin, end)
+            spans.append((f"r{i}", begin, min(end, size)))
+        for name, begin, end in sorted(spans, key=lambda s: (s[1], s[2])):
+            for byte in range(begin, end):
+                if owner[byte] is not None:
+                    overlapping.add(name)
+                owner[byte] = name
+        gaps, start = [], None
+        for byte in range(size + 1):
+            free = byte < size and owner[byte] is None
+            if free and start is None:
+                start = byte
+            elif not free and start is not None:
+                gaps.append((start, byte))
+                start = None
+        assert ranges.uncovered() == gaps
+        assert {name for name, _ in ranges.overlaps()} == overlapping
+
+
+def test_tasks_stay_frozen_dataclasses():
+    import dataclasses
+    import pickle
+    from fpclass.scan.tasks import Task
+    t = Task("f", "n", "F32", (2,), source="f", nbytes=8, element="<f4", grid=(2,))
+    assert t == dataclasses.replace(t) and hash(t) == hash(dataclasses.replace(t))
+    assert pickle.loads(pickle.dumps(t)) == t
+    assert not hasattr(t, "__dict__")
+    assert dataclasses.replace(t, first=1).first == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.name = "m"
+    defaults = Task("f")
+    assert all(getattr(defaults, f.name) == f.default for f in dataclasses.fields(Task)
+               if f.default is not dataclasses.MISSING)
