@@ -1,0 +1,137 @@
+"""Benchmark a new user's first minute: fresh processes with an empty and a warm numba cache.
+
+    python benchmarks/bench_startup.py [--repeat 5]
+
+Each time is the best of --repeat new processes, started alternately with the floor they are
+compared with (`python -c "import numpy"`: no NumPy program starts faster on this machine):
+  scan, empty cache   `fpclass scan examples/` with NUMBA_CACHE_DIR pointing at an empty folder
+  scan, warm cache    the same with the cache left by an earlier run
+  first call          isnan / any_nonfinite / class_counts / first_nan on 100 bfloat16 values,
+                      empty cache, measured inside the process after `import fpclass`
+  10-element call     a warm call vs numpy's equivalent (best of many, in process)
+  large input         isnan / any_nonfinite / class_counts on 64 Mi bfloat16 values, warm cache,
+                      as % of the speed before the small-input path (measured in benchmarks/
+                      bench_core.py and bench_queries; quoted here from the same run of run_all)
+Targets (issue 15): scan empty <= 1.0 s, warm <= 0.4 s; first call <= 0.15 s beyond import;
+10-element call <= 2x numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FIRST_CALLS = r"""
+import sys, time
+import numpy as np, ml_dtypes
+t = time.perf_counter()
+import fpclass
+imported = time.perf_counter()
+x = np.linspace(-2, 2, 100).astype(ml_dtypes.bfloat16)
+x[7] = np.nan
+out = []
+for name in ("isnan", "any_nonfinite", "class_counts", "first_nan"):
+    t0 = time.perf_counter()
+    getattr(fpclass, name)(x)
+    out.append(time.perf_counter() - t0)
+print(imported - t, *out, "numba" in sys.modules)
+"""
+
+
+def run(argv, env=None) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=ROOT)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{argv} failed: {proc.stderr[-800:]}")
+    return elapsed
+
+
+def env_with_cache(cache: str) -> dict:
+    return {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONDONTWRITEBYTECODE": "0"}
+
+
+def startup(repeat: int) -> list:
+    py = sys.executable
+    floor, scan_cold, scan_warm = [], [], []
+    warm_cache = tempfile.mkdtemp(prefix="fpclass-numba-warm-")
+    run([py, "-m", "fpclass", "scan", "examples"], env_with_cache(warm_cache))
+    for _ in range(repeat):
+        floor.append(run([py, "-c", "import numpy"]))
+        with tempfile.TemporaryDirectory(prefix="fpclass-numba-empty-") as empty:
+            scan_cold.append(run([py, "-m", "fpclass", "scan", "examples"], env_with_cache(empty)))
+        scan_warm.append(run([py, "-m", "fpclass", "scan", "examples"], env_with_cache(warm_cache)))
+    return [("python -c 'import numpy' (the floor)", min(floor), None),
+            ("fpclass scan examples/, empty numba cache", min(scan_cold), 1.0),
+            ("fpclass scan examples/, warm numba cache", min(scan_warm), 0.4)]
+
+
+def first_calls(repeat: int) -> list:
+    best = None
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="fpclass-numba-empty-") as empty:
+            proc = subprocess.run([sys.executable, "-c", FIRST_CALLS], env=env_with_cache(empty),
+                                  capture_output=True, text=True, cwd=ROOT, check=True)
+        values = proc.stdout.split()
+        times = [float(v) for v in values[:5]]
+        best = times if best is None else [min(a, b) for a, b in zip(best, times)]
+        numba_loaded = values[5]
+    names = ["import fpclass", "first isnan", "first any_nonfinite", "first class_counts",
+             "first first_nan"]
+    return [(f"{n} (100 bf16, empty cache)", t, None if i == 0 else 0.15)
+            for i, (n, t) in enumerate(zip(names, best))] + [("numba imported", numba_loaded, None)]
+
+
+def small_calls() -> list:
+    import numpy as np
+    import fpclass
+    from common import best_time
+    x = np.linspace(-1, 1, 10)
+    x[3] = np.nan
+    pairs = [("isnan", lambda: fpclass.isnan(x), lambda: np.isnan(x)),
+             ("any_nan", lambda: fpclass.any_nan(x), lambda: np.isnan(x).any()),
+             ("count_nan", lambda: fpclass.count_nan(x), lambda: np.count_nonzero(np.isnan(x))),
+             ("all_finite", lambda: fpclass.all_finite(x), lambda: np.isfinite(x).all()),
+             ("first_nan", lambda: fpclass.first_nan(x), lambda: np.argwhere(np.isnan(x))[:1])]
+    rows = []
+    for name, ours, theirs in pairs:
+        def many(f):
+            return lambda: [f() for _ in range(1000)]
+        t_ours = best_time(many(ours), repeat=7) / 1000
+        t_np = best_time(many(theirs), repeat=7) / 1000
+        rows.append((name, t_ours, t_np))
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import table
+
+    print("### Start-up (new processes; best of", args.repeat, "each)\n")
+    rows = []
+    for name, t, target in startup(args.repeat) + first_calls(args.repeat):
+        if isinstance(t, str):
+            rows.append([name, t, ""])
+            continue
+        ok = "" if target is None else ("met" if t <= target else "MISSED")
+        rows.append([name, f"{t * 1000:.0f} ms", f"<= {target * 1000:.0f} ms {ok}" if target else ""])
+    print(table(["what", "time", "target"], rows))
+    print("\n### A 10-element call, warm (in process, best of 7 x 1000 calls)\n")
+    rows = [[name, f"{ours * 1e6:.2f} us", f"{np_t * 1e6:.2f} us", f"{ours / np_t:.2f}x",
+             "met" if ours <= 2 * np_t else "MISSED"] for name, ours, np_t in small_calls()]
+    print(table(["call", "fpclass", "numpy equivalent", "fpclass / numpy", "<= 2x"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
