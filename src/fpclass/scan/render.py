@@ -69,14 +69,15 @@ def summary_line(report: ScanReport) -> str:
 def plain_lines(report: ScanReport):
     """Yield one line per tensor with findings, per unchecked tensor, per problem, per skipped
     file, then the summary. Names are escaped (`printable`), so each item is one line."""
+    def head(t):
+        return f"{printable(t.file)}: {_name(t)}: {printable(t.dtype)}{_shape(t)}"
     for t in report.tensors:
-        head = f"{printable(t.file)}: {_name(t)}: {printable(t.dtype)}{_shape(t)}"
         if t.nonfinite:
             missing = f" missing={t.missing}" if t.missing else ""
-            yield (f"found: {head}: nan={t.nan} posinf={t.posinf} neginf={t.neginf}{missing} "
+            yield (f"found: {head(t)}: nan={t.nan} posinf={t.posinf} neginf={t.neginf}{missing} "
                    f"of {t.elements}: at {_locations(t)}")
         elif t.status == "unchecked":
-            yield f"unchecked: {head}: {printable(t.reason)}"
+            yield f"unchecked: {head(t)}: {printable(t.reason)}"
     for p in report.problems:
         yield f"problem: {printable(p.path)}: {printable(p.reason)}"
     for p in report.skipped:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .exitcodes import ExitCode
@@ -151,7 +152,8 @@ class ScanReport:
     @property
     def failing(self) -> list:
         """Tensors holding a value of a class named by fail_on."""
-        return [t for t in self.tensors if any(t.counts()[c] for c in self.fail_on)]
+        classes = [c for c in CLASSES if c in self.fail_on]
+        return [t for t in self.with_findings if any(getattr(t, c) for c in classes)]
 
     @property
     def bytes_checked(self) -> int:
@@ -163,7 +165,8 @@ class ScanReport:
             return ExitCode.INTERRUPTED
         if self.failing:
             return ExitCode.FOUND
-        if self.problems or self.unchecked or not self.read_any:
+        if self.problems or not self.read_any or any(
+                t.status == UNCHECKED for t in self.tensors):
             return ExitCode.INCONCLUSIVE
         return ExitCode.CLEAN
 
@@ -180,10 +183,11 @@ class ScanReport:
                 ExitCode.INTERRUPTED: "interrupted"}[self.exit_code]
 
     def summary(self) -> dict:
+        status = Counter(t.status for t in self.tensors)
         return {
             "files": len(self.files), "tensors": len(self.tensors),
-            "checked": len(self.checked), "not_applicable": len(self.not_applicable),
-            "unchecked": len(self.unchecked), "problems": len(self.problems),
+            "checked": status[CHECKED], "not_applicable": status[NOT_APPLICABLE],
+            "unchecked": status[UNCHECKED], "problems": len(self.problems),
             "skipped": len(self.skipped),
             "tensors_with_findings": len(self.with_findings),
             "nan": sum(t.nan for t in self.tensors),
