@@ -1,0 +1,23 @@
+"""A new user's first minute: answers before any compile, the same answers as the kernels."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_first_scan_with_an_empty_numba_cache_needs_no_compile(tmp_path):
+    code = ("import sys\n"
+            "from fpclass.scan import scan\n"
+            "r = scan(['examples'])\n"
+            "nan = {t.name: t.nan for t in r.tensors if t.nan}\n"
+            "print(int(r.exit_code), sorted(nan.items()), 'numba' in sys.modules)")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == (
+        "1 [('blk.0.attn_q.weight', 1), ('layer.0.weight', 1), ('state.0.exp_avg', 1)] False")
+    cache = tmp_path / "empty-cache"
+    assert not cache.exists() or not os.listdir(cache)   # nothing was compiled
