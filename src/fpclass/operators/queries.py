@@ -13,7 +13,8 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..formats import Kind, Query
-from .elementwise import _BY_VALUE, _dask, _inf_query, launcher
+from .elementwise import (_BY_VALUE, _FAST_BOTH_SIGNS, _FAST_FINITE, _FAST_NAN, _dask, _inf_query,
+                          launcher)
 from .inputs import as_source
 
 
@@ -23,10 +24,28 @@ def _lazy_on_dask(query):
 
     @functools.wraps(query)
     def answer(x, *args, **kwargs):
-        if (lazy := _dask(name, x, *args, **kwargs)) is not NotImplemented:
+        if type(x) is not np.ndarray and (lazy := _dask(name, x, *args, **kwargs)) is not \
+                NotImplemented:
             return lazy
         return query(x, *args, **kwargs)
     return answer
+
+
+def _small(fast, x, axis, keepdims):
+    """The answer mask of a small plain ndarray for a whole-array query, or None."""
+    return fast.hits(x) if axis is None and not keepdims else None
+
+
+def _first_of(hit, found: bool):
+    """The N-d index of the first element of `hit` equal to `found`, or None."""
+    if hit.size == 0:
+        return None
+    flat = int(hit.argmax() if found else hit.argmin())
+    if bool(hit.flat[flat]) is not found:
+        return None
+    if hit.ndim <= 1:
+        return (flat,) if hit.ndim else ()
+    return tuple(int(i) for i in np.unravel_index(flat, hit.shape))
 
 
 def _count(x, query: Query | None, axis, keepdims) -> np.ndarray | np.int64:
@@ -112,24 +131,33 @@ def _locate(x, query, limit):
 def any_nan(x, axis=None, keepdims=False):
     """Same as numpy's isnan(x).any(axis, keepdims=keepdims), in one pass that stops at the first
     NaN. Empty input gives False."""
+    if (hit := _small(_FAST_NAN, x, axis, keepdims)) is not None:
+        return hit.any()
     return _any(x, Query.NAN, axis, keepdims)
 
 
 @_lazy_on_dask
 def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as isinf(x, detect_negative=..., detect_positive=...).any(axis), without the mask."""
+    if detect_negative is True and detect_positive is True and \
+            (hit := _small(_FAST_BOTH_SIGNS, x, axis, keepdims)) is not None:
+        return hit.any()
     return _any(x, _inf_query(x, "any_inf", detect_negative, detect_positive), axis, keepdims)
 
 
 @_lazy_on_dask
 def any_nonfinite(x, axis=None, keepdims=False):
     """Same as (~isfinite(x)).any(axis): is there a NaN or an Inf? Empty input gives False."""
+    if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
+        return ~finite.all()
     return _any(x, Query.NONFINITE, axis, keepdims)
 
 
 @_lazy_on_dask
 def all_finite(x, axis=None, keepdims=False):
     """Same as isfinite(x).all(axis): no NaN and no Inf. Empty input gives True."""
+    if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
+        return finite.all()
     return ~_any(x, Query.NONFINITE, axis, keepdims)
 
 
@@ -138,6 +166,8 @@ def all_finite(x, axis=None, keepdims=False):
 @_lazy_on_dask
 def count_nan(x, axis=None, keepdims=False):
     """Same as count_nonzero(isnan(x), axis): int64 counts. Empty input gives 0."""
+    if (hit := _small(_FAST_NAN, x, axis, keepdims)) is not None:
+        return np.int64(np.count_nonzero(hit))
     return _count(x, Query.NAN, axis, keepdims)
 
 
@@ -150,6 +180,8 @@ def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_posi
 @_lazy_on_dask
 def count_nonfinite(x, axis=None, keepdims=False):
     """Same as count_nonzero(~isfinite(x), axis)."""
+    if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
+        return np.int64(finite.size - np.count_nonzero(finite))
     return _count(x, Query.NONFINITE, axis, keepdims)
 
 
@@ -237,6 +269,8 @@ def _class_counts_by_value(a) -> ClassCounts:
 @_lazy_on_dask
 def first_nan(x):
     """The N-d index (a tuple) of the first NaN in C order, or None. Stops at the first hit."""
+    if (hit := _small(_FAST_NAN, x, None, False)) is not None:
+        return _first_of(hit, True)
     return _first(x, Query.NAN)
 
 
@@ -249,6 +283,8 @@ def first_inf(x, *, detect_negative=True, detect_positive=True):
 @_lazy_on_dask
 def first_nonfinite(x):
     """The N-d index of the first NaN or Inf in C order, or None."""
+    if (finite := _small(_FAST_FINITE, x, None, False)) is not None:
+        return _first_of(finite, False)
     return _first(x, Query.NONFINITE)
 
 

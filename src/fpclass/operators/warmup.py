@@ -1,0 +1,42 @@
+"""Compile every numba kernel fpclass uses, ahead of time, into numba's on-disk cache: for images
+and CI caches, so that no later process pays a compile (`fpclass warmup`)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..kernels import numpy_bits
+
+#: One dtype per kernel specialisation: the word widths (1, 2, 4, 8 bytes), complex (two words an
+#: element) and a byte-swapped input.
+_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "complex64",
+           "complex128", ">f4")
+
+
+def compile_kernels() -> float:
+    """Run every operator and query through the numba kernels once per word width, serially and
+    threaded, so that each specialisation is compiled (or loaded) and cached. Returns the seconds
+    it took. Not to be called while other threads use fpclass (it lowers the small-input and
+    threading thresholds for its duration)."""
+    import ml_dtypes
+    from ..kernels import launch
+    from . import elementwise as ops, queries as q
+
+    start = time.perf_counter()
+    small, parallel = numpy_bits.SMALL_BYTES, launch.PARALLEL_MIN
+    numpy_bits.SMALL_BYTES = -1
+    try:
+        for threshold in (parallel, 0):  # serial kernels, then the threaded ones
+            launch.PARALLEL_MIN = threshold
+            for name in _DTYPES:
+                x = np.zeros((3, 64), getattr(ml_dtypes, name, name))
+                ops.isnan(x), ops.isinf(x), ops.isfinite(x), ops.isnan(x.T)
+                q.any_nan(x), q.first_nonfinite(x), q.locate_nan(x, 2)
+                q.count_nan(x), q.count_nonfinite(x, axis=1)
+                if x.dtype.kind != "c":
+                    ops.isposinf(x), q.class_counts(x)
+    finally:
+        numpy_bits.SMALL_BYTES, launch.PARALLEL_MIN = small, parallel
+    return time.perf_counter() - start
