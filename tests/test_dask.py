@@ -316,7 +316,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def _comparable(report) -> dict:
-    doc = report.to_json()
+    doc = report.to_dict()
     del doc["summary"]["seconds"], doc["summary"]["bytes_per_second"]
     return doc
 
