@@ -12,10 +12,12 @@ import argparse
 
 import ml_dtypes
 import numpy as np
-import openvino as ov
 
 import fpclass.openvino as fov
 from common import best_time
+from fpclass._optional import require
+
+ov = require("openvino", "openvino", "bench_openvino (the OpenVINO runtime it compares with)")
 
 FORMATS = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
 OPERATORS = {"IsInf": lambda b, x: b.is_inf(x), "IsFinite": lambda b, x: b.is_finite(x),

@@ -316,7 +316,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def _comparable(report) -> dict:
-    doc = report.to_json()
+    doc = report.to_dict()
     del doc["summary"]["seconds"], doc["summary"]["bytes_per_second"]
     return doc
 
@@ -567,4 +567,4 @@ def test_without_dask_fpclass_works_and_entry_points_name_the_extra():
             "try:\n    fpclass.dask.isnan(None)\nexcept ImportError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "pip install fpclass[dask]" in done.stdout
+    assert "install fpclass[dask] (pip install '.[dask]' from a clone)" in done.stdout

@@ -202,17 +202,19 @@ def test_formats_are_detected_by_content(tmp_path):
     assert not report.problems and not report.unchecked
 
 
-def test_streamed_json_is_the_to_json_document(files, tmp_path):
+def test_to_json_is_the_streamed_text_and_to_dict_the_document(files, tmp_path):
     from fpclass.scan import scan
     (tmp_path / "notes.txt").write_text("no tensors here")
     report = scan([*files, tmp_path / "notes.txt", tmp_path, os.path.join(ROOT, "examples")])
     out = io.StringIO()
     report.write_json(out)
-    assert json.loads(out.getvalue()) == json.loads(json.dumps(report.to_json()))
+    assert report.to_json() == out.getvalue()
+    assert json.loads(report.to_json()) == json.loads(json.dumps(report.to_dict()))
+    check_schema(report.to_dict())
     assert report.tensors and report.problems and report.skipped
     for key in ("tensors", "problems", "skipped"):   # one item per line
         assert len(out.getvalue().split(f'"{key}": [')[1].split("\n  ]")[0].splitlines()) == \
-            len(report.to_json()[key]) + 1
+            len(report.to_dict()[key]) + 1
 
 
 def test_no_workers_timeout_reaches_the_distributed_executor(files, monkeypatch):

@@ -1,14 +1,20 @@
 """The `fpclass` command line: `fpclass scan PATH...`. A thin layer over fpclass.scan; output
-streams are injected so tests run it in process."""
+streams and the environment are injected so tests run it in process."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
+import os
 import sys
 
+from . import __version__
 from .scan.exitcodes import ExitCode
+from .scan.render import printable
+
+#: The options accepted both before and after the subcommand, and their defaults.
+GLOBAL_DEFAULTS = {"quiet": False, "color": "auto", "output": None, "traceback": False}
+COLOR_MODES = ("auto", "always", "never")
 
 
 class _Exit(Exception):
@@ -25,19 +31,42 @@ class _Parser(argparse.ArgumentParser):
 
     def _print_message(self, message, file=None):
         if message:
-            (self._out if file is sys.stdout else self._err).write(message)
+            # argparse names sys.stdout (help, --version) or sys.stderr (usage errors)
+            (self._err if file is sys.stderr or file is self._err else self._out).write(message)
 
     def exit(self, status=0, message=None):
         if message:
-            self._err.write(message)
+            # the message quotes what was typed: escaped, so it cannot move the cursor or recolor
+            self._err.write("\n".join(map(printable, message.split("\n"))))
         raise _Exit(status)
 
 
+def _global_options() -> argparse.ArgumentParser:
+    """The parent parser of the options that go before or after the subcommand. Their defaults are
+    SUPPRESS, so a side where an option is absent does not overwrite the other side's value (the
+    subcommand's side wins when both give it); main() fills in GLOBAL_DEFAULTS."""
+    options = argparse.ArgumentParser(add_help=False)
+    suppress = argparse.SUPPRESS
+    options.add_argument("-q", "--quiet", action="store_true", default=suppress,
+                         help="no progress bar and no summary line")
+    options.add_argument("--color", choices=COLOR_MODES, default=suppress,
+                         help="color the output: auto (the default: on a terminal, unless the "
+                         "NO_COLOR environment variable is set and not empty), always, never")
+    options.add_argument("--output", metavar="FILE", default=suppress,
+                         help="also write the JSON report to FILE (stdout keeps the table or the "
+                         "plain lines)")
+    options.add_argument("--traceback", action="store_true", default=suppress,
+                         help="show internal errors with their traceback")
+    return options
+
+
 def _parser(out, err) -> _Parser:
-    parser = _Parser(prog="fpclass", out=out, err=err,
+    common = _global_options()
+    parser = _Parser(prog="fpclass", out=out, err=err, parents=[common],
                      description="Exact NaN / Inf classification for every floating-point format.")
+    parser.add_argument("--version", action="version", version=f"fpclass {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    scan = sub.add_parser("scan", out=out, err=err,
+    scan = sub.add_parser("scan", out=out, err=err, parents=[common],
                           help="check checkpoints and array files for NaN and Inf",
                           description="Check every tensor of safetensors, npy/npz, ONNX and GGUF "
                           "files (directories recursively) for NaN and Inf. Exit codes: 0 clean, "
@@ -59,10 +88,6 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                       help="in directories, skip files and directories whose name or path below "
                       "the directory matches GLOB (repeatable)")
-    scan.add_argument("--quiet", action="store_true",
-                      help="no progress bar and no summary line")
-    scan.add_argument("--traceback", action="store_true",
-                      help="show internal errors with their traceback")
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
                            "workers read the files from a shared filesystem. Needs fpclass[dask].")
@@ -79,32 +104,51 @@ def _is_terminal(stream) -> bool:
         return False
 
 
-def main(argv=None, *, stdout=None, stderr=None) -> int:
-    """Run the command line with `argv` (default sys.argv[1:]); returns the exit code."""
+def _color(mode: str, stream, env) -> bool:
+    """Whether to write color to `stream`: always and never decide; auto colors a terminal unless
+    NO_COLOR is set and not empty (https://no-color.org)."""
+    if mode != "auto":
+        return mode == "always"
+    return _is_terminal(stream) and env.get("NO_COLOR", "") == ""
+
+
+def _error(err, message: str) -> None:
+    """One line on stderr; names in `message` are escaped (`printable`)."""
+    err.write(printable(message) + "\n")
+
+
+def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
+    """Run the command line with `argv` (default sys.argv[1:]) and the environment `env` (default
+    os.environ); returns the exit code."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
+    env = os.environ if env is None else env
     parser = _parser(out, err)
     try:
         args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     except _Exit as e:
         return e.code
+    for name, default in GLOBAL_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
     if args.command != "scan":
         parser.print_help(out)
         return ExitCode.INCONCLUSIVE
     try:
-        return _scan(args, out, err)
+        return _scan(args, out, err, env)
     except KeyboardInterrupt:
         err.write("fpclass: interrupted\n")
         return ExitCode.INTERRUPTED
     except Exception as e:
         if args.traceback:
             raise
-        err.write(f"fpclass: error: {type(e).__name__}: {e} (run with --traceback for details)\n")
+        _error(err, f"fpclass: error: {type(e).__name__}: {e} (run with --traceback for details)")
         return ExitCode.INCONCLUSIVE
 
 
-def _scan(args, out, err) -> int:
+def _scan(args, out, err, env) -> int:
     from .scan import engine
+    from .scan.render import rich_available
     from .scan.report import parse_fail_on
 
     try:
@@ -114,22 +158,30 @@ def _scan(args, out, err) -> int:
         if args.threads is not None and args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
     except ValueError as e:
-        err.write(f"fpclass scan: error: {e}\n")
+        _error(err, f"fpclass scan: error: {e}")
         return ExitCode.INCONCLUSIVE
+    if args.output is not None:
+        # Fail before a long scan, not after it. Append mode: nothing is truncated yet.
+        try:
+            open(args.output, "a").close()
+        except OSError as e:
+            _error(err, f"fpclass scan: error: --output {args.output}: cannot write: "
+                   f"{e.strerror or e}")
+            return ExitCode.INCONCLUSIVE
     execute_on = None
     if args.scheduler:
         try:
             from .dask import distributed
         except ImportError as e:
-            err.write(f"fpclass scan: error: {e}\n")
+            _error(err, f"fpclass scan: error: --scheduler: {e}")
             return ExitCode.INCONCLUSIVE
         timeout = {} if args.no_workers_timeout is None else {
             "no_workers_timeout": args.no_workers_timeout}
         execute_on = functools.partial(distributed.execute, scheduler=args.scheduler, **timeout)
     bar = None
-    if _is_terminal(err) and not args.quiet and not args.json:
+    if _is_terminal(err) and not args.quiet and not args.json and rich_available():
         from .scan.render import Progress
-        bar = Progress(err)
+        bar = Progress(err, color=_color(args.color, err, env))
     try:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
                              threads=args.threads, include=args.include, exclude=args.exclude,
@@ -137,26 +189,32 @@ def _scan(args, out, err) -> int:
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:
-        if args.traceback:
+        if args.traceback or not args.scheduler:
             raise
-        err.write(f"fpclass scan: error: cannot reach scheduler {args.scheduler}: {e}\n")
+        _error(err, f"fpclass scan: error: cannot reach scheduler {args.scheduler}: {e}")
         return ExitCode.INCONCLUSIVE
     finally:
         if bar is not None:
             bar.stop()
-    return _print(report, args, out)
+    if args.output is not None:
+        with open(args.output, "w", encoding="utf-8") as f:
+            report.write_json(f)
+    return _print(report, args, out, env)
 
 
-def _print(report, args, out) -> int:
-    """Write `report` as JSON, a rich table (terminal) or plain lines; return its exit code."""
+def _print(report, args, out, env) -> int:
+    """Write `report` as JSON, a rich table (a terminal, rich installed) or plain lines, colored
+    as --color and NO_COLOR say; return its exit code."""
+    from .scan import render
+
+    color = _color(args.color, out, env)
     if args.json:
         report.write_json(out)
-    elif _is_terminal(out):
-        from .scan.render import rich_table
-        rich_table(report, out)
+    elif _is_terminal(out) and render.rich_available():
+        render.rich_table(report, out, color=color)
     else:
-        from .scan.render import plain_lines
-        lines = list(plain_lines(report))
+        # Without rich (fpclass[cli]) a terminal gets the plain lines: complete, only less pretty.
+        lines = list((render.colored_lines if color else render.plain_lines)(report))
         for line in lines[:-1] if args.quiet else lines:
             out.write(line + "\n")
     return report.exit_code

@@ -8,7 +8,7 @@
     (1,)
 
 Importing this package does not import dask; calling an entry point without dask installed raises
-ImportError naming the extra (`pip install fpclass[dask]`). Inside dask's worker threads the
+ImportError naming the extra (fpclass[dask]). Inside dask's worker threads the
 kernels run single-threaded (see `fpclass.kernels.launch.parallel_ok`), so workers x threads never
 exceeds the cores.
 """
@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import importlib
 
-_INSTALL = "fpclass's dask support needs dask: pip install fpclass[dask]"
+from .._optional import require
 
 
 def _load(module: str):
-    try:
-        import dask.array  # noqa: F401  (the dependency check: our modules import it unguarded)
-    except ImportError as exc:
-        raise ImportError(_INSTALL) from exc
+    # the dependency check: our modules import dask.array unguarded
+    require("dask.array", "dask", "fpclass.dask")
     return importlib.import_module(f"{__name__}.{module}")
 
 

@@ -16,7 +16,10 @@ import numbers
 import time
 import uuid
 
-from distributed import Client, as_completed
+from .._optional import require
+
+require("distributed", "dask", "fpclass.dask.distributed")   # the extra installs dask[distributed]
+from distributed import Client, as_completed  # noqa: E402
 
 from ..scan import engine
 from ..scan.chunks import CHUNK_BYTES

@@ -1,8 +1,10 @@
-"""Human output of a ScanReport: plain lines (for pipes, stable and greppable) or a rich table
-(for terminals; rich is imported only here, only then)."""
+"""Human output of a ScanReport: plain lines (for pipes, stable and greppable), optionally
+colored, or a rich table (for terminals; rich, from fpclass[cli], is imported only here, only
+then)."""
 
 from __future__ import annotations
 
+from .._optional import require
 from .report import ScanReport, TensorResult
 
 
@@ -85,16 +87,57 @@ def plain_lines(report: ScanReport):
     yield summary_line(report)
 
 
-def rich_table(report: ScanReport, stream) -> None:
-    """Print a table of findings, unchecked tensors and problems, then the summary, with rich."""
-    from rich.console import Console
+#: ANSI SGR codes of colored plain lines: the tag of each line, the summary by its verdict.
+_TAG_COLORS = {"found": "31", "unchecked": "33", "problem": "33", "skipped": "2"}
+_VERDICT_COLORS = {"clean": "32", "found": "31"}   # inconclusive, interrupted: yellow
+
+
+def colored_lines(report: ScanReport):
+    """plain_lines with ANSI color on each line's tag and on the summary line; without the color
+    codes, the same text."""
+    for line in plain_lines(report):
+        tag, sep, rest = line.partition(": ")
+        if tag == "summary":
+            yield f"\x1b[{_VERDICT_COLORS.get(report.status, '33')}m{line}\x1b[0m"
+        else:
+            yield f"\x1b[{_TAG_COLORS[tag]}m{tag}\x1b[0m{sep}{rest}"
+
+
+def rich_available() -> bool:
+    """Whether rich (fpclass[cli]) can be imported: the table and the progress bar need it."""
+    try:
+        _rich_console()
+    except ImportError:
+        return False
+    return True
+
+
+def _rich_console():
+    return require("rich.console", "cli", "fpclass's terminal table")
+
+
+def _console(stream, color):
+    """A rich Console on `stream`: color True forces color (also off a terminal, and whatever
+    NO_COLOR says: the caller has decided), False writes no escape sequence, None lets rich
+    decide."""
+    Console = _rich_console().Console
+    if color is None:
+        return Console(file=stream)
+    if color:
+        return Console(file=stream, force_terminal=True, no_color=False)
+    return Console(file=stream, color_system=None)
+
+
+def rich_table(report: ScanReport, stream, color: bool | None = None) -> None:
+    """Print a table of findings, unchecked tensors and problems, then the summary, with rich,
+    colored as `color` says (see _console)."""
+    console = _console(stream, color)
     from rich.markup import escape
     from rich.table import Table
 
     def cell(text: str) -> str:
         return escape(printable(text))
 
-    console = Console(file=stream)
     rows = [t for t in report.tensors if t.nonfinite or t.status == "unchecked"]
     if rows or report.problems or report.skipped:
         table = Table(show_lines=False)
@@ -120,16 +163,16 @@ def rich_table(report: ScanReport, stream) -> None:
 
 
 class Progress:
-    """A transient rich progress bar of bytes on a terminal stream. `start(tasks)` shows it (the
-    total: the bytes the tasks read), `advance(task, result)` matches engine.execute's progress
-    callback, `stop()` removes it."""
+    """A transient rich progress bar of bytes on a terminal stream, colored as `color` says (see
+    _console). `start(tasks)` shows it (the total: the bytes the tasks read), `advance(task,
+    result)` matches engine.execute's progress callback, `stop()` removes it."""
 
-    def __init__(self, stream):
-        from rich.console import Console
+    def __init__(self, stream, color: bool | None = None):
+        console = _console(stream, color)
         from rich.progress import (BarColumn, DownloadColumn, Progress as Bar,
                                    TimeRemainingColumn, TransferSpeedColumn)
         self.bar = Bar("scanning", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                       TimeRemainingColumn(), console=Console(file=stream), transient=True)
+                       TimeRemainingColumn(), console=console, transient=True)
         self.id = None
 
     def start(self, tasks) -> None:

@@ -3,6 +3,7 @@ JSON document (schema "fpclass.scan/2", documented in docs/scan.md)."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections import Counter
@@ -47,7 +48,7 @@ class Location:
     cls: str
     field: str = ""
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         out = {"index": list(self.index), "class": self.cls}
         if self.field:
             out["field"] = self.field
@@ -86,11 +87,11 @@ class TensorResult:
         return {"nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
                 "missing": self.missing}
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"file": self.file, "name": self.name, "dtype": self.dtype,
                 "shape": list(self.shape), "elements": self.elements, "status": self.status,
                 "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
-                "missing": self.missing, "locations": [loc.to_json() for loc in self.locations],
+                "missing": self.missing, "locations": [loc.to_dict() for loc in self.locations],
                 "values_checked": self.values_checked, "bytes_checked": self.bytes_checked,
                 "reason": self.reason or None}
 
@@ -116,14 +117,14 @@ class Problem:
     path: str
     reason: str
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {"path": self.path, "reason": self.reason}
 
 
 @dataclass
 class ScanReport:
     """Everything a scan found. `exit_code` follows ExitCode; `to_json()` gives the documented
-    JSON document."""
+    JSON document as text, `to_dict()` as a dict, `write_json(stream)` streams it."""
 
     tensors: list = field(default_factory=list)
     problems: list = field(default_factory=list)
@@ -201,20 +202,26 @@ class ScanReport:
 
     def write_json(self, stream) -> None:
         """Write the JSON document to the text `stream`, indented, with one tensor, problem or
-        skipped file per line: the same document as to_json(), at a cost that stays linear and
-        small for reports of a million tensors."""
-        doc = self.to_json(items=False)
+        skipped file per line: the document of to_dict(), at a cost that stays linear and small
+        for reports of a million tensors."""
+        doc = self.to_dict(items=False)
         head = json.dumps(doc, indent=2)[:-2]  # without the closing "\n}"
         stream.write(head)
         for key, items in (("tensors", self.tensors), ("problems", self.problems),
                            ("skipped", self.skipped)):
             stream.write(f',\n  "{key}": [')
             for i, item in enumerate(items):
-                stream.write(("\n    " if i == 0 else ",\n    ") + json.dumps(item.to_json()))
+                stream.write(("\n    " if i == 0 else ",\n    ") + json.dumps(item.to_dict()))
             stream.write("\n  ]" if items else "]")
         stream.write("\n}\n")
 
-    def to_json(self, items: bool = True) -> dict:
+    def to_json(self) -> str:
+        """The JSON document as text, exactly what write_json writes."""
+        out = io.StringIO()
+        self.write_json(out)
+        return out.getvalue()
+
+    def to_dict(self, items: bool = True) -> dict:
         """The JSON document as a dict (without the tensor, problem and skipped lists unless
         `items`)."""
         from .. import __version__
@@ -227,9 +234,9 @@ class ScanReport:
             "files": [{"path": p, "format": f} for p, f in self.files],
         }
         if items:
-            doc["tensors"] = [t.to_json() for t in self.tensors]
-            doc["problems"] = [p.to_json() for p in self.problems]
-            doc["skipped"] = [p.to_json() for p in self.skipped]
+            doc["tensors"] = [t.to_dict() for t in self.tensors]
+            doc["problems"] = [p.to_dict() for p in self.problems]
+            doc["skipped"] = [p.to_dict() for p in self.skipped]
         return doc
 
 

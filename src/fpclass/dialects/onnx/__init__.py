@@ -7,8 +7,12 @@ them, on the fpclass core.
 - `NodeSemantics`: one node's checked semantics; `op_version`: what a version admits.
 - `to_array` / `from_array`: TensorProto <-> NumPy, bfloat16 and float8 bit for bit.
 
-Importing this module imports onnx; `import fpclass` does not.
+Importing this module imports onnx (fpclass[onnx]); `import fpclass` does not.
 """
+
+from ..._optional import require
+
+require("onnx", "onnx", "fpclass.onnx")   # before the modules below, whose bare imports would fail
 
 from .backend import Backend, BackendRep
 from .errors import NodeAttributeError, NodeTypeError, NodeVersionError, OnnxNodeError
