@@ -21,3 +21,17 @@ def test_first_scan_with_an_empty_numba_cache_needs_no_compile(tmp_path):
         "1 [('blk.0.attn_q.weight', 1), ('layer.0.weight', 1), ('state.0.exp_avg', 1)] False")
     cache = tmp_path / "empty-cache"
     assert not cache.exists() or not os.listdir(cache)   # nothing was compiled
+
+
+def test_warmup_fills_an_empty_numba_cache_once(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    run = [sys.executable, "-m", "fpclass", "warmup"]
+    first = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, env=env, timeout=1200)
+    assert first.returncode == 0, first.stderr
+    assert "every kernel compiled or loaded" in first.stdout
+    cached = sorted(p.name for p in (tmp_path / "cache").rglob("*.nbi"))
+    assert cached   # numba's index files: the kernels are in the cache
+    again = subprocess.run(run + ["-q"], capture_output=True, text=True, cwd=ROOT, env=env,
+                           timeout=600)
+    assert again.returncode == 0 and again.stdout == ""
+    assert sorted(p.name for p in (tmp_path / "cache").rglob("*.nbi")) == cached

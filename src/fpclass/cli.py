@@ -1,5 +1,6 @@
-"""The `fpclass` command line: `fpclass scan PATH...`. A thin layer over fpclass.scan; output
-streams and the environment are injected so tests run it in process."""
+"""The `fpclass` command line: `fpclass scan PATH...` and `fpclass warmup`. A thin layer over
+fpclass.scan and the kernels; output streams and the environment are injected so tests run it in
+process."""
 
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ def _parser(out, err) -> _Parser:
                           description="Check every tensor of safetensors, npy/npz, ONNX and GGUF "
                           "files (directories recursively) for NaN and Inf. Exit codes: 0 clean, "
                           "1 found, 2 inconclusive, 130 interrupted.")
+    sub.add_parser("warmup", out=out, err=err, parents=[common],
+                   help="compile every kernel into numba's on-disk cache (for images and CI)",
+                   description="Compile (or load) every numba kernel fpclass uses, so that no "
+                   "later process on this machine compiles: run it once when building an image, "
+                   "or cache NUMBA_CACHE_DIR between CI runs. Small inputs never need it.")
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     scan.add_argument("--json", action="store_true", help="print the report as JSON (schema "
                       "fpclass.scan/2, see docs/scan.md)")
@@ -131,10 +137,12 @@ def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
     for name, default in GLOBAL_DEFAULTS.items():
         if not hasattr(args, name):
             setattr(args, name, default)
-    if args.command != "scan":
+    if args.command not in ("scan", "warmup"):
         parser.print_help(out)
         return ExitCode.INCONCLUSIVE
     try:
+        if args.command == "warmup":
+            return _warmup(args, out)
         return _scan(args, out, err, env)
     except KeyboardInterrupt:
         err.write("fpclass: interrupted\n")
@@ -144,6 +152,14 @@ def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
             raise
         _error(err, f"fpclass: error: {type(e).__name__}: {e} (run with --traceback for details)")
         return ExitCode.INCONCLUSIVE
+
+
+def _warmup(args, out) -> int:
+    from .operators.warmup import compile_kernels
+    seconds = compile_kernels()
+    if not args.quiet:
+        out.write(f"fpclass: every kernel compiled or loaded from numba's cache in {seconds:.1f} s\n")
+    return 0
 
 
 def _scan(args, out, err, env) -> int:
