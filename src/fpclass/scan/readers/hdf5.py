@@ -452,7 +452,8 @@ def _unshuffle_loops(src, out, size, n):
 @functools.lru_cache(maxsize=None)
 def _unshuffle_kernel():
     import numba
-    return numba.njit(nogil=True, cache=True)(_unshuffle_loops)
+    from ...kernels.walk import JIT
+    return numba.njit(**JIT)(_unshuffle_loops)
 
 
 class _Window(io.RawIOBase):
