@@ -5,8 +5,6 @@ contiguous data and NetCDF classic variables, chunk after chunk for chunked data
 
 import io
 import itertools
-import math
-import os
 import re
 import struct
 import sys

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import math
 import os
-import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import ReaderError
 from .layout import float_task, marker, not_applicable, overlaps, unchecked
 from ..chunks import SourceError, _read_at
-from ..tasks import DATASET, RAW, STRIDED, Task, problem
+from ..tasks import DATASET, STRIDED, Task, problem
 
 NC_DIMENSION, NC_VARIABLE, NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
 #: nc_type -> (name, bytes per value, NumPy element of the floats or None).
@@ -230,7 +229,7 @@ def _variable(path, v, shape, is_rec, label, item, element, recsize, size, heade
     base = float_task(path, v.name, label, shape, element, source=path, offset=v.begin,
                       nbytes=n * item)
     if v.nan_blank:
-        base = _replace(base, missing=True)
+        base = replace(base, missing=True)
     if not is_rec or not n or shape[0] == 1 or recsize == n // shape[0] * item:
         return base, (v.begin, end)  # contiguous
     inner = []
@@ -239,16 +238,11 @@ def _variable(path, v, shape, is_rec, label, item, element, recsize, size, heade
         inner.insert(0, step)
         step *= d
     if recsize % item == 0:
-        return _replace(base, storage=STRIDED, strides=(recsize // item, *inner)), None
+        return replace(base, storage=STRIDED, strides=(recsize // item, *inner)), None
     # The records are not a whole number of values apart: read them here, a slab at a time.
     per = max(1, SLAB_BYTES // recsize)
-    return _replace(base, storage=DATASET, reader="netcdf3", blocks=-(-shape[0] // per),
+    return replace(base, storage=DATASET, reader="netcdf3", blocks=-(-shape[0] // per),
                     strides=(recsize, *[s * item for s in inner])), None
-
-
-def _replace(task: Task, **changes) -> Task:
-    from dataclasses import replace
-    return replace(task, **changes)
 
 
 def read_blocks(task: Task, chunk_bytes: int):
