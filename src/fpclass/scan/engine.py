@@ -94,7 +94,13 @@ def _plan_files(found, tasks, task_bytes, debug) -> None:
 
 
 def _split(task: Task, task_bytes: int) -> list:
-    """A RAW CHECK task cut into parts of about `task_bytes`."""
+    """A RAW CHECK task cut into parts of about `task_bytes`; a DATASET task into parts of
+    whole blocks (its reader's chunks) of about `task_bytes`."""
+    if task.status == CHECK and task.storage == DATASET and task.blocks > 1 \
+            and task.nbytes > task_bytes:
+        per = max(1, task.blocks * task_bytes // task.nbytes)
+        return [task.part(first, min(per, task.blocks - first))
+                for first in range(0, task.blocks, per)]
     if task.status != CHECK or task.storage != RAW or task.nbytes <= task_bytes or not task.grid:
         return [task]
     item = task.block_bytes or np_dtype(task.element).itemsize

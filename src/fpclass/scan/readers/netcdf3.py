@@ -1,0 +1,280 @@
+"""NetCDF classic files: CDF-1 (classic), CDF-2 (64-bit offset) and CDF-5 (64-bit data), read
+without a library.
+
+Layout (big-endian; docs.unidata.ucar.edu/netcdf-c/current/file_format_specifications.html):
+magic "CDF" + version, numrecs, then the lists of dimensions, global attributes and variables
+(name, dimension ids, attributes, type, vsize, begin). A non-record variable's values are
+contiguous at `begin`. Record variables (first dimension the unlimited one) are interleaved:
+record r holds every record variable's slab, in variable order, at begin_rec + r * recsize; each
+slab is padded to 4 bytes unless there is a single record variable. The header's vsize is not
+trusted (netCDF-C recomputes it from the shape too).
+
+Every count and length of the header is checked against the bytes left in the file before it is
+used, so a hostile header is refused after a few reads.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import ReaderError
+from .layout import float_task, marker, not_applicable, overlaps, unchecked
+from ..chunks import SourceError, _read_at
+from ..tasks import DATASET, STRIDED, Task, problem
+
+NC_DIMENSION, NC_VARIABLE, NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
+#: nc_type -> (name, bytes per value, NumPy element of the floats or None).
+TYPES = {1: ("byte", 1, None), 2: ("char", 1, None), 3: ("short", 2, None), 4: ("int", 4, None),
+         5: ("float", 4, ">f4"), 6: ("double", 8, ">f8"),
+         7: ("ubyte", 1, None), 8: ("ushort", 2, None), 9: ("uint", 4, None),
+         10: ("int64", 8, None), 11: ("uint64", 8, None)}
+#: CDF-1 and CDF-2 know only the first six types.
+CLASSIC_TYPES = range(1, 7)
+STREAMING = {4: 0xFFFFFFFF, 8: 0xFFFFFFFFFFFFFFFF}
+#: Record variables that cannot be read as a strided view are read this many bytes at a time.
+SLAB_BYTES = 4 << 20
+FILL_ATTRIBUTES = ("_FillValue", "missing_value")
+
+
+@dataclass
+class Variable:
+    name: str
+    dimids: tuple
+    nc_type: int
+    begin: int
+    nan_blank: bool
+
+
+class _Header:
+    """Reads a header front to back, every read checked against the file's size."""
+
+    def __init__(self, f, size: int, version: int):
+        self.f, self.size, self.pos = f, size, 0
+        self.wide = 8 if version == 5 else 4     # NON_NEG counts and lengths
+        self.offset = 4 if version == 1 else 8   # `begin`
+        self.version = version
+
+    def take(self, n: int, what: str) -> bytes:
+        if n > self.size - self.pos:
+            raise ReaderError(f"{what} at byte {self.pos} needs {n} bytes, the file ends at "
+                              f"{self.size} (truncated or not NetCDF)")
+        data = self.f.read(n)
+        if len(data) != n:
+            raise ReaderError(f"{what} at byte {self.pos}: the file ended early while read")
+        self.pos += n
+        return data
+
+    def int(self, width: int, what: str) -> int:
+        return int.from_bytes(self.take(width, what), "big", signed=False)
+
+    def count(self, what: str, least: int) -> int:
+        """A NON_NEG count of items taking at least `least` bytes each, refused when they
+        cannot fit in the rest of the file."""
+        n = self.int(self.wide, what)
+        if self.wide == 4 and n >= 1 << 31:
+            raise ReaderError(f"{what} {n} is negative as a signed 32-bit count")
+        if n * least > self.size - self.pos:
+            raise ReaderError(f"{what} {n} at byte {self.pos - self.wide} cannot fit in the "
+                              f"{self.size - self.pos} bytes left in the file")
+        return n
+
+    def name(self, what: str) -> str:
+        n = self.count(f"{what} name length", 1)
+        if n == 0:
+            raise ReaderError(f"{what} at byte {self.pos} has an empty name")
+        raw = self.take(n + (-n) % 4, f"{what} name")[:n]
+        return raw.decode("utf-8", "replace")
+
+    def list_tag(self, expected: int, what: str) -> int:
+        """The item count of a list (0 for ABSENT)."""
+        tag = self.int(4, f"{what} list tag")
+        if tag not in (0, expected):
+            raise ReaderError(f"{what} list at byte {self.pos - 4} has tag {tag:#x}, expected "
+                              f"{expected:#x} or 0 (absent)")
+        least = {NC_DIMENSION: 8, NC_ATTRIBUTE: 12, NC_VARIABLE: 24}[expected]
+        n = self.count(f"{what} count", least)
+        if tag == 0 and n:
+            raise ReaderError(f"{what} list at byte {self.pos} is absent but counts {n} items")
+        return n
+
+    def attributes(self, what: str) -> bool:
+        """Reads an attribute list; whether a _FillValue or missing_value in it is NaN."""
+        nan_blank = False
+        for _ in range(self.list_tag(NC_ATTRIBUTE, f"{what} attribute")):
+            name = self.name(f"{what} attribute")
+            nc_type = self.nc_type(f"{what} attribute {name!r}")
+            size = TYPES[nc_type][1]
+            n = self.count(f"{what} attribute {name!r} value count", size)
+            raw = self.take(n * size + (-(n * size)) % 4, f"{what} attribute {name!r} values")
+            if name in FILL_ATTRIBUTES and TYPES[nc_type][2]:
+                values = np.frombuffer(raw[:n * size], TYPES[nc_type][2])
+                nan_blank |= bool(np.isnan(values).any())
+        return nan_blank
+
+    def nc_type(self, what: str) -> int:
+        t = self.int(4, f"{what} type")
+        if t not in TYPES or (self.version != 5 and t not in CLASSIC_TYPES):
+            raise ReaderError(f"{what} has type {t}, not a NetCDF CDF-{self.version} type")
+        return t
+
+
+def read_header(path: str) -> tuple:
+    """(version, numrecs or None when streaming, [(dim name, length)], [Variable], file size,
+    header end); ReaderError for a malformed header."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        magic = f.read(4)
+        if len(magic) < 4 or magic[:3] != b"CDF" or magic[3] not in (1, 2, 5):
+            raise ReaderError(f"not a NetCDF classic file: magic {magic!r}, expected CDF\\x01, "
+                              "CDF\\x02 or CDF\\x05")
+        h = _Header(f, size, magic[3])
+        h.pos = 4
+        numrecs = h.int(h.wide, "numrecs")
+        if numrecs == STREAMING[h.wide]:
+            numrecs = None
+        elif h.wide == 4 and numrecs >= 1 << 31:
+            raise ReaderError(f"numrecs {numrecs} is negative as a signed 32-bit count")
+        dims = []
+        for _ in range(h.list_tag(NC_DIMENSION, "dimension")):
+            name = h.name("dimension")
+            dims.append((name, h.int(h.wide, f"dimension {name!r} length")))
+        h.attributes("global")
+        variables = []
+        for _ in range(h.list_tag(NC_VARIABLE, "variable")):
+            name = h.name("variable")
+            ndims = h.count(f"variable {name!r} dimension count", h.wide)
+            dimids = tuple(h.int(h.wide, f"variable {name!r} dimension id")
+                           for _ in range(ndims))
+            nan_blank = h.attributes(f"variable {name!r}")
+            nc_type = h.nc_type(f"variable {name!r}")
+            h.int(h.wide, f"variable {name!r} vsize")  # recomputed from the shape
+            begin = h.int(h.offset, f"variable {name!r} begin")
+            variables.append(Variable(name, dimids, nc_type, begin, nan_blank))
+        return h.version, numrecs, dims, variables, size, h.pos
+
+
+def _pad4(n: int) -> int:
+    return n + (-n) % 4
+
+
+def plan(path: str) -> list:
+    """Tasks for every variable of a NetCDF classic / 64-bit offset / 64-bit data file."""
+    version, numrecs, dims, variables, size, header_end = read_header(path)
+    tasks = [marker(path, "netcdf3")]
+    records = [i for i, (_, n) in enumerate(dims) if n == 0]
+    if len(records) > 1:
+        raise ReaderError(f"{len(records)} dimensions have length 0 (unlimited); a NetCDF "
+                          "classic file has at most one")
+    record_dim = records[0] if records else None
+    # Per-record slab sizes, for the record size (netCDF-C's NC_computeshapes).
+    shaped = []
+    for v in variables:
+        bad = [d for d in v.dimids if d >= len(dims)]
+        if bad:
+            shaped.append((v, None, f"dimension id {bad[0]} is not one of the file's "
+                           f"{len(dims)} dimensions"))
+        elif record_dim in v.dimids[1:]:
+            shaped.append((v, None, "the unlimited dimension is not its first dimension"))
+        else:
+            shaped.append((v, tuple(dims[d][1] for d in v.dimids), ""))
+    rec_vars = [(v, s) for v, s, why in shaped if not why and v.dimids[:1] == (record_dim,)
+                and record_dim is not None]
+    slabs = {v.name: math.prod(s[1:]) * TYPES[v.nc_type][1] for v, s in rec_vars}
+    recsize = sum(_pad4(b) for b in slabs.values())
+    if rec_vars and recsize == _pad4(slabs[rec_vars[0][0].name]):
+        recsize = slabs[rec_vars[0][0].name]  # a single record variable is not padded
+    begin_rec = min((v.begin for v, _ in rec_vars), default=size)
+    if numrecs is None:  # streaming: as many whole records as the file holds
+        numrecs = (size - begin_rec) // recsize if recsize and size > begin_rec else 0
+    ranges = []
+    for v, dshape, why in shaped:
+        label, item, element = TYPES[v.nc_type]
+        if why:
+            tasks.append(unchecked(path, v.name, label, (), why))
+            continue
+        is_rec = record_dim is not None and v.dimids[:1] == (record_dim,)
+        shape = ((numrecs,) + dshape[1:]) if is_rec else dshape
+        task, rng = _variable(path, v, shape, is_rec, label, item, element, recsize, size,
+                              header_end)
+        tasks.append(task)
+        if rng and not is_rec:
+            ranges.append((v.name, *rng))
+    if rec_vars and numrecs:
+        ranges.append(("(the record variables)", begin_rec, begin_rec + numrecs * recsize))
+    for name, other in overlaps(ranges):
+        tasks.append(problem(path, f"data of variable {name!r} overlaps {other!r}"))
+    return tasks
+
+
+def _variable(path, v, shape, is_rec, label, item, element, recsize, size, header_end):
+    """(task, (begin, end) of its bytes or None) for one variable."""
+    n = math.prod(shape)
+    if v.begin < header_end and n:
+        return unchecked(path, v.name, label, shape, f"begin {v.begin} lies inside the header "
+                         f"(which ends at byte {header_end})"), None
+    if is_rec and n:
+        slab = n // shape[0] * item
+        end = v.begin + (shape[0] - 1) * recsize + slab
+    else:
+        end = v.begin + n * item
+    if n and end > size:
+        return unchecked(path, v.name, label, shape, f"data ends at byte {end}, past the end of "
+                         f"the file ({size} bytes; truncated?)"), None
+    if element is None:
+        return not_applicable(path, v.name, label, shape), (v.begin, end)
+    base = float_task(path, v.name, label, shape, element, source=path, offset=v.begin,
+                      nbytes=n * item)
+    if v.nan_blank:
+        base = replace(base, missing=True)
+    if not is_rec or not n or shape[0] == 1 or recsize == n // shape[0] * item:
+        return base, (v.begin, end)  # contiguous
+    inner = []
+    step = 1
+    for d in reversed(shape[1:]):
+        inner.insert(0, step)
+        step *= d
+    if recsize % item == 0:
+        return replace(base, storage=STRIDED, strides=(recsize // item, *inner)), None
+    # The records are not a whole number of values apart: read them here, a slab at a time.
+    per = max(1, SLAB_BYTES // recsize)
+    return replace(base, storage=DATASET, reader="netcdf3", blocks=-(-shape[0] // per),
+                    strides=(recsize, *[s * item for s in inner])), None
+
+
+def read_blocks(task: Task, chunk_bytes: int):
+    """Yield (origin, block) for record variables whose records are not a whole number of values
+    apart (DATASET tasks): blocks of whole records, each one positioned read of the bytes they
+    span, seen with the records' byte strides. `strides` holds the byte strides."""
+    recsize = task.strides[0]
+    numrecs = task.shape[0]
+    per = max(1, SLAB_BYTES // recsize)
+    dtype = np.dtype(task.element)
+    slab = math.prod(task.shape[1:]) * dtype.itemsize
+    total = -(-numrecs // per)
+    last = total if task.count < 0 else min(total, task.first + task.count)
+    fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        buf = None
+        for b in range(task.first, last):
+            r0 = b * per
+            k = min(per, numrecs - r0)
+            span = (k - 1) * recsize + slab
+            start = task.offset + r0 * recsize
+            if start + span > size:
+                raise SourceError(f"record {r0 + k - 1} ends past the end of {task.source} "
+                                  f"({size} bytes; truncated?)")
+            if buf is None or buf.size < span:
+                buf = np.empty(span, np.uint8)
+            _read_at(fd, memoryview(buf)[:span], start, task.source)
+            block = np.ndarray((k,) + tuple(task.shape[1:]), dtype, buf, 0, task.strides)
+            yield (r0,) + (0,) * (len(task.shape) - 1), block
+    finally:
+        os.close(fd)
+
+
+__all__ = ["plan", "read_blocks", "read_header"]
