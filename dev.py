@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-EXTRAS = {"demo": "cli", "test": "test,cli,dask", "bench": "test,cli,dask,bench"}
+EXTRAS = {"demo": "cli,hdf5", "test": "test,cli,dask", "bench": "test,cli,dask,bench"}
 
 
 def ensure_env(extras: str) -> None:

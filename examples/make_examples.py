@@ -109,6 +109,23 @@ def write_torch(path, tensors):
             z.writestr(info, data)
 
 
+def write_h5(path, rng):
+    """An HDF5 file of climate-style fields (needs h5py): a chunked, compressed float32 field whose
+    _FillValue is NaN (its NaNs are declared blanks) holding one +Inf, and an integer mask. No
+    timestamps, so regenerating gives the same bytes."""
+    import h5py
+    t = (15 + 10 * rng.standard_normal((4, 6))).astype(np.float32)
+    t[0, 2] = t[3, 5] = np.nan   # missing observations
+    t[2, 1] = np.inf             # a fault
+    with h5py.File(path, "w", libver="earliest", track_order=False) as f:
+        group = f.create_group("surface")
+        d = group.create_dataset("temperature", data=t, chunks=(2, 3), compression="gzip",
+                                 track_times=False)
+        d.attrs["_FillValue"] = np.float32(np.nan)
+        d.attrs["units"] = "degC"
+        group.create_dataset("land_mask", data=(t > 15).astype(np.int8), track_times=False)
+
+
 def make(out: str) -> list:
     rng = np.random.default_rng(7)
     written = []
@@ -163,6 +180,8 @@ def make(out: str) -> list:
         "state.0.exp_avg_sq": ("FloatStorage", exp_avg_sq),
         "state.0.step": ("FloatStorage", np.array(10.0, np.float32)),
     })
+
+    write_h5(path("fields.h5"), rng)
     return written
 
 

@@ -99,8 +99,9 @@ def test_the_readme_and_every_guide_have_running_python_blocks():
 
 
 def test_few_blocks_are_skipped():
-    # today: the install commands, and the cluster examples (README, docs/dask.md twice)
-    assert len(SKIPPED) <= 4, f"keep the blocks that cannot run to a minimum: {SKIPPED}"
+    # today: the install commands, `fpclass warmup` (a minute of compiling), and the cluster
+    # examples (README, docs/dask.md twice)
+    assert len(SKIPPED) <= 5, f"keep the blocks that cannot run to a minimum: {SKIPPED}"
 
 
 @pytest.mark.parametrize("doc, line, reason", SKIPPED, ids=[f"{d}:{n}" for d, n, _ in SKIPPED])

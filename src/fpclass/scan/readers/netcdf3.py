@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import ReaderError
-from .layout import float_task, marker, not_applicable, overlaps, unchecked
+from .layout import Ranges, float_task, marker, not_applicable, unchecked
 from ..chunks import SourceError, _read_at
 from ..tasks import DATASET, STRIDED, Task, problem
 
@@ -190,7 +190,7 @@ def plan(path: str) -> list:
     begin_rec = min((v.begin for v, _ in rec_vars), default=size)
     if numrecs is None:  # streaming: as many whole records as the file holds
         numrecs = (size - begin_rec) // recsize if recsize and size > begin_rec else 0
-    ranges = []
+    ranges = Ranges(size)
     for v, dshape, why in shaped:
         label, item, element = TYPES[v.nc_type]
         if why:
@@ -202,10 +202,10 @@ def plan(path: str) -> list:
                               header_end)
         tasks.append(task)
         if rng and not is_rec:
-            ranges.append((v.name, *rng))
+            ranges.add(v.name, *rng)
     if rec_vars and numrecs:
-        ranges.append(("(the record variables)", begin_rec, begin_rec + numrecs * recsize))
-    for name, other in overlaps(ranges):
+        ranges.add("(the record variables)", begin_rec, begin_rec + numrecs * recsize)
+    for name, other in ranges.overlaps():
         tasks.append(problem(path, f"data of variable {name!r} overlaps {other!r}"))
     return tasks
 
