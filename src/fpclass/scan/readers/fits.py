@@ -463,12 +463,12 @@ def _sections(task, first, stop, chunk_bytes):
                 tile = (1,) * len(task.shape)
             grid = tuple(-(-n // t) for n, t in zip(task.shape, tile))
             limit = max(1, chunk_bytes // (math.prod(tile) * np.dtype(task.element).itemsize))
-            # Locations come in tile order (the order tiles are stored). A box of several tiles
-            # keeps it when the tiles span the image beyond their first axis of more than one
-            # pixel (row tiles, plane tiles); other tiles (say 100 x 100) are read one by one.
+            # Boxes of whole tiles, one astropy call each (a call costs about 1 ms on top of the
+            # decompression). Locations come in tile order, the order tiles are stored: a box is
+            # yielded whole where its C order is that order (tiles that span the image beyond
+            # their first axis of more than one pixel: row tiles, plane tiles), else tile by tile.
             cut = next((k for k, t in enumerate(tile) if t > 1), len(tile))
-            if any(g > 1 for g in grid[cut + 1:]):
-                limit = 1
+            whole = not any(g > 1 for g in grid[cut + 1:])
             section = hdu.section
             for start, extent in boxes(grid, first, stop, limit):
                 index = tuple(slice(s * t, min((s + e) * t, n))
@@ -478,7 +478,13 @@ def _sections(task, first, stop, chunk_bytes):
                         block = section[index]
                 except Exception as e:
                     raise SourceError(f"astropy cannot read {_box(index)}: {_line(e)}") from None
-                yield tuple(s.start for s in index), block
+                origin = tuple(s.start for s in index)
+                if whole:
+                    yield origin, block
+                    continue
+                for k in itertools.product(*(range(e) for e in extent)):
+                    part = tuple(slice(i * t, (i + 1) * t) for i, t in zip(k, tile))
+                    yield tuple(o + p.start for o, p in zip(origin, part)), block[part]
 
 
 def _box(index) -> str:
