@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -66,7 +67,8 @@ def assert_matches(t, a, missing=False, limit=ALL["max_locations"]):
     assert (t.posinf, t.neginf) == (pinf, ninf)
     reported = {loc.index: loc.cls for loc in t.locations}
     assert len(reported) == len(t.locations) == min(limit, len(classes))
-    assert all(classes.get(i) == c for i, c in reported.items()), set(reported.items()) - set(classes.items())
+    wrong = {(i, c) for i, c in reported.items() if classes.get(i) != c}
+    assert not wrong, wrong
     assert t.values_checked == a.size * (2 if a.dtype.kind == "c" else 1)
 
 
@@ -352,6 +354,15 @@ def test_missing_zarr_names_the_extra(tmp_path, monkeypatch):
     assert report.exit_code == ExitCode.INCONCLUSIVE
     code, out = cli(tmp_path / "s.zarr")
     assert code == ExitCode.INCONCLUSIVE and "fpclass[zarr]" in out
+
+
+def test_an_old_zarr_names_the_version_needed(tmp_path, monkeypatch):
+    z = zarr.create_array(tmp_path / "s.zarr", shape=(3,), dtype="f4")
+    z[...] = 1
+    monkeypatch.setitem(sys.modules, "zarr", types.SimpleNamespace(__version__="2.18.7"))
+    [p] = scan([tmp_path / "s.zarr"]).problems
+    assert "zarr-python >= 3.1" in p.reason and "2.18.7 is installed" in p.reason
+    assert "fpclass[zarr]" in p.reason
 
 
 def test_a_store_beside_other_files_is_read_as_one_unit(tmp_path):

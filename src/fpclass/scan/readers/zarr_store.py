@@ -18,6 +18,7 @@ import contextlib
 import functools
 import math
 import os
+import re
 import zipfile
 from dataclasses import dataclass
 
@@ -35,16 +36,21 @@ SHARD_BYTES = 64 << 20
 _MARKERS = (".zarray", ".zgroup", "zarr.json")
 
 
+#: The zarr-python this reader is written against (its data type API is 3.1's); it needs
+#: Python >= 3.11.
+ZARR_VERSION = (3, 1)
+
+
 def _zarr():
-    """zarr-python >= 3, imported only when a store is read."""
+    """zarr-python >= 3.1, imported only when a store is read."""
+    need = "reading zarr stores needs zarr-python >= 3.1 (Python >= 3.11)"
     try:
         import zarr
     except ImportError as e:
-        raise ReaderError(f"reading zarr stores needs zarr-python >= 3 ({e}): "
-                          "install fpclass[zarr]") from None
-    if int(zarr.__version__.split(".")[0]) < 3:
-        raise ReaderError(f"reading zarr stores needs zarr-python >= 3, {zarr.__version__} is "
-                          "installed: install fpclass[zarr]")
+        raise ReaderError(f"{need} ({e}): install fpclass[zarr]") from None
+    version = tuple(int(p) for p in re.findall(r"\d+", zarr.__version__)[:2])
+    if version < ZARR_VERSION:
+        raise ReaderError(f"{need}, {zarr.__version__} is installed: install fpclass[zarr]")
     return zarr
 
 
