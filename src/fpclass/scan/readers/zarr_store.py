@@ -1,0 +1,429 @@
+"""Zarr stores, v2 and v3 (a directory, or a .zarr.zip): every array of every group, read through
+zarr-python 3 in the store's own chunk grid, never whole; the store is opened read-only.
+
+An array's blocks are its chunks (a sharded v3 array's shards when one decodes to at most
+SHARD_BYTES, its inner chunks otherwise), numbered in C order over that grid; a task's first/count
+select blocks. Runs of blocks that form a rectangle are read in one zarr call of up to the
+engine's chunk_bytes (zarr's cost per call is about 0.3 ms). Uncompressed chunks of a directory
+store (no codec but `bytes`) are read straight from their files into one reused buffer, keyed by
+zarr's own chunk-key encoding; everything else is decoded by zarr.
+
+Chunks never written read as the fill value, as zarr returns them, and are counted like data: a
+NaN fill value is zarr's blank, so the task is `missing` and those NaN count as missing values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import re
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ReaderError
+from ..dtypes import component
+from ..tasks import CHECK, DATASET, Task, problem
+from .layout import marker, not_applicable, unchecked
+
+#: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
+#: the shard file, 9x less overhead per inner chunk in benchmarks), by inner chunk otherwise.
+SHARD_BYTES = 64 << 20
+#: Files that make a directory (or a zip folder) a zarr array or group.
+_MARKERS = (".zarray", ".zgroup", "zarr.json")
+
+
+#: The zarr-python this reader is written against (its data type API is 3.1's); it needs
+#: Python >= 3.11.
+ZARR_VERSION = (3, 1)
+
+
+def _zarr():
+    """zarr-python >= 3.1, imported only when a store is read."""
+    need = "reading zarr stores needs zarr-python >= 3.1 (Python >= 3.11)"
+    try:
+        import zarr
+    except ImportError as e:
+        raise ReaderError(f"{need} ({e}): install fpclass[zarr]") from None
+    version = tuple(int(p) for p in re.findall(r"\d+", zarr.__version__)[:2])
+    if version < ZARR_VERSION:
+        raise ReaderError(f"{need}, {zarr.__version__} is installed: install fpclass[zarr]")
+    return zarr
+
+
+def _one_line(e: Exception) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split()) or repr(e)}"
+
+
+@contextlib.contextmanager
+def _opened(path: str):
+    """(zarr, the store at `path` opened read-only): a directory, or a zip file."""
+    zarr = _zarr()
+    if os.path.isdir(path):
+        store = zarr.storage.LocalStore(path, read_only=True)
+    else:
+        store = zarr.storage.ZipStore(path, mode="r")
+    try:
+        yield zarr, store
+    finally:
+        store.close()
+
+
+def _open_node(zarr, store, path: str):
+    # zarr raises what its parsers raise for bad metadata (KeyError, ValueError, TypeError, its
+    # own errors): any of them means zarr refuses the node. Consolidated metadata is ignored so
+    # that the arrays listed are the arrays the store holds.
+    try:
+        return zarr.open(store=store, path=path, mode="r", use_consolidated=False)
+    except Exception as e:
+        raise ReaderError(_one_line(e)) from None
+
+
+def plan(path: str) -> list:
+    """Tasks for every array of the store at `path` (a directory, or a .zarr.zip): named by its
+    path inside the store ("" for a store that is one array). ReaderError when zarr refuses the
+    store; an array or group zarr refuses inside it is unchecked with zarr's reason."""
+    with _opened(path) as (zarr, store):
+        try:
+            root = _open_node(zarr, store, "")
+        except ReaderError as e:
+            raise ReaderError(f"zarr cannot open the store: {e}") from None
+        tasks = [marker(path, "zarr")]
+        if isinstance(root, zarr.Array):
+            tasks.append(_array_task(zarr, store, path, "", root))
+        else:
+            _plan_group(zarr, store, path, _Listing(path), "", tasks)
+    return tasks
+
+
+def _plan_group(zarr, store, path, listing, prefix, tasks) -> None:
+    for child in listing.children(prefix):
+        try:
+            node = _open_node(zarr, store, child)
+        except ReaderError as e:
+            tasks.append(unchecked(path, child, "?", (),
+                                   f"zarr cannot open this array or group: {e}"))
+            continue
+        if isinstance(node, zarr.Array):
+            tasks.append(_array_task(zarr, store, path, child, node))
+        else:
+            _plan_group(zarr, store, path, listing, child, tasks)
+    tasks += [problem(path, reason, name) for name, reason in listing.take_loops()]
+
+
+class _Listing:
+    """The children of a group that hold zarr metadata, from the directory or the zip's names
+    (zarr's own listing warns about, or fails on, every other entry)."""
+
+    def __init__(self, path: str):
+        self.path, self.loops, self.seen = path, [], set()
+        self.by_parent = None
+        if not os.path.isdir(path):
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+            self.by_parent = {}
+            for name in names:
+                node, _, base = name.rpartition("/")
+                if base in _MARKERS and node:
+                    self.by_parent.setdefault(node.rpartition("/")[0], set()).add(node)
+        else:
+            self.seen.add(os.path.realpath(path))
+
+    def children(self, prefix: str) -> list:
+        if self.by_parent is not None:
+            return sorted(self.by_parent.get(prefix, ()))
+        found = []
+        with os.scandir(os.path.join(self.path, *prefix.split("/"))) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if not entry.is_dir() or not any(
+                        os.path.isfile(os.path.join(entry.path, m)) for m in _MARKERS):
+                    continue
+                name = f"{prefix}/{entry.name}" if prefix else entry.name
+                real = os.path.realpath(entry.path)
+                if real in self.seen:
+                    self.loops.append((name, "symbolic link loop inside the store: not followed"))
+                    continue
+                self.seen.add(real)
+                found.append(name)
+        return found
+
+    def take_loops(self) -> list:
+        loops, self.loops = self.loops, []
+        return loops
+
+
+def _label(arr, md: dict) -> str:
+    """The array's data type as its metadata names it: "<f4" (v2), "float32" (v3)."""
+    name = md.get("dtype", md.get("data_type"))
+    if isinstance(name, dict):
+        name = name.get("name")
+    return name if isinstance(name, str) else str(arr.dtype)
+
+
+def _array_task(zarr, store, path, name, arr) -> Task:
+    dt = np.dtype(arr.dtype)
+    md = arr.metadata.to_dict()
+    label, shape = _label(arr, md), tuple(arr.shape)
+    if dt.kind in "UST":
+        return not_applicable(path, name, label, shape, "strings: not a floating-point type")
+    if dt.hasobject:
+        return unchecked(path, name, label, shape, "object array: values of any Python type, "
+                         "decoded by an object codec; not read, so not checked")
+    if dt.kind == "V":
+        floats = [f for f, (t, *_) in (dt.fields or {}).items() if t.kind in "fcV"]
+        if dt.fields is None:
+            return unchecked(path, name, label, shape, f"opaque {dt.str} bytes: the element "
+                             "format is unknown, so not checked")
+        if floats:
+            return unchecked(path, name, label, shape, "structured data type with floating-point "
+                             f"fields ({', '.join(floats)}): not supported, so not checked")
+        return not_applicable(path, name, label, shape, "structured data type without "
+                              "floating-point fields")
+    if dt.kind not in "fc":  # bool, integers, datetime64, timedelta64
+        return not_applicable(path, name, label, shape)
+    blocks = _Blocks.of(zarr, store, arr)
+    element = blocks.raw or dt
+    grid = shape
+    if dt.kind == "c":
+        element, grid = component(element), shape + (2,)
+    fill = arr.fill_value
+    return Task(path, name, label, shape, CHECK, source=path, storage=DATASET,
+                reader="zarr_store", member=name, element=element.str, grid=grid,
+                nbytes=int(arr.nbytes), blocks=math.prod(blocks.grid),
+                missing=fill is not None and bool(np.isnan(fill)))
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """How an array is read: blocks of `shape` (a chunk or a shard), `grid` of them; `raw` is the
+    stored dtype when each block is an uncompressed chunk file read directly, else None."""
+
+    shape: tuple
+    grid: tuple
+    raw: np.dtype | None
+    keyed: bool  # each block is one stored key (a chunk or a whole shard)
+
+    @classmethod
+    def of(cls, zarr, store, arr) -> "_Blocks":
+        itemsize = np.dtype(arr.dtype).itemsize
+        shape, keyed, raw = tuple(arr.chunks), True, None
+        if arr.shards is not None:
+            if math.prod(arr.shards) * itemsize <= SHARD_BYTES:
+                shape = tuple(arr.shards)
+            else:
+                keyed = False
+        elif isinstance(store, zarr.storage.LocalStore):
+            raw = _raw_dtype(zarr, arr)
+        grid = tuple(-(-s // max(c, 1)) for s, c in zip(arr.shape, shape))
+        return cls(shape, grid, raw, keyed)
+
+
+def _raw_dtype(zarr, arr):
+    """The stored dtype when a chunk file is the chunk's elements as they are (C order, no
+    compression or filter), else None."""
+    md = arr.metadata
+    if md.zarr_format == 2:
+        if md.compressor is None and not md.filters and md.order == "C":
+            return np.dtype(md.dtype.to_native_dtype())
+        return None
+    codecs = md.codecs
+    if (len(codecs) == 1 and isinstance(codecs[0], zarr.codecs.BytesCodec)
+            and not md.storage_transformers):
+        big = codecs[0].endian is not None and codecs[0].endian.value == "big"
+        return np.dtype(arr.dtype).newbyteorder(">" if big else "<")
+    return None
+
+
+def read_blocks(task: Task, chunk_bytes: int):
+    """Yield (origin, block) for blocks first .. first + count - 1 of the array `task.member`, in
+    C order over its block grid (several adjacent blocks at a time, up to `chunk_bytes`); complex
+    blocks as float views with a trailing parts axis. ReaderError when the array changed since it
+    was planned or a chunk cannot be read or decoded."""
+    with _opened(task.source) as (zarr, store):
+        checked = _blosc_checked(zarr)(store)
+        try:
+            arr = _open_node(zarr, checked, task.member)
+        except ReaderError as e:
+            raise ReaderError(f"zarr cannot open the array: {e}") from None
+        if _blosc_frames(arr.metadata.to_dict()):
+            checked.prefix = f"{task.member}/" if task.member else ""
+        now = _array_task(zarr, store, task.file, task.name, arr)
+        if (now.status, now.shape, now.element, now.blocks) != (
+                CHECK, task.shape, task.element, task.blocks):
+            raise ReaderError(f"the array changed since the store was planned: now {now.dtype}"
+                              f"{list(now.shape)} in {now.blocks} blocks")
+        blocks = _Blocks.of(zarr, store, arr)
+        end = task.blocks if task.count < 0 else task.first + task.count
+        complex_ = np.dtype(arr.dtype).kind == "c"
+        if blocks.raw is not None:
+            parts = _raw_blocks(arr, task, blocks, end, chunk_bytes)
+        else:
+            parts = _zarr_blocks(arr, blocks, task.first, end, chunk_bytes)
+        for origin, block in parts:
+            if complex_:
+                block = np.lib.stride_tricks.as_strided(
+                    block.real, block.shape + (2,), block.strides + (block.itemsize // 2,))
+                origin += (0,)
+            yield origin, block
+
+
+def _blosc_frames(md: dict) -> bool:
+    """Whether each stored chunk is one blosc frame (blosc is the last codec, no sharding)."""
+    if md.get("zarr_format") == 2:
+        return (md.get("compressor") or {}).get("id") == "blosc"
+    codecs = md.get("codecs") or ()
+    return bool(codecs) and codecs[-1].get("name") in ("blosc", "numcodecs.blosc")
+
+
+@functools.cache
+def _blosc_checked(zarr):
+    """A store wrapper refusing, for the chunk keys under its `prefix` (None: no check), a
+    blosc frame whose header does not give its exact length: numcodecs' blosc decoder trusts
+    the header and reads past the end of a truncated chunk, returning garbage (numcodecs#228)."""
+
+    class BloscChecked(zarr.storage.WrapperStore):
+        prefix = None
+
+        def _with_store(self, store):
+            copy = type(self)(store)
+            copy.prefix = self.prefix
+            return copy
+
+        async def get(self, key, prototype, byte_range=None):
+            buf = await self._store.get(key, prototype, byte_range)
+            if (buf is not None and byte_range is None and self.prefix is not None
+                    and key.startswith(self.prefix) and key.rpartition("/")[2] not in _MARKERS
+                    and key.rpartition("/")[2] != ".zattrs"):
+                _check_blosc_frame(buf.as_numpy_array(), key[len(self.prefix):])
+            return buf
+
+    return BloscChecked
+
+
+def _check_blosc_frame(frame: np.ndarray, key: str) -> None:
+    # The blosc header: version, versionlz, flags, typesize, then little-endian uint32s nbytes,
+    # blocksize and cbytes, the frame's length header included.
+    if frame.size < 16:
+        raise ReaderError(f"chunk {key!r} holds {frame.size} bytes, less than a blosc header")
+    cbytes = int(frame[12:16].view("<u4")[0])
+    if cbytes != frame.size:
+        raise ReaderError(f"chunk {key!r} holds {frame.size} bytes but its blosc header gives "
+                          f"{cbytes} (truncated or corrupt)")
+
+
+def _zarr_blocks(arr, blocks, first, end, chunk_bytes):
+    block_bytes = math.prod(blocks.shape) * np.dtype(arr.dtype).itemsize
+    per_read = max(1, chunk_bytes // max(block_bytes, 1))
+    k = first
+    while k < end:
+        idx = tuple(int(i) for i in np.unravel_index(k, blocks.grid))
+        span = _rectangle(blocks.grid, idx, min(per_read, end - k))
+        yield _origin(blocks, idx), _read(arr, blocks, idx, span)
+        k += math.prod(span)
+
+
+def _rectangle(grid, idx, most) -> tuple:
+    """Blocks per axis of the largest rectangle of blocks that starts at block `idx`, covers
+    blocks consecutive in C order, and holds at most `most` (>= 1) of them."""
+    span = [1] * len(grid)
+    inner = 1
+    for axis in reversed(range(len(grid))):
+        n = min(grid[axis] - idx[axis], most // inner)
+        if n < 1:
+            break
+        span[axis] = n
+        inner *= n
+        if n != grid[axis]:  # not the whole axis: the rectangle cannot grow outwards
+            break
+    return tuple(span)
+
+
+def _origin(blocks, idx) -> tuple:
+    return tuple(i * b for i, b in zip(idx, blocks.shape))
+
+
+def _region(arr, blocks, idx, span) -> tuple:
+    return tuple(slice(i * b, min((i + n) * b, s))
+                 for i, n, b, s in zip(idx, span, blocks.shape, arr.shape))
+
+
+def _read(arr, blocks, idx, span):
+    """Blocks `idx` .. `idx + span` as one array; ReaderError naming the first block that zarr
+    cannot read or decode."""
+    try:
+        return np.asarray(arr.get_basic_selection(_region(arr, blocks, idx, span)))
+    except ReaderError:
+        raise
+    except Exception as e:  # codecs raise anything (RuntimeError, ValueError, their own errors)
+        error = e
+    for one in np.ndindex(*span):  # find the block at fault, to name it
+        at = tuple(i + o for i, o in zip(idx, one))
+        try:
+            arr.get_basic_selection(_region(arr, blocks, at, (1,) * len(at)))
+        except ReaderError:
+            raise
+        except Exception as e:
+            raise ReaderError(f"{_block_name(arr, blocks, at)} cannot be read: "
+                              f"{_one_line(e)}") from None
+    raise ReaderError(f"blocks {list(idx)} + {list(span)} cannot be read: {_one_line(error)}")
+
+
+def _block_name(arr, blocks, idx) -> str:
+    md = arr.metadata
+    if blocks.keyed:
+        return f"chunk {md.encode_chunk_key(idx)!r}"
+    shard = tuple(i * c // s for i, c, s in zip(idx, blocks.shape, arr.shards))
+    return f"inner chunk {list(idx)} of shard {md.encode_chunk_key(shard)!r}"
+
+
+def _raw_blocks(arr, task, blocks, end, chunk_bytes):
+    """Uncompressed chunk files read straight into one reused buffer, `chunk_bytes` at a time
+    (whole rows of the chunk's first axis); a chunk never written is read by zarr (fill value)."""
+    dtype = blocks.raw
+    ndim = len(blocks.shape)
+    row = math.prod(blocks.shape[1:]) * dtype.itemsize
+    chunk = math.prod(blocks.shape) * dtype.itemsize
+    rows_per_read = max(1, chunk_bytes // max(row, 1))
+    buf = np.empty(min(rows_per_read * row, chunk) if ndim else chunk, np.uint8)
+    folder = os.path.join(task.source, *task.member.split("/")) if task.member else task.source
+    key_of = arr.metadata.encode_chunk_key
+    for k in range(task.first, end):
+        idx = tuple(int(i) for i in np.unravel_index(k, blocks.grid))
+        key = key_of(idx)
+        origin = _origin(blocks, idx)
+        try:
+            f = open(os.path.join(folder, *key.split("/")), "rb", buffering=0)
+        except FileNotFoundError:
+            yield origin, _read(arr, blocks, idx, (1,) * ndim)
+            continue
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size != chunk:
+                raise ReaderError(f"chunk {key!r} holds {size} bytes; an uncompressed chunk of "
+                                  f"{list(blocks.shape)} {dtype.str} holds {chunk} (corrupt?)")
+            if not ndim:
+                _fill(f, memoryview(buf), 0, key)
+                yield origin, buf.view(dtype).reshape(())
+                continue
+            inside = tuple(slice(0, min(c, s - o))
+                           for c, s, o in zip(blocks.shape[1:], arr.shape[1:], origin[1:]))
+            rows = min(blocks.shape[0], arr.shape[0] - origin[0])
+            for r in range(0, rows, rows_per_read):
+                n = min(rows_per_read, rows - r)
+                _fill(f, memoryview(buf)[: n * row], r * row, key)
+                block = buf[: n * row].view(dtype).reshape((n,) + blocks.shape[1:])
+                yield (origin[0] + r,) + origin[1:], block[(slice(None),) + inside]
+
+
+def _fill(f, view, position, key) -> None:
+    f.seek(position)
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])
+        if not n:
+            raise ReaderError(f"chunk {key!r} ended at byte {position + got} while being read "
+                              "(truncated during the scan?)")
+        got += n
