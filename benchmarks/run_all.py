@@ -22,6 +22,9 @@ SCRIPTS = {  # name -> (script, arguments)
     "openvino": ("bench_openvino.py", []),
     "directml": ("bench_directml.py", []),
     "scan": ("bench_scan.py", ["--size-gib", "4"]),
+    "scan-formats": ("bench_scan_formats.py", []),
+    "scan-memory": ("bench_scan_formats.py", ["--memory", "--mib", "2048", "--only", "pt,h5,zarr"]),
+    "startup": ("bench_startup.py", []),
     "dask": ("bench_dask.py", ["--gib", "8"]),
     "dask-memory": ("bench_dask.py", ["--gib", "8", "--source", "memory"]),
 }
