@@ -612,3 +612,17 @@ def test_tasks_stay_frozen_dataclasses():
     defaults = Task("f")
     assert all(getattr(defaults, f.name) == f.default for f in dataclasses.fields(Task)
                if f.default is not dataclasses.MISSING)
+
+
+def test_npz_declaring_too_many_members_is_refused_before_zipfile_reads_them(tmp_path, monkeypatch):
+    from fpclass.scan.readers import layout
+    path = tmp_path / "many.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        for i in range(5):
+            z.writestr(f"a{i}.npy", _npy_of(np.ones(1, np.float32)))
+    monkeypatch.setattr(layout, "MAX_TENSORS", 4)
+    opened = []
+    monkeypatch.setattr(zipfile, "ZipFile", lambda *a, **k: opened.append(a) or 1 / 0)
+    report = scan([path])
+    assert not opened   # refused from the end-of-directory record alone
+    assert any("declares 5 zip members, over the limit of 4" in p.reason for p in report.problems)

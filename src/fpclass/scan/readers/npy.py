@@ -23,6 +23,7 @@ from . import ReaderError
 from ..tasks import DEFLATE, RAW, STORED, problem
 from .layout import (Ranges, check_count, check_shape, elements, float_task, marker,
                      not_applicable, unchecked)
+from .zipmembers import declared_members
 
 #: A member declaring more than this many bytes per compressed byte is refused; deflate cannot
 #: exceed about 1032:1, so a larger ratio means the sizes in the directory are lies.
@@ -151,6 +152,9 @@ def plan(path: str) -> list:
 def plan_npz(path: str) -> list:
     """One task per .npy member of an .npz (zip) archive; zip bombs, members that overlap or
     share a name, and other members are problems."""
+    declared = declared_members(path)
+    if declared is not None:
+        check_count(declared, "zip members")
     try:
         z = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:

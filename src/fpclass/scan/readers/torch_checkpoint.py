@@ -23,11 +23,11 @@ from dataclasses import replace
 import numpy as np
 
 from . import ReaderError
-from .layout import marker, not_applicable, unchecked
+from .layout import check_count, marker, not_applicable, unchecked
 from .pickle_vm import PickleError, PickleTruncated
 from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, TensorView, Unsupported, describe, \
     plain_value
-from .zipmembers import data_offset, duplicate_names
+from .zipmembers import data_offset, declared_members, duplicate_names
 from ..detect import is_torch_legacy
 from ..tasks import INLINE, RAW, STRIDED, Task
 
@@ -45,6 +45,9 @@ def plan(path: str) -> list:
         head = f.read(16)
     if is_torch_legacy(head):
         return _plan_legacy(path)
+    declared = declared_members(path)
+    if declared is not None:
+        check_count(declared, "zip members")
     try:
         z = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:

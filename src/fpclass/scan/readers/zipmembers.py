@@ -29,3 +29,26 @@ def duplicate_names(infos) -> str:
             return info.filename
         seen.add(info.filename)
     return ""
+
+
+def declared_members(path: str) -> int | None:
+    """How many members the archive's end-of-central-directory record (zip64's where present)
+    declares, read from the file's last bytes before zipfile parses the directory (which costs
+    about 500 bytes a member); None when no such record is found (zipfile then says why)."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - (1 << 16) - 22))
+        tail = f.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or at + 22 > len(tail):
+            return None
+        count = struct.unpack_from("<H", tail, at + 10)[0]
+        locator = at - 20
+        if count == 0xFFFF and locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
+            (record,) = struct.unpack_from("<Q", tail, locator + 8)
+            f.seek(record)
+            head = f.read(56)
+            if len(head) == 56 and head[:4] == b"PK\x06\x06":
+                count = struct.unpack_from("<Q", head, 32)[0]
+        return count
