@@ -15,8 +15,16 @@ from .operators.queries import ClassCounts
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # fpclass.check imports the scan's report types: loaded on first use, not with fpclass
+    if name == "check":
+        from .checking import check
+        return check
+    raise AttributeError(f"module 'fpclass' has no attribute {name!r}")
+
 __all__ = [
-    "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "class_counts", "count_inf",
+    "ClassCounts", "all_finite", "check", "any_inf", "any_nan", "any_nonfinite", "class_counts", "count_inf",
     "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite", "formats",
     "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
     "locate_nonfinite",

@@ -27,8 +27,9 @@ class View(NamedTuple):
     """An ndarray over a foreign array's memory, and how its stored values relate to the values."""
 
     array: np.ndarray
-    negated: bool = False   # stored values are the negatives of the values (torch's lazy neg bit)
-    packed: str = ""        # the name of a packed sub-byte dtype: classes cannot be counted
+    negated: bool = False     # stored values are the negatives of the values (torch's lazy neg bit)
+    packed: str = ""          # the name of a packed sub-byte dtype: classes cannot be counted
+    conjugated: bool = False  # stored imaginary parts are the negatives of the values' (lazy conj)
 
 
 @functools.cache

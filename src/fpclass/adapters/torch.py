@@ -36,9 +36,16 @@ for _name in ("uint16", "uint32", "uint64"):
     if hasattr(torch, _name):
         _NATIVE.add(getattr(torch, _name))
 _PACKED = {torch.float4_e2m1fn_x2: "torch.float4_e2m1fn_x2"}
+_NUMPY = {**{d: np.dtype(str(d).removeprefix("torch.")) for d in _NATIVE},
+          **{d: np_dtype for d, (_, np_dtype) in _VIEWS.items()}}
 
 #: Device types whose memory the host can read in place.
 _HOST = ("cpu",)
+
+
+def numpy_dtype(dtype) -> np.dtype | None:
+    """The NumPy dtype fpclass reads a torch dtype's elements as (None: not read)."""
+    return _NUMPY.get(dtype)
 
 
 def dtype_view(dtype) -> tuple | None:
@@ -73,9 +80,10 @@ def view(t: torch.Tensor) -> arrays.View:
     if why:
         raise TypeError(why)
     t = t.detach()
-    negated = False
+    negated = conjugated = False
     if t.is_conj():
         t = t.conj()  # clears the bit: a view of the stored values; NaN/Inf ignore the sign
+        conjugated = True
     if t.is_neg():
         t = _stored(t)
         negated = True
@@ -84,7 +92,7 @@ def view(t: torch.Tensor) -> arrays.View:
         a = t.numpy() if word is None else t.view(word).numpy().view(np_dtype)
     except RuntimeError as e:  # functorch / fake / compiled-graph tensors have no memory to read
         raise TypeError(f"fpclass cannot read this tensor's memory: {e}") from None
-    return arrays.View(a, negated, _PACKED.get(t.dtype, ""))
+    return arrays.View(a, negated, _PACKED.get(t.dtype, ""), conjugated)
 
 
 def _stored(t: torch.Tensor) -> torch.Tensor:

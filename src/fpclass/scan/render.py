@@ -70,7 +70,9 @@ def plain_lines(report: ScanReport):
     """Yield one line per tensor with findings, per unchecked tensor, per problem, per skipped
     file, then the summary. Names are escaped (`printable`), so each item is one line."""
     for t in report.tensors:
-        head = f"{printable(t.file)}: {_name(t)}: {printable(t.dtype)}{_shape(t)}"
+        # fpclass.check's arrays come from no file
+        where = f"{printable(t.file)}: " if t.file else ""
+        head = f"{where}{_name(t)}: {printable(t.dtype)}{_shape(t)}"
         if t.nonfinite:
             missing = f" missing={t.missing}" if t.missing else ""
             yield (f"found: {head}: nan={t.nan} posinf={t.posinf} neginf={t.neginf}{missing} "
