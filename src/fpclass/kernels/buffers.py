@@ -29,7 +29,8 @@ def _pointer(typingctx, address, like):
 
 
 @njit(**JIT)
-def _count_one(address, length, like, m, v, m2, v2):
+def count_one(address, length, like, m, v, m2, v2):
+    """Matches among the `length` words at `address` (see count_at)."""
     words = carray(_pointer(address, like), length)
     return count_run(words, 0, 1, length, m, v, m2, v2, 1)
 
@@ -39,11 +40,11 @@ def count_at(addresses, lengths, like, m, v, m2, v2, counts):
     """counts[i] = matches among the lengths[i] words at addresses[i] (contiguous, alive, of
     like's dtype: the caller's duty, nothing is checked)."""
     for i in range(addresses.size):
-        counts[i] = _count_one(addresses[i], lengths[i], like, m, v, m2, v2)
+        counts[i] = count_one(addresses[i], lengths[i], like, m, v, m2, v2)
 
 
 @njit(parallel=True, **JIT)
 def count_at_parallel(addresses, lengths, like, m, v, m2, v2, counts):
     """count_at with the buffers spread over numba's threads."""
     for i in prange(addresses.size):
-        counts[i] = _count_one(addresses[i], lengths[i], like, m, v, m2, v2)
+        counts[i] = count_one(addresses[i], lengths[i], like, m, v, m2, v2)

@@ -285,4 +285,21 @@ def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, te
     return np.add.reduceat(found, first)
 
 
+def buffer_counter(word: np.dtype, test):
+    """A function (address, length) -> how many of the `length` words at `address` match `test`
+    (one contiguous buffer, alive for the call): count_buffers for one buffer, minus its
+    per-call setup, for callers that check one tensor at a time (hooks)."""
+    if test is None:
+        return lambda address, length: 0
+    m, v, m2, v2 = scalars(test, word)
+    like = _LIKE.setdefault(word, np.empty(0, word))
+    one, many = buffers.count_one, count_buffers
+
+    def count(address: int, length: int) -> int:
+        if length >= PARALLEL_MIN and parallel_ok(length):
+            return int(many([address], [length], word, test)[0])
+        return one(address, length, like, m, v, m2, v2)
+    return count
+
+
 _LIKE: dict = {}  # a zero-length array per word dtype: tells the kernel the type of the words

@@ -3,6 +3,8 @@ that hold many tensors (fpclass.check, fpclass.torch.watch) and cannot afford an
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..formats import Query
@@ -20,3 +22,17 @@ def count_nonfinite_words(dtype, addresses, lengths) -> np.ndarray:
     from ..kernels import launch
     words = np.asarray(lengths, np.int64) * src.lanes
     return launch.count_buffers(addresses, words, src.word, src.test(Query.NONFINITE))
+
+
+@functools.lru_cache(maxsize=64)
+def nonfinite_counter(dtype):
+    """count_nonfinite_words for one buffer at a time, prepared once per dtype: a function
+    (address, length) -> int with the same contract, for callers that check tensors one by one
+    as they appear (fpclass.torch.watch's hooks)."""
+    src = as_source(np.empty(0, dtype))
+    if src.by_value:
+        raise TypeError(f"{src.array.dtype} is classified by value; pass it as an ndarray")
+    from ..kernels import launch
+    count = launch.buffer_counter(src.word, src.test(Query.NONFINITE))
+    lanes = src.lanes
+    return count if lanes == 1 else lambda address, length: count(address, lanes * length)
