@@ -24,6 +24,8 @@ SCRIPTS = {  # name -> (script, arguments)
     "scan": ("bench_scan.py", ["--size-gib", "4"]),
     "dask": ("bench_dask.py", ["--gib", "8"]),
     "dask-memory": ("bench_dask.py", ["--gib", "8", "--source", "memory"]),
+    "check": ("bench_check.py", []),
+    "watch": ("bench_watch.py", []),
 }
 
 
