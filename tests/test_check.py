@@ -193,3 +193,9 @@ def test_the_report_follows_the_scan_schema_and_renders_the_same_way():
     assert lines[0] == "found: layer.weight: float32[1, 2]: nan=1 posinf=0 neginf=0 of 2: at [0, 1] nan"
     assert lines[-1].startswith("summary: ") and lines[-1].endswith("-> found (exit 1)")
     assert str(report) == "\n".join(lines)
+
+
+def test_lazy_dask_arrays_are_not_computed_behind_the_callers_back():
+    da = pytest.importorskip("dask.array")
+    report = fpclass.check({"lazy": da.ones(4, chunks=2)})
+    assert report.tensors[0].status == "unchecked" and "compute()" in report.tensors[0].reason

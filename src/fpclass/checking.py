@@ -249,6 +249,9 @@ def _view(x) -> arrays.View:
     if isinstance(x, np.ndarray):
         return arrays.View(x)
     adapter = adapter_for(x)
+    if adapter is not None and adapter.__name__ == "fpclass.dask":
+        raise TypeError("a dask array is lazy and fpclass.check reads arrays in memory: pass "
+                        "x.compute(), or count lazily with fpclass.count_nonfinite(x)")
     view = getattr(adapter, "view", None)
     if view is not None:
         return view(x)

@@ -55,9 +55,9 @@ def arguments(name: str, x, args, kwargs) -> dict:
 def run(name: str, view: View, args, kwargs, *, new_mask: Callable, as_out: Callable,
         per_axis: Callable):
     """Answer fpclass.`name` for the array behind `view`. Element-wise results are written into
-    `new_mask(ndarray)` -> (result, writable ndarray view of it), or into `as_out(out)` -> (the
-    same); per-axis query answers (ndarrays) go through `per_axis`; everything else comes back
-    as it does for NumPy input."""
+    the ndarray of `new_mask(ndarray)` -> (ndarray to write, finish() -> the answer), or of
+    `as_out(out)` -> the same; per-axis query answers (ndarrays) go through `per_axis`;
+    everything else comes back as it does for NumPy input."""
     given = arguments(name, view.array, args, kwargs)
     if view.negated:
         name = _NEGATED_NAME.get(name, name)
@@ -67,9 +67,9 @@ def run(name: str, view: View, args, kwargs, *, new_mask: Callable, as_out: Call
     impl = implementation(name)
     if name in ELEMENTWISE:
         out = given.pop("out")
-        result, target = new_mask(view.array) if out is None else as_out(out)
+        target, finish = new_mask(view.array) if out is None else as_out(out)
         impl(view.array, target, **{k: v for k, v in given.items() if k != "x"})
-        return result
+        return finish()
     if name == "class_counts" and view.packed:
         raise TypeError(f"class_counts cannot count the classes of {view.packed} (two packed values "
                         "per byte, and neither can be NaN or Inf); unpack them first")

@@ -168,15 +168,8 @@ def _container(x):
 def _new_mask(wrap):
     def make(a: np.ndarray):
         mask = np.empty(a.shape, bool)
-        return _Deferred(wrap, mask), mask
+        return mask, lambda: wrap(mask)  # JAX arrays are immutable: a copy of the written mask
     return make
-
-
-class _Deferred:
-    """A mask to hand back once fpclass has written it (JAX arrays are immutable copies)."""
-
-    def __init__(self, wrap, mask):
-        self.wrap, self.mask = wrap, mask
 
 
 def dispatch(name: str, x, *args, **kwargs):
@@ -189,10 +182,7 @@ def dispatch(name: str, x, *args, **kwargs):
         if _framework(x) in ("jax", "jaxlib"):
             raise TypeError("out= is not supported for JAX arrays (they are immutable); use the "
                             "returned array")
-        return out, arrays.check_out(out, v.array.shape)
+        return arrays.check_out(out, v.array.shape), lambda: out
 
-    answer = arrays.run(name, v, args, kwargs, new_mask=_new_mask(wrap), as_out=as_out,
-                        per_axis=wrap)
-    if isinstance(answer, _Deferred):
-        return answer.wrap(answer.mask)
-    return answer
+    return arrays.run(name, v, args, kwargs, new_mask=_new_mask(wrap), as_out=as_out,
+                      per_axis=wrap)

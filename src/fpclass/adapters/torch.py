@@ -108,7 +108,7 @@ def _new_mask(t: torch.Tensor):
     def make(a: np.ndarray):
         # empty_like keeps a transposed input's strides, so the kernels write in memory order
         mask = torch.empty_like(t, dtype=torch.bool, requires_grad=False, device="cpu")
-        return mask, mask.numpy()
+        return mask.numpy(), lambda: mask
     return make
 
 
@@ -119,8 +119,8 @@ def _as_out(shape):
                     or out.device.type != "cpu":
                 raise TypeError(f"out must be a CPU bool or uint8 tensor (or NumPy array) of shape "
                                 f"{tuple(shape)}, got a {out.dtype} {out.layout} tensor on {out.device}")
-            return out, out.detach().numpy()
-        return out, arrays.check_out(out, shape)
+            return out.detach().numpy(), lambda: out
+        return arrays.check_out(out, shape), lambda: out
     return take
 
 
