@@ -61,6 +61,9 @@ class NonFiniteError(FloatingPointError):
         super().__init__(str(finding))
         self.finding = finding
 
+    def __reduce__(self):
+        return type(self), (self.finding,)
+
     def __getattr__(self, name):
         if name == "finding":
             raise AttributeError(name)
