@@ -111,7 +111,7 @@ class _Checker:
     def __init__(self, max_locations: int):
         self.limit = max_locations
         self.results: list = []
-        self.batches: dict = {}   # id(NumPy dtype) -> (dtype, [result slot], [address], [length])
+        self.batches: dict = {}   # id(NumPy dtype) -> (dtype, [slot], [address], [length], [array])
         self.later: list = []     # (slot, name, dtype name, shape, array) to look at in full
         self.kinds: dict = {}     # id(dtype) -> (dtype, _COUNT | _NOT_APPLICABLE | ..., lanes)
         self.torch = None
@@ -121,20 +121,17 @@ class _Checker:
         is_torch = self.is_torch
         for name, x in items:
             cls = type(x)
-            torch = is_torch.get(cls)
-            if torch is None:
-                torch = is_torch[cls] = cls.__module__.partition(".")[0] == "torch"
-            if not (torch and self._torch_fast(name, x)):
+            from_torch = is_torch.get(cls)
+            if from_torch is None:
+                from_torch = is_torch[cls] = cls.__module__.partition(".")[0] == "torch"
+            if not (from_torch and self._torch_fast(name, x)):
                 self._general(name, x)
-        for dtype, slots, addresses, lengths in self.batches.values():
+        for dtype, slots, addresses, lengths, sources in self.batches.values():
             counts = count_nonfinite_words(dtype, addresses, lengths)
-            for slot, count in zip(slots, counts.tolist()):
-                name, dname, shape, x, nbytes, values = self.results[slot]
-                if count:
-                    self.later.append((slot, name, dname, shape, x))
-                else:
-                    self.results[slot] = TensorResult("", name, dname, shape, CHECKED, 0, 0, 0, (),
-                                                      values, nbytes)
+            for k in np.flatnonzero(counts).tolist():  # the results queued as clean are not
+                slot = slots[k]
+                r = self.results[slot]
+                self.later.append((slot, r.name, r.dtype, r.shape, sources[k]))
         for slot, name, dname, shape, x in self.later:
             self.results[slot] = self._examine(name, dname, shape, x)
         return self.results
@@ -189,13 +186,16 @@ class _Checker:
         return known[1:]
 
     def _queue(self, dtype, address: int, n: int, lanes: int, name, dname, shape, x) -> None:
+        """Count the array with the others of its dtype; its result says clean until then."""
         batch = self.batches.get(id(dtype))
         if batch is None or batch[0] is not dtype:
-            batch = self.batches[id(dtype)] = (dtype, [], [], [])
+            batch = self.batches[id(dtype)] = (dtype, [], [], [], [])
         batch[1].append(len(self.results))
         batch[2].append(address)
         batch[3].append(n)
-        self.results.append((name, dname, shape, x, n * dtype.itemsize, lanes * n))
+        batch[4].append(x)
+        self.results.append(TensorResult("", name, dname, shape, CHECKED, 0, 0, 0, (), lanes * n,
+                                         n * dtype.itemsize))
 
     def _general(self, name, x) -> None:
         shape = tuple(int(n) for n in getattr(x, "shape", ()))
