@@ -25,7 +25,7 @@ SCRIPTS = {  # name -> (script, arguments)
     "dask": ("bench_dask.py", ["--gib", "8"]),
     "dask-memory": ("bench_dask.py", ["--gib", "8", "--source", "memory"]),
     "check": ("bench_check.py", []),
-    "watch": ("bench_watch.py", []),
+    "watch": ("bench_watch.py", ["--threads", "1"]),
 }
 
 
