@@ -4,7 +4,6 @@ arrays off the host are refused with the copy the caller can make."""
 
 import tracemalloc
 
-import ml_dtypes
 import numpy as np
 import pytest
 

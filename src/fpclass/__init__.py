@@ -23,9 +23,10 @@ def __getattr__(name):
         return check
     raise AttributeError(f"module 'fpclass' has no attribute {name!r}")
 
+
 __all__ = [
-    "ClassCounts", "all_finite", "check", "any_inf", "any_nan", "any_nonfinite", "class_counts", "count_inf",
-    "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite", "formats",
-    "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
+    "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "check", "class_counts",
+    "count_inf", "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite",
+    "formats", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
     "locate_nonfinite",
 ]

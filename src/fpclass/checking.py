@@ -69,7 +69,8 @@ def _is_array(x, _known={}) -> bool:
 
 def _items(obj, grads: bool) -> list:
     """(name, array) for every array in `obj`, in order."""
-    if callable(getattr(obj, "named_parameters", None)) and callable(getattr(obj, "named_buffers", None)):
+    if callable(getattr(obj, "named_parameters", None)) \
+            and callable(getattr(obj, "named_buffers", None)):
         out = []
         for name, p in obj.named_parameters():
             out.append((name, p))
@@ -258,8 +259,8 @@ def _view(x) -> arrays.View:
     try:
         return arrays.View(np.asarray(x))
     except (TypeError, ValueError) as e:
-        raise TypeError(f"cannot read {type(x).__module__}.{type(x).__qualname__} as an array: {e}") \
-            from None
+        kind = f"{type(x).__module__}.{type(x).__qualname__}"
+        raise TypeError(f"cannot read {kind} as an array: {e}") from None
 
 
 def _parts(a: np.ndarray) -> np.ndarray:

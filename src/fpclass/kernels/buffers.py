@@ -6,8 +6,6 @@ lengths; one kernel walks them all, and the parallel version spreads the pieces 
 a thousand small buffers cost what one large one does.
 """
 
-import numpy as np
-from llvmlite import ir
 from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
