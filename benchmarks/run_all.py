@@ -27,6 +27,8 @@ SCRIPTS = {  # name -> (script, arguments)
     "startup": ("bench_startup.py", []),
     "dask": ("bench_dask.py", ["--gib", "8"]),
     "dask-memory": ("bench_dask.py", ["--gib", "8", "--source", "memory"]),
+    "check": ("bench_check.py", []),
+    "watch": ("bench_watch.py", ["--threads", "1"]),
 }
 
 

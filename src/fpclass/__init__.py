@@ -6,17 +6,27 @@
 """
 
 from . import formats
-from .operators.elementwise import isfinite, isinf, isnan, isneginf, isposinf
-from .operators.queries import (
-    ClassCounts, all_finite, any_inf, any_nan, any_nonfinite, class_counts, count_inf, count_nan,
-    count_nonfinite, first_inf, first_nan, first_nonfinite, locate_inf, locate_nan, locate_nonfinite,
+from .facade import (
+    all_finite, any_inf, any_nan, any_nonfinite, class_counts, count_inf, count_nan, count_nonfinite,
+    first_inf, first_nan, first_nonfinite, isfinite, isinf, isnan, isneginf, isposinf, locate_inf,
+    locate_nan, locate_nonfinite,
 )
+from .operators.queries import ClassCounts
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # fpclass.check imports the scan's report types: loaded on first use, not with fpclass
+    if name == "check":
+        from .checking import check
+        return check
+    raise AttributeError(f"module 'fpclass' has no attribute {name!r}")
+
+
 __all__ = [
-    "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "class_counts", "count_inf",
-    "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite", "formats",
-    "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
+    "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "check", "class_counts",
+    "count_inf", "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite",
+    "formats", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
     "locate_nonfinite",
 ]

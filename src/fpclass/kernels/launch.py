@@ -13,7 +13,7 @@ import threading
 import numba
 import numpy as np
 
-from . import elementwise, reductions
+from . import buffers, elementwise, reductions
 from . import histogram as histogram_kernels
 from .layout import Plan, as_words, plan
 
@@ -258,3 +258,48 @@ def _first_in_rounds(args, test_args, total):
             return hit[:1]
         pos = int(stops[-1])
     return np.empty(0, np.int64)
+
+
+def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, test) -> np.ndarray:
+    """How many of the lengths[i] words (dtype `word`) at addresses[i] match `test`, per buffer
+    (int64). The buffers are contiguous and alive for the call (the caller's duty). Long ones are
+    cut into pieces of BLOCK words, so the cores share the work whatever the sizes."""
+    addresses = np.asarray(addresses, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    counts = np.zeros(lengths.size, np.int64)
+    if test is None or not lengths.size:
+        return counts
+    m, v, m2, v2 = scalars(test, word)
+    like = _LIKE.setdefault(word, np.empty(0, word))
+    if not parallel_ok(int(lengths.sum())):
+        buffers.count_at(addresses, lengths, like, m, v, m2, v2, counts)
+        return counts
+    pieces_of = np.maximum(-(-lengths // BLOCK), 1)
+    owner = np.repeat(np.arange(lengths.size), pieces_of)
+    first = np.cumsum(pieces_of) - pieces_of                  # each buffer's first piece
+    k = np.arange(owner.size) - first[owner]                  # a piece's place in its buffer
+    starts = addresses[owner] + k * BLOCK * word.itemsize
+    sizes = np.minimum(lengths[owner] - k * BLOCK, BLOCK)
+    found = np.empty(owner.size, np.int64)
+    buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
+    return np.add.reduceat(found, first)
+
+
+def buffer_counter(word: np.dtype, test):
+    """A function (address, length) -> how many of the `length` words at `address` match `test`
+    (one contiguous buffer, alive for the call): count_buffers for one buffer, minus its
+    per-call setup, for callers that check one tensor at a time (hooks)."""
+    if test is None:
+        return lambda address, length: 0
+    m, v, m2, v2 = scalars(test, word)
+    like = _LIKE.setdefault(word, np.empty(0, word))
+    one, many = buffers.count_one, count_buffers
+
+    def count(address: int, length: int) -> int:
+        if length >= PARALLEL_MIN and parallel_ok(length):
+            return int(many([address], [length], word, test)[0])
+        return one(address, length, like, m, v, m2, v2)
+    return count
+
+
+_LIKE: dict = {}  # a zero-length array per word dtype: tells the kernel the type of the words

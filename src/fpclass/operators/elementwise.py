@@ -180,15 +180,6 @@ def _classify(x, query: Query | None, negate: bool, out):
     return result[()] if a.ndim == 0 else result
 
 
-def _dask(name, x, *args, **kwargs):
-    """fpclass.dask's lazy answer for dask input; NotImplemented otherwise (checked by module
-    name, so numpy input never imports dask)."""
-    if type(x).__module__.partition(".")[0] not in ("dask", "distributed"):
-        return NotImplemented
-    from ..dask import dispatch
-    return dispatch(name, x, *args, **kwargs)
-
-
 def launcher(a: np.ndarray):
     """What classifies `a`: NumPy for inputs of at most numpy_bits.SMALL_BYTES (no compile, no
     dispatch cost), the numba kernels above."""
@@ -212,8 +203,6 @@ def isnan(x, out=None):
     complex. Same shape as `x`; a NumPy bool scalar for scalar input; writes into `out` if given."""
     if (done := _small(x, _FAST_NAN, out)) is not None:
         return done
-    if (lazy := _dask("isnan", x, out)) is not NotImplemented:
-        return lazy
     return _classify(x, Query.NAN, False, out)
 
 
@@ -223,10 +212,6 @@ def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     both = detect_negative is True and detect_positive is True  # the default, checked cheaply
     if both and (done := _small(x, _FAST_BOTH_SIGNS, out)) is not None:
         return done
-    if type(x) is not np.ndarray:
-        lazy = _dask("isinf", x, out, detect_negative=detect_negative, detect_positive=detect_positive)
-        if lazy is not NotImplemented:
-            return lazy
     query = _inf_query(x, "isinf", detect_negative, detect_positive)
     if query not in (None, Query.INF) and (done := _small(x, _FAST_INF[query], out)) is not None:
         return done
@@ -248,8 +233,6 @@ def isfinite(x, out=None):
     """True where `x` is neither NaN nor ±Inf (complex: both parts finite; NaT is not finite)."""
     if (done := _small(x, _FAST_FINITE, out)) is not None:
         return done
-    if (lazy := _dask("isfinite", x, out)) is not NotImplemented:
-        return lazy
     return _classify(x, Query.NONFINITE, True, out)
 
 

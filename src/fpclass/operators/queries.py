@@ -6,29 +6,14 @@ Every query takes the same inputs as the operators and raises the same errors.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..formats import Kind, Query
-from .elementwise import (_BY_VALUE, _FAST_BOTH_SIGNS, _FAST_FINITE, _FAST_NAN, _dask, _inf_query,
-                          launcher)
+from .elementwise import _BY_VALUE, _FAST_BOTH_SIGNS, _FAST_FINITE, _FAST_NAN, _inf_query, launcher
 from .inputs import as_source
-
-
-def _lazy_on_dask(query):
-    """`query`, answering dask input with fpclass.dask's lazy version of the same name."""
-    name = query.__name__
-
-    @functools.wraps(query)
-    def answer(x, *args, **kwargs):
-        if type(x) is not np.ndarray and (lazy := _dask(name, x, *args, **kwargs)) is not \
-                NotImplemented:
-            return lazy
-        return query(x, *args, **kwargs)
-    return answer
 
 
 def _small(fast, x, axis, keepdims):
@@ -127,7 +112,6 @@ def _locate(x, query, limit):
 
 # -- boolean queries ---------------------------------------------------------------------------
 
-@_lazy_on_dask
 def any_nan(x, axis=None, keepdims=False):
     """Same as numpy's isnan(x).any(axis, keepdims=keepdims), in one pass that stops at the first
     NaN. Empty input gives False."""
@@ -136,7 +120,6 @@ def any_nan(x, axis=None, keepdims=False):
     return _any(x, Query.NAN, axis, keepdims)
 
 
-@_lazy_on_dask
 def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as isinf(x, detect_negative=..., detect_positive=...).any(axis), without the mask."""
     if detect_negative is True and detect_positive is True and \
@@ -145,7 +128,6 @@ def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positi
     return _any(x, _inf_query(x, "any_inf", detect_negative, detect_positive), axis, keepdims)
 
 
-@_lazy_on_dask
 def any_nonfinite(x, axis=None, keepdims=False):
     """Same as (~isfinite(x)).any(axis): is there a NaN or an Inf? Empty input gives False."""
     if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
@@ -153,7 +135,6 @@ def any_nonfinite(x, axis=None, keepdims=False):
     return _any(x, Query.NONFINITE, axis, keepdims)
 
 
-@_lazy_on_dask
 def all_finite(x, axis=None, keepdims=False):
     """Same as isfinite(x).all(axis): no NaN and no Inf. Empty input gives True."""
     if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
@@ -163,7 +144,6 @@ def all_finite(x, axis=None, keepdims=False):
 
 # -- counts ------------------------------------------------------------------------------------
 
-@_lazy_on_dask
 def count_nan(x, axis=None, keepdims=False):
     """Same as count_nonzero(isnan(x), axis): int64 counts. Empty input gives 0."""
     if (hit := _small(_FAST_NAN, x, axis, keepdims)) is not None:
@@ -171,13 +151,11 @@ def count_nan(x, axis=None, keepdims=False):
     return _count(x, Query.NAN, axis, keepdims)
 
 
-@_lazy_on_dask
 def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as count_nonzero(isinf(x, ...), axis), for the selected signs."""
     return _count(x, _inf_query(x, "count_inf", detect_negative, detect_positive), axis, keepdims)
 
 
-@_lazy_on_dask
 def count_nonfinite(x, axis=None, keepdims=False):
     """Same as count_nonzero(~isfinite(x), axis)."""
     if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
@@ -223,7 +201,6 @@ class ClassCounts(NamedTuple):
         return sum(self)
 
 
-@_lazy_on_dask
 def class_counts(x) -> ClassCounts:
     """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`, in
     one pass. Subnormal means exponent field 0 and mantissa != 0. A NaN's sign is not counted.
@@ -266,7 +243,6 @@ def _class_counts_by_value(a) -> ClassCounts:
 
 # -- locate ------------------------------------------------------------------------------------
 
-@_lazy_on_dask
 def first_nan(x):
     """The N-d index (a tuple) of the first NaN in C order, or None. Stops at the first hit."""
     if (hit := _small(_FAST_NAN, x, None, False)) is not None:
@@ -274,13 +250,11 @@ def first_nan(x):
     return _first(x, Query.NAN)
 
 
-@_lazy_on_dask
 def first_inf(x, *, detect_negative=True, detect_positive=True):
     """The N-d index of the first infinity of a selected sign in C order, or None."""
     return _first(x, _inf_query(x, "first_inf", detect_negative, detect_positive))
 
 
-@_lazy_on_dask
 def first_nonfinite(x):
     """The N-d index of the first NaN or Inf in C order, or None."""
     if (finite := _small(_FAST_FINITE, x, None, False)) is not None:
@@ -288,20 +262,17 @@ def first_nonfinite(x):
     return _first(x, Query.NONFINITE)
 
 
-@_lazy_on_dask
 def locate_nan(x, limit=None):
     """Indices of the NaNs in C order as a (k, ndim) int64 array, like np.argwhere(isnan(x)),
     stopping after `limit` hits (None: all)."""
     return _locate(x, Query.NAN, limit)
 
 
-@_lazy_on_dask
 def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True):
     """Indices of the selected infinities in C order, (k, ndim), at most `limit`."""
     return _locate(x, _inf_query(x, "locate_inf", detect_negative, detect_positive), limit)
 
 
-@_lazy_on_dask
 def locate_nonfinite(x, limit=None):
     """Indices of the NaNs and Infs in C order, (k, ndim), at most `limit`."""
     return _locate(x, Query.NONFINITE, limit)

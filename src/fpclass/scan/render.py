@@ -72,7 +72,8 @@ def plain_lines(report: ScanReport):
     """Yield one line per tensor with findings, per unchecked tensor, per problem, per skipped
     file, then the summary. Names are escaped (`printable`), so each item is one line."""
     def head(t):
-        return f"{printable(t.file)}: {_name(t)}: {printable(t.dtype)}{_shape(t)}"
+        where = f"{printable(t.file)}: " if t.file else ""   # fpclass.check's arrays: no file
+        return f"{where}{_name(t)}: {printable(t.dtype)}{_shape(t)}"
     for t in report.tensors:
         if t.nonfinite:
             missing = f" missing={t.missing}" if t.missing else ""

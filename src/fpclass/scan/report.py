@@ -200,6 +200,11 @@ class ScanReport:
             "bytes_per_second": round(self.bytes_checked / self.seconds, 1) if self.seconds else None,
         }
 
+    def __str__(self) -> str:
+        """The plain lines `fpclass scan` prints into a pipe (render.plain_lines)."""
+        from .render import plain_lines
+        return "\n".join(plain_lines(self))
+
     def write_json(self, stream) -> None:
         """Write the JSON document to the text `stream`, indented, with one tensor, problem or
         skipped file per line: the document of to_dict(), at a cost that stays linear and small

@@ -1,0 +1,96 @@
+"""Foreign arrays read in place: the NumPy implementation runs on an ndarray view of their memory,
+and the answer goes back in the caller's container. Shared by the torch and DLPack adapters."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..operators import elementwise, queries
+
+ELEMENTWISE = ("isnan", "isinf", "isfinite", "isposinf", "isneginf")
+#: Queries with axis / keepdims: their per-axis answers follow the caller's container.
+PER_AXIS = ("any_nan", "any_inf", "any_nonfinite", "all_finite", "count_nan", "count_inf",
+            "count_nonfinite")
+LOCATING = ("first_nan", "first_inf", "first_nonfinite", "locate_nan", "locate_inf",
+            "locate_nonfinite")
+PUBLIC = ELEMENTWISE + PER_AXIS + ("class_counts",) + LOCATING
+
+#: What a negated view (torch's lazy negation) turns each sign-specific question into.
+_NEGATED_NAME = {"isposinf": "isneginf", "isneginf": "isposinf"}
+
+
+class View(NamedTuple):
+    """An ndarray over a foreign array's memory, and how its stored values relate to the values."""
+
+    array: np.ndarray
+    negated: bool = False     # stored values are the negatives of the values (torch's lazy neg bit)
+    packed: str = ""          # the name of a packed sub-byte dtype: classes cannot be counted
+    conjugated: bool = False  # stored imaginary parts are the negatives of the values' (lazy conj)
+
+
+@functools.cache
+def implementation(name: str) -> Callable:
+    """The NumPy implementation of the public function `name`."""
+    if name not in PUBLIC:
+        raise AttributeError(f"fpclass has no function {name!r}")
+    return getattr(elementwise if name in ELEMENTWISE else queries, name)
+
+
+@functools.cache
+def _signature(name: str) -> inspect.Signature:
+    return inspect.signature(implementation(name))
+
+
+def arguments(name: str, x, args, kwargs) -> dict:
+    """The public function's arguments by name, defaults filled in (TypeError as a call would)."""
+    bound = _signature(name).bind(x, *args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments
+
+
+def run(name: str, view: View, args, kwargs, *, new_mask: Callable, as_out: Callable,
+        per_axis: Callable):
+    """Answer fpclass.`name` for the array behind `view`. Element-wise results are written into
+    the ndarray of `new_mask(ndarray)` -> (ndarray to write, finish() -> the answer), or of
+    `as_out(out)` -> the same; per-axis query answers (ndarrays) go through `per_axis`;
+    everything else comes back as it does for NumPy input."""
+    given = arguments(name, view.array, args, kwargs)
+    if view.negated:
+        name = _NEGATED_NAME.get(name, name)
+        if "detect_negative" in given:
+            given["detect_negative"], given["detect_positive"] = \
+                given["detect_positive"], given["detect_negative"]
+    impl = implementation(name)
+    if name in ELEMENTWISE:
+        out = given.pop("out")
+        target, finish = new_mask(view.array) if out is None else as_out(out)
+        impl(view.array, target, **{k: v for k, v in given.items() if k != "x"})
+        return finish()
+    if name == "class_counts" and view.packed:
+        raise TypeError(f"class_counts cannot count the classes of {view.packed} (two packed values "
+                        "per byte, and neither can be NaN or Inf); unpack them first")
+    answer = impl(**given)
+    if name == "class_counts" and view.negated:
+        return swap_signs(answer)
+    if name in PER_AXIS and isinstance(answer, np.ndarray):
+        return per_axis(answer)
+    return answer
+
+
+def swap_signs(counts: queries.ClassCounts) -> queries.ClassCounts:
+    """The class counts of the negated values."""
+    return queries.ClassCounts(counts.nan, counts.neg_inf, counts.pos_inf, counts.neg_zero,
+                               counts.pos_zero, counts.neg_subnormal, counts.pos_subnormal,
+                               counts.neg_normal, counts.pos_normal)
+
+
+def check_out(out, shape) -> np.ndarray:
+    """A NumPy `out=` as the operators take it (the operators validate it)."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a bool or uint8 array of shape {tuple(shape)} (NumPy, or "
+                        f"the input's own kind), got {type(out).__module__}.{type(out).__qualname__}")
+    return out

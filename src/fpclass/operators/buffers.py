@@ -1,0 +1,38 @@
+"""Non-finite counts over many raw buffers of one dtype in one call: the entry point for callers
+that hold many tensors (fpclass.check, fpclass.torch.watch) and cannot afford an ndarray each."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..formats import Query
+from .inputs import as_source
+
+
+def count_nonfinite_words(dtype, addresses, lengths) -> np.ndarray:
+    """For each buffer of lengths[i] contiguous, aligned, native-layout elements of `dtype` at
+    addresses[i]: how many of its stored words are NaN or Inf (an int64 array; a complex element
+    is two words). Nothing is checked: the memory must stay alive and readable for the call.
+    TypeError for dtypes classified by value (long double) and for dtypes fpclass does not take."""
+    src = as_source(np.empty(0, dtype))
+    if src.by_value:
+        raise TypeError(f"{src.array.dtype} is classified by value; pass it as an ndarray")
+    from ..kernels import launch
+    words = np.asarray(lengths, np.int64) * src.lanes
+    return launch.count_buffers(addresses, words, src.word, src.test(Query.NONFINITE))
+
+
+@functools.lru_cache(maxsize=64)
+def nonfinite_counter(dtype):
+    """count_nonfinite_words for one buffer at a time, prepared once per dtype: a function
+    (address, length) -> int with the same contract, for callers that check tensors one by one
+    as they appear (fpclass.torch.watch's hooks)."""
+    src = as_source(np.empty(0, dtype))
+    if src.by_value:
+        raise TypeError(f"{src.array.dtype} is classified by value; pass it as an ndarray")
+    from ..kernels import launch
+    count = launch.buffer_counter(src.word, src.test(Query.NONFINITE))
+    lanes = src.lanes
+    return count if lanes == 1 else lambda address, length: count(address, lanes * length)
