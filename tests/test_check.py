@@ -182,7 +182,7 @@ def test_many_tensors_and_large_ones():
 
 def test_the_report_follows_the_scan_schema_and_renders_the_same_way():
     report = fpclass.check({"layer.weight": np.array([[1.0, np.nan]], np.float32)})
-    doc = report.to_json()
+    doc = report.to_dict()
     assert doc["schema"] == SCHEMA and doc["exit_code"] == 1 and doc["status"] == "found"
     entry = doc["tensors"][0]
     assert entry["name"] == "layer.weight" and entry["nan"] == 1 and entry["shape"] == [1, 2]
