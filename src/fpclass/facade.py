@@ -13,6 +13,7 @@ import numpy as np
 
 from .adapters import adapter_for
 from .adapters.arrays import ELEMENTWISE, LOCATING, PER_AXIS
+from .kernels import numpy_bits
 from .operators import elementwise, queries
 
 
@@ -30,9 +31,57 @@ def _public(impl):
     return public
 
 
+def _public_small(impl, fast, answer):
+    """`impl` behind the router, with the small-input answer inlined for a plain ndarray and no
+    other argument: at ten elements the calls between here and NumPy are most of the cost.
+    `answer(hit)` turns the operator's mask (from `fast`, an elementwise._Fast) into the result;
+    the same mask and result the full path gives (tests/test_first_contact.py)."""
+    name = impl.__name__
+    by_dtype, bits, limit = fast.by_dtype, numpy_bits, elementwise.SMALL_ELEMENTS
+
+    @functools.wraps(impl)
+    def public(x, *args, **kwargs):
+        if type(x) is np.ndarray:
+            if not args and not kwargs and x.nbytes <= bits.SMALL_BYTES and x.size <= limit:
+                entry = by_dtype.get(id(x.dtype))
+                if entry is not None and entry[0] is x.dtype and entry[5] is not None:
+                    return answer(entry[5](x))
+        else:
+            adapter = adapter_for(x)
+            if adapter is not None:
+                return adapter.dispatch(name, x, *args, **kwargs)
+        return impl(x, *args, **kwargs)
+    return public
+
+
+def _same(hit):
+    return hit
+
+
+def _count(hit):
+    return np.int64(np.count_nonzero(hit))
+
+
+def _count_not(hit):
+    return np.int64(hit.size - np.count_nonzero(hit))
+
+
+#: The small-input answers: (the operator whose mask it reads, how the mask becomes the answer).
+_SMALL = {"isnan": (elementwise._FAST_NAN, _same), "isinf": (elementwise._FAST_BOTH_SIGNS, _same),
+          "isfinite": (elementwise._FAST_FINITE, _same),
+          "any_nan": (elementwise._FAST_NAN, lambda hit: hit.any()),
+          "all_finite": (elementwise._FAST_FINITE, lambda hit: hit.all()),
+          "count_nan": (elementwise._FAST_NAN, _count),
+          "count_nonfinite": (elementwise._FAST_FINITE, _count_not)}
+
+
+def _route(name):
+    impl = getattr(elementwise if name in ELEMENTWISE else queries, name)
+    return _public_small(impl, *_SMALL[name]) if name in _SMALL else _public(impl)
+
+
 #: Every public function by name, routed.
-PUBLIC = {name: _public(getattr(elementwise if name in ELEMENTWISE else queries, name))
-          for name in ELEMENTWISE + PER_AXIS + ("class_counts",) + LOCATING}
+PUBLIC = {name: _route(name) for name in ELEMENTWISE + PER_AXIS + ("class_counts",) + LOCATING}
 
 isnan, isinf, isfinite, isposinf, isneginf = (PUBLIC[n] for n in ELEMENTWISE)
 any_nan, any_inf, any_nonfinite, all_finite, count_nan, count_inf, count_nonfinite = (

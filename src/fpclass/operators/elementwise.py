@@ -15,8 +15,9 @@ _BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Qu
 
 
 _BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)
-#: Contiguous arrays up to this size take `_small`, where the per-call cost is the whole cost.
-_SMALL = 1 << 15
+#: Contiguous arrays up to this size take `_small`, where the per-call cost is the whole cost
+#: (larger masks come from the pool of recycled memory: operators/outputs.py).
+SMALL_ELEMENTS = _SMALL = 1 << 15
 
 
 class _Fast:
