@@ -612,3 +612,65 @@ def test_tasks_stay_frozen_dataclasses():
     defaults = Task("f")
     assert all(getattr(defaults, f.name) == f.default for f in dataclasses.fields(Task)
                if f.default is not dataclasses.MISSING)
+
+
+# 12. Found by the structural fuzz test (tests/test_scan_fuzz.py): each case is refused by the
+# independent reader, so the scan may not end clean, nor with an internal error.
+
+
+def _gguf(kv, tensors):
+    """GGUF v3 bytes with metadata `kv` [(key bytes, value type, value bytes)] and F32 tensors
+    `tensors` [(name bytes, values)], 32-byte aligned."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, vtype, value in kv:
+        out += struct.pack("<Q", len(key)) + key + struct.pack("<I", vtype) + value
+    data = b""
+    for name, values in tensors:
+        data += b"\0" * (-len(data) % 32)
+        out += (struct.pack("<Q", len(name)) + name
+                + struct.pack("<IQIQ", 1, len(values), 0, len(data)))
+        data += np.asarray(values, "<f4").tobytes()
+    return out + b"\0" * (-len(out) % 32) + data
+
+
+def _gguf_verdicts(path):
+    """(what gguf-py says of the file at `path`: None when it reads it, else the error; the
+    scan's report)."""
+    gguf = pytest.importorskip("gguf")
+    try:
+        gguf.GGUFReader(path)
+        refused = None
+    except (KeyError, ValueError) as e:
+        refused = e
+    return refused, scan([path])
+
+
+_NAME = (b"general.name", 8, struct.pack("<Q", 1) + b"m")
+
+
+@pytest.mark.parametrize("kv, tensors, reason", [
+    ([_NAME, _NAME], [(b"w", [1.0])], "metadata key 'general.name' appears twice"),
+    ([(b"general.\xff", 4, bytes(4))], [(b"w", [1.0])], "metadata key b'general.\\xff' is not "
+                                                         "valid UTF-8"),
+    ([_NAME], [(b"\xff\xfe", [1.0])], "tensor name b'\\xff\\xfe' is not valid UTF-8"),
+    ([_NAME], [(b"w", [1.0]), (b"w", [2.0])], "two tensors are named 'w'"),
+], ids=["duplicate key", "key not UTF-8", "name not UTF-8", "duplicate name"])
+def test_gguf_names_gguf_py_refuses_are_refused(tmp_path, kv, tensors, reason):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(_gguf(kv, tensors))
+    refused, report = _gguf_verdicts(path)
+    assert refused is not None
+    [problem] = report.problems
+    assert reason in problem.reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_gguf_q8_1_is_unchecked_as_its_readers_disagree_on_the_block_size(tmp_path):
+    block = np.array([np.nan, 0], "<f2").tobytes() + bytes(32)   # ggml's 36-byte block_q8_1
+    path = tmp_path / "q.gguf"
+    path.write_bytes(gguf_bytes([("q", 9, [32], block)]))
+    gguf = pytest.importorskip("gguf")
+    with pytest.raises(ValueError):   # gguf-py reads 40 bytes, past the end of the file
+        gguf.GGUFReader(path)
+    q = _result(scan([path]), "q")
+    assert q.status == "unchecked" and "36 bytes, gguf-py's 40" in q.reason
