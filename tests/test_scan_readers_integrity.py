@@ -25,7 +25,7 @@ def _safetensors(header: dict, data: bytes) -> bytes:
 def _npy(header: str, data: bytes, version=(1, 0)) -> bytes:
     """An .npy file with the header dict literal `header` written as given (numpy's padding)."""
     text = header.encode("latin1")
-    size_format = "<H" if version == (1, 0) else "<I"
+    size_format = "<H" if version[0] == 1 else "<I"
     prefix = 6 + 2 + struct.calcsize(size_format)
     text += b" " * (-(prefix + len(text) + 1) % 64) + b"\n"
     return b"\x93NUMPY" + bytes(version) + struct.pack(size_format, len(text)) + text + data
@@ -674,3 +674,169 @@ def test_gguf_q8_1_is_unchecked_as_its_readers_disagree_on_the_block_size(tmp_pa
         gguf.GGUFReader(path)
     q = _result(scan([path]), "q")
     assert q.status == "unchecked" and "36 bytes, gguf-py's 40" in q.reason
+
+
+def _npz_of(members, compression=zipfile.ZIP_STORED) -> bytes:
+    """A zip of `members` {name or ZipInfo: bytes}."""
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with zipfile.ZipFile(buf, "w", compression) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+    return buf.getvalue()
+
+
+def _npy_and_npz_verdicts(tmp_path, npy: bytes):
+    """[(file name, what NumPy says: None when it reads the array, else the error, the scan's
+    report)] for `npy` as an .npy file and as a stored and a deflated .npz member."""
+    files = {"a.npy": npy, "s.npz": _npz_of({"x.npy": npy}),
+             "d.npz": _npz_of({"x.npy": npy}, zipfile.ZIP_DEFLATED)}
+    out = []
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if name.endswith(".npy"):
+                    np.load(tmp_path / name)
+                else:
+                    with zipfile.ZipFile(tmp_path / name) as z, z.open("x.npy") as f:
+                        np.lib.format.read_array(f)
+            refused = None
+        except Exception as e:   # whatever NumPy raises: the truth is only that it refuses
+            refused = e
+        out.append((name, refused, scan([tmp_path / name])))
+    return out
+
+
+_F4 = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }"
+
+
+@pytest.mark.parametrize("header, version, data, reason", [
+    (_F4 % "(9223372036854775808, 0)", (1, 0), b"", "over NumPy's limit of 2**63 - 1"),
+    (_F4 % "(18446744073709551616, 0)", (1, 0), b"", "over NumPy's limit of 2**63 - 1"),
+    (_F4 % "(4611686018427387904, 0)", (2, 0), b"", "too big for NumPy"),
+    (_F4 % "(4294967296, 4294967296, 0)", (1, 0), b"", "too big for NumPy"),
+    (_F4 % "(2,)", (1, 1), NAN_F32, "unsupported .npy format version (1, 1)"),
+    (_F4 % "(2,)", (3, 1), NAN_F32, "unsupported .npy format version (3, 1)"),
+    ("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), ", (1, 0), NAN_F32,
+     "EOF in multi-line statement"),
+    ("{'descr': '<f4', 'fortran_order': False, 'shape': [(2,), }", (1, 0), NAN_F32,
+     "EOF in multi-line statement"),
+    ("{'descr': '<U1', 'fortran_order': False, 'shape': (7,), }", (1, 0), bytes(4), "needs 28"),
+    ("{'descr': '<i8', 'fortran_order': True, 'shape': (1,), }", (1, 0), bytes(4), "needs 8"),
+], ids=["dim 2**63", "dim 2**64", "bytes 2**64", "elements 2**64", "version 1.1",
+        "version 3.1", "unclosed brace", "unclosed bracket", "U1 short", "i8 short"])
+def test_npy_headers_numpy_refuses_are_not_clean(tmp_path, header, version, data, reason):
+    for name, refused, report in _npy_and_npz_verdicts(tmp_path, _npy(header, data, version)):
+        assert refused is not None, name
+        assert report.exit_code == ExitCode.INCONCLUSIVE, name
+        assert reason in _reasons(report), (name, _reasons(report))
+        assert "internal error" not in _reasons(report), name
+
+
+def test_npy_shape_numpy_reads_with_a_huge_dimension_is_empty(tmp_path):
+    header = _F4 % "(2305843009213693951, 0)"   # 2**61 - 1 rows of none: 2**63 - 4 bytes a row
+    for name, refused, report in _npy_and_npz_verdicts(tmp_path, _npy(header, b"")):
+        assert refused is None
+        assert [t.status for t in report.tensors] == ["checked"], name
+
+
+def _patched_zip(data: bytes, field: str, value: int) -> bytes:
+    """`data` (a zip of one member) with `field` of both the local and the central header set
+    to `value`: "version" (needed to extract) or "flags"."""
+    local, central = {"version": (4, 6), "flags": (6, 8)}[field]
+    raw = bytearray(data)
+    at = raw.index(b"PK\x01\x02")
+    struct.pack_into("<H", raw, local, value)
+    struct.pack_into("<H", raw, at + central, value)
+    return bytes(raw)
+
+
+def _zipfile_verdict(path):
+    """None when zipfile lists and reads every member of the archive at `path`, else its error."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            z.testzip()
+            for info in z.infolist():
+                z.read(info)
+    except Exception as e:   # whatever zipfile raises: the truth is only that it refuses
+        return e
+    return None
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("version needed 9.9", "zip file version 9.9"),
+    ("strong encryption", "encrypted zip member"),
+    ("folder with a CRC", "folder entry sub/ holds data"),
+])
+def test_npz_archives_zipfile_refuses_are_not_clean(tmp_path, case, reason):
+    member = _npy_of(np.ones(3, np.float32))
+    if case == "version needed 9.9":
+        data = _patched_zip(_npz_of({"a.npy": member}), "version", 99)
+    elif case == "strong encryption":
+        data = _patched_zip(_npz_of({"a.npy": member}), "flags", 0x40)
+    elif case == "folder with a CRC":
+        data = _npz_of({"a.npy": member, "sub/": b""})
+        at = data.index(b"PK\x01\x02sub/"[:4], data.index(b"PK\x01\x02") + 1)
+        data = data[:at + 16] + b"\x01\x02\x03\x04" + data[at + 20:]
+    path = tmp_path / "z.npz"
+    path.write_bytes(data)
+    assert _zipfile_verdict(path) is not None
+    report = scan([path])
+    assert reason in _reasons(report), _reasons(report)
+    assert "internal error" not in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_member_of_an_empty_name_is_a_problem(tmp_path):
+    # zipfile writes no such member: rename a one-letter one
+    data = _npz_of({"a.npy": _npy_of(np.ones(3, np.float32)), "b": _npy_of(np.ones(2))})
+    for signature, length_at, header in ((b"PK\x03\x04", 26, 30), (b"PK\x01\x02", 28, 46)):
+        at = data.rindex(signature)
+        assert data[at + header:at + header + 1] == b"b"
+        data = (data[:at + length_at] + struct.pack("<H", 0) + data[at + length_at + 2:at + header]
+                + data[at + header + 1:])
+    eocd = data.rindex(b"PK\x05\x06")   # the central directory moved 1 byte and shrank 1
+    size, offset = struct.unpack_from("<II", data, eocd + 12)
+    data = data[:eocd + 12] + struct.pack("<II", size - 1, offset - 1) + data[eocd + 20:]
+    path = tmp_path / "z.npz"
+    path.write_bytes(data)
+    with zipfile.ZipFile(path) as z:   # np.load reads it, but ZipInfo.is_dir() fails on it
+        with pytest.raises(IndexError):
+            [info.is_dir() for info in z.infolist()]
+    report = scan([path])
+    assert "a zip member has an empty name" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_empty_folders_are_read_as_zipfile_reads_them(tmp_path):
+    member = _npy_of(np.ones(3, np.float32))
+    for compression in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        path = tmp_path / "z.npz"
+        path.write_bytes(_npz_of({"sub/": b"", "a.npy": member}, compression))
+        assert _zipfile_verdict(path) is None
+        report = scan([path])
+        assert report.exit_code == ExitCode.CLEAN and not report.problems, _reasons(report)
+    # zipfile reads a folder holding data too (np.load skips it); the scan says it is not read
+    path.write_bytes(_npz_of({"sub/": b"x", "a.npy": member}))
+    assert _zipfile_verdict(path) is None
+    report = scan([path])
+    assert "folder entry sub/ holds data" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("at", [0, 1, 7, 40, -9])
+def test_npz_corrupt_deflate_stream_is_unchecked(tmp_path, at):
+    a = np.random.default_rng(0).standard_normal(100_000).astype(np.float32)
+    path = tmp_path / "c.npz"
+    np.savez_compressed(path, x=a)
+    start, end = _stored_member_bytes(path, "x.npy")
+    raw = bytearray(path.read_bytes())
+    raw[(start if at >= 0 else end) + at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    assert _zipfile_verdict(path) is not None
+    report = scan([path])
+    assert [t.status for t in report.tensors] == ["unchecked"], _reasons(report)
+    assert "internal error" not in _reasons(report)
