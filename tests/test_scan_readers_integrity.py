@@ -840,3 +840,51 @@ def test_npz_corrupt_deflate_stream_is_unchecked(tmp_path, at):
     report = scan([path])
     assert [t.status for t in report.tensors] == ["unchecked"], _reasons(report)
     assert "internal error" not in _reasons(report)
+
+
+def _safetensors_verdicts(path):
+    """(None when the safetensors library reads the file at `path`, else its error; the scan's
+    report)."""
+    safetensors = pytest.importorskip("safetensors")
+    try:
+        safetensors.deserialize(path.read_bytes())
+        refused = None
+    except Exception as e:   # SafetensorError: the truth is only that it refuses
+        refused = e
+    return refused, scan([path])
+
+
+_W = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+_V = {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}
+
+
+def _zero(at):
+    return {"dtype": "F32", "shape": [0, 3], "data_offsets": [at, at]}
+
+
+@pytest.mark.parametrize("header, refused, reason", [
+    ({"__metadata__": {"a": {"b": "c"}}, "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": {"a": 1}, "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": {"a": None}, "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": {"dtype": "F32", "shape": [1], "data_offsets": [0, 0]}, "w": _W, "v": _V}, True,
+     "__metadata__ must be"),
+    ({"__metadata__": [], "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": None, "w": _W, "v": _V}, False, ""),
+    ({"__metadata__": {"a": "b"}, "w": _W, "v": _V}, False, ""),
+    ({"w": _W, "v": _V, "zero": _zero(4)}, True, "zero-size tensor 'zero' at data offset 4"),
+    ({"w": _W, "v": _V, "zero": _zero(9)}, True, "zero-size tensor 'zero' at data offset 9"),
+    ({"w": _W, "v": _V, "zero": _zero(0)}, False, ""),
+    ({"w": _W, "v": _V, "zero": _zero(8)}, False, ""),
+    ({"w": _W, "v": _V, "zero": _zero(12)}, False, ""),
+])
+def test_safetensors_headers_are_judged_as_the_safetensors_library_does(tmp_path, header,
+                                                                        refused, reason):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(_safetensors(header, np.ones(3, np.float32).tobytes()))
+    error, report = _safetensors_verdicts(path)
+    assert (error is not None) == refused, error
+    if refused:
+        assert reason in _reasons(report), _reasons(report)
+        assert report.exit_code == ExitCode.INCONCLUSIVE
+    else:
+        assert report.exit_code == ExitCode.CLEAN, _reasons(report)
