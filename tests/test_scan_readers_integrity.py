@@ -888,3 +888,191 @@ def test_safetensors_headers_are_judged_as_the_safetensors_library_does(tmp_path
         assert report.exit_code == ExitCode.INCONCLUSIVE
     else:
         assert report.exit_code == ExitCode.CLEAN, _reasons(report)
+
+
+def test_onnx_schema_is_the_installed_onnx_schema():
+    onnx = pytest.importorskip("onnx")
+    from google.protobuf.descriptor import FieldDescriptor as F
+    from fpclass.scan.readers import protobuf
+    from fpclass.scan.readers.onnx_model import SCHEMA
+    packed = {F.TYPE_FLOAT: protobuf.PACKED_FIXED32, F.TYPE_FIXED32: protobuf.PACKED_FIXED32,
+              F.TYPE_SFIXED32: protobuf.PACKED_FIXED32, F.TYPE_DOUBLE: protobuf.PACKED_FIXED64,
+              F.TYPE_FIXED64: protobuf.PACKED_FIXED64, F.TYPE_SFIXED64: protobuf.PACKED_FIXED64}
+    expected, todo = {}, [onnx.ModelProto.DESCRIPTOR]
+    while todo:
+        message = todo.pop()
+        name = message.full_name.removeprefix("onnx.")
+        if name in expected:
+            continue
+        expected[name] = {}
+        for field in message.fields:
+            if field.type == F.TYPE_MESSAGE:
+                expected[name][field.number] = field.message_type.full_name.removeprefix("onnx.")
+                todo.append(field.message_type)
+            elif field.is_repeated and field.type not in (F.TYPE_STRING, F.TYPE_BYTES):
+                expected[name][field.number] = packed.get(field.type, protobuf.PACKED_VARINT)
+    assert SCHEMA == expected
+
+
+def _pb(number, wire, payload=b"") -> bytes:
+    """One protobuf field: a LEN payload (bytes), a varint (int) or raw bytes (other wires)."""
+    def varint(v):
+        out = bytearray()
+        while True:
+            out.append(v & 0x7F | (0x80 if v > 0x7F else 0))
+            v >>= 7
+            if not v:
+                return bytes(out)
+    key = varint(number << 3 | wire)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + (varint(payload) if wire == 0 else payload)
+
+
+def _onnx_verdicts(path):
+    """(None when onnx.load reads the model at `path`, else its error; the scan's report)."""
+    onnx = pytest.importorskip("onnx")
+    try:
+        onnx.load(path)
+        refused = None
+    except Exception as e:   # DecodeError and others: the truth is only that it refuses
+        refused = e
+    return refused, scan([path])
+
+
+def _nested_types(sequences, shape=False) -> bytes:
+    """A TypeProto of `sequences` nested sequence types of a tensor type (with a shape): in a
+    graph input, its innermost message is 4 + 2 * sequences (+ 1) levels below the model."""
+    t = _pb(1, 2, _pb(2, 2, b"") if shape else b"")   # tensor_type { shape {} }
+    for _ in range(sequences):
+        t = _pb(4, 2, _pb(1, 2, t))                   # sequence_type { elem_type { ... } }
+    return t
+
+
+_INIT = _pb(5, 2, _pb(1, 0, 2) + _pb(2, 0, 1) + _pb(8, 2, b"W")
+            + _pb(9, 2, np.array([1, np.nan], np.float32).tobytes()))
+
+
+def _model(*graph_fields, top=b"") -> bytes:
+    """A ModelProto: opset 18, a graph of `graph_fields` and the NaN initializer W."""
+    return (_pb(1, 0, 8) + _pb(8, 2, _pb(2, 0, 18)) + top
+            + _pb(7, 2, _pb(2, 2, b"g") + b"".join(graph_fields) + _INIT))
+
+
+ONNX_WIRE_CASES = {   # name: (model bytes, whether onnx.load reads it)
+    "output type truncated": (_model(_pb(12, 2, _pb(1, 2, b"y") + _pb(2, 2, b"\x0a"))), False),
+    "value_info type garbage": (_model(_pb(13, 2, _pb(2, 2, b"\xff"))), False),
+    "opset_import runs past": (_model(top=_pb(8, 2, b"\x0a\x05ab")), False),
+    "metadata_props bad key": (_model(top=_pb(14, 2, b"\x00\x01")), False),
+    "doc string of a node's attribute's graph": (_model(_pb(1, 2, _pb(5, 2, _pb(1, 2, b"a") + _pb(
+        6, 2, _pb(10, 2, b"doc") + _pb(13, 2, b"\x12"))))), False),
+    "node device configuration sharding": (_model(_pb(1, 2, _pb(10, 2, _pb(2, 2, _pb(
+        2, 2, b"\x80"))))), False),
+    "attribute ints packed": (_model(_pb(1, 2, _pb(5, 2, _pb(8, 2, b"\x80")))), False),
+    "attribute floats packed": (_model(_pb(1, 2, _pb(5, 2, _pb(7, 2, b"abc")))), False),
+    "sparse indices": (_model(_pb(15, 2, _pb(2, 2, b"\x0a\x05"))), False),
+    "tensor segment": (_model(_pb(5, 2, _pb(3, 2, b"\x08"))), False),
+    "tensor float_data of 5 bytes": (_model(_pb(5, 2, _pb(4, 2, bytes(5)))), False),
+    "tensor int64_data unterminated": (_model(_pb(5, 2, _pb(7, 2, b"\x01\x80"))), False),
+    "tensor int32_data varint of 11 bytes": (_model(_pb(5, 2, _pb(5, 2, b"\x80" * 10 + b"\x01"))),
+                                             False),
+    "key of 6 bytes": (_model(bytes([0x80 | 0x50, 0x80, 0x80, 0x80, 0x80, 0, 1])), False),
+    "key over 32 bits": (_model(bytes([0xF8, 0xFF, 0xFF, 0xFF, 0x1F, 0])), False),
+    "length of 6 bytes": (_model(_pb(99, 2, b"")[:-1] + b"\x80\x80\x80\x80\x80\x00"), False),
+    "types nested 101 deep": (_model(_pb(11, 2, _pb(2, 2, _nested_types(48, True)))), False),
+    "types nested 100 deep": (_model(_pb(11, 2, _pb(2, 2, _nested_types(48)))), True),
+    "graph as a varint": (_model(top=_pb(7, 0, 5)), True),
+    "ir_version as bytes": (_model(top=_pb(1, 2, b"\xff\xff")), True),
+    "float_data as a varint too": (_model(_pb(5, 2, _pb(1, 0, 1) + _pb(2, 0, 1) + _pb(8, 2, b"F")
+                                             + _pb(4, 0, 3)
+                                             + _pb(4, 2, np.float32(np.inf).tobytes()))), True),
+    "opaque type with an unknown field": (_model(_pb(11, 2, _pb(2, 2, _pb(7, 2, _pb(
+        3, 2, b"\xff"))))), True),
+}
+
+
+@pytest.mark.parametrize("case", list(ONNX_WIRE_CASES))
+def test_onnx_wire_format_is_judged_as_protobuf_does(tmp_path, case):
+    data, reads = ONNX_WIRE_CASES[case]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    refused, report = _onnx_verdicts(path)
+    assert (refused is None) == reads, refused
+    assert "internal error" not in _reasons(report)
+    if reads:   # all read, nothing unchecked (a float_data varint is an unknown field)
+        assert report.exit_code == ExitCode.FOUND and not _reasons(report), _reasons(report)
+        assert _result(report, "W").nan == 1
+        assert case != "float_data as a varint too" or _result(report, "F").posinf == 1
+    else:       # W's NaN is found, and the damage is a problem
+        assert report.problems, _reasons(report)
+
+
+def _external_with(folder, data: bytes, **entries):
+    """A model whose FLOAT initializer W of shape [2] has its data in w.data (holding `data`),
+    with the external_data `entries` (location="w.data" unless given)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    folder.mkdir(exist_ok=True)
+    (folder / "w.data").write_bytes(data)
+    w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[2],
+                    data_location=TensorProto.EXTERNAL)
+    for key, value in {"location": "w.data", **entries}.items():
+        w.external_data.add(key=key, value=value)
+    model = helper.make_model(helper.make_graph([], "g", [], [], initializer=[w]))
+    (folder / "m.onnx").write_bytes(model.SerializeToString())
+    return folder / "m.onnx"
+
+
+def _external_verdicts(path):
+    """(None when onnx.load reads the model at `path` and its data, else its error; the scan's
+    result for W)."""
+    from onnx import numpy_helper
+    refused, report = _onnx_verdicts(path)
+    if refused is None:
+        import onnx
+        try:
+            numpy_helper.to_array(onnx.load(path).graph.initializer[0])
+        except Exception as e:   # the data is not the tensor's size
+            refused = e
+    return refused, _result(report, "W")
+
+
+_NAN2 = np.array([np.nan, 1], np.float32).tobytes()
+
+
+@pytest.mark.parametrize("data, entries, reads", [
+    (_NAN2, {}, True),                                        # no length: to the end, 8 bytes
+    (_NAN2 + bytes(4), {}, False),                            # no length: 12 bytes
+    (bytes(4) + _NAN2, {"offset": "4"}, True),
+    (bytes(4) + _NAN2 + bytes(4), {"offset": "4"}, False),
+    (_NAN2 + bytes(4), {"length": "8"}, True),
+    (_NAN2, {"length": "0"}, False),                          # reads 0 bytes
+    (_NAN2, {"length": ""}, False),                           # int("") fails
+    (_NAN2, {"offset": ""}, False),
+], ids=["no length", "no length, longer file", "offset", "offset, longer file", "length",
+        "length 0", "empty length", "empty offset"])
+def test_onnx_external_data_is_read_as_onnx_reads_it(tmp_path, data, entries, reads):
+    refused, w = _external_verdicts(_external_with(tmp_path / "m", data, **entries))
+    assert (refused is None) == reads, refused
+    if reads:
+        assert (w.status, w.nan) == ("checked", 1)
+    else:
+        assert w.status == "unchecked", w.reason
+
+
+def test_onnx_external_data_location_with_a_nul_byte_is_unchecked(tmp_path):
+    # onnx reads "w" (the name up to the NUL); the scan names the oddity instead
+    path = _external_with(tmp_path / "m", _NAN2, location="w\0.data")
+    (tmp_path / "m" / "w").write_bytes(_NAN2)
+    w = _result(scan([path]), "W")
+    assert w.status == "unchecked" and "holds a NUL byte" in w.reason
+
+
+def test_onnx_tensors_of_one_name_are_each_their_own_result(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import numpy_helper
+    path = _onnx_with(tmp_path, numpy_helper.from_array(np.ones(2, np.float32), "W"),
+                      numpy_helper.from_array(np.array([np.inf], np.float32), "W"))
+    report = scan([path])
+    assert sorted((t.name, t.posinf) for t in report.tensors) == [("W", 0), ("W", 1)]
+    assert report.exit_code == ExitCode.FOUND
