@@ -1076,3 +1076,18 @@ def test_onnx_tensors_of_one_name_are_each_their_own_result(tmp_path):
     report = scan([path])
     assert sorted((t.name, t.posinf) for t in report.tensors) == [("W", 0), ("W", 1)]
     assert report.exit_code == ExitCode.FOUND
+
+
+@pytest.mark.parametrize("header, data", [
+    ('{"v": {"dtype": "F32", "shape": [2], "data_offsets": [-0, 8]}}', NAN_F32),
+    ('{"v": {"dtype": "F32", "shape": [-0, 2], "data_offsets": [0, 0]}}', b""),
+])
+def test_safetensors_minus_zero_is_no_integer(tmp_path, header, data):
+    # serde_json reads -0 as the float -0.0, which is no size or offset; Python's json reads 0
+    text = header.encode()
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    refused, report = _safetensors_verdicts(path)
+    assert refused is not None and "-0.0" in str(refused)
+    assert "non-negative integers, got [-0.0" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE

@@ -44,7 +44,13 @@ def _pairs(pairs):
     return obj
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
+def _integer(text: str):
+    """A JSON integer as the safetensors library's parser (serde_json) reads it: "-0" is the
+    float -0.0 there, so no size or offset."""
+    return -0.0 if text == "-0" else int(text)
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_integer)
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DELIMITER = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 _SIZE = r"(?:0|[1-9][0-9]*)"
