@@ -25,7 +25,7 @@ def _safetensors(header: dict, data: bytes) -> bytes:
 def _npy(header: str, data: bytes, version=(1, 0)) -> bytes:
     """An .npy file with the header dict literal `header` written as given (numpy's padding)."""
     text = header.encode("latin1")
-    size_format = "<H" if version == (1, 0) else "<I"
+    size_format = "<H" if version[0] == 1 else "<I"
     prefix = 6 + 2 + struct.calcsize(size_format)
     text += b" " * (-(prefix + len(text) + 1) % 64) + b"\n"
     return b"\x93NUMPY" + bytes(version) + struct.pack(size_format, len(text)) + text + data
@@ -626,3 +626,481 @@ def test_npz_declaring_too_many_members_is_refused_before_zipfile_reads_them(tmp
     report = scan([path])
     assert not opened   # refused from the end-of-directory record alone
     assert any("declares 5 zip members, over the limit of 4" in p.reason for p in report.problems)
+
+# 12. Found by the structural fuzz test (tests/test_scan_fuzz.py): each case is refused by the
+# independent reader, so the scan may not end clean, nor with an internal error.
+
+
+def _gguf(kv, tensors):
+    """GGUF v3 bytes with metadata `kv` [(key bytes, value type, value bytes)] and F32 tensors
+    `tensors` [(name bytes, values)], 32-byte aligned."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, vtype, value in kv:
+        out += struct.pack("<Q", len(key)) + key + struct.pack("<I", vtype) + value
+    data = b""
+    for name, values in tensors:
+        data += b"\0" * (-len(data) % 32)
+        out += (struct.pack("<Q", len(name)) + name
+                + struct.pack("<IQIQ", 1, len(values), 0, len(data)))
+        data += np.asarray(values, "<f4").tobytes()
+    return out + b"\0" * (-len(out) % 32) + data
+
+
+def _gguf_verdicts(path):
+    """(what gguf-py says of the file at `path`: None when it reads it, else the error; the
+    scan's report)."""
+    gguf = pytest.importorskip("gguf")
+    try:
+        gguf.GGUFReader(path)
+        refused = None
+    except (KeyError, ValueError) as e:
+        refused = e
+    return refused, scan([path])
+
+
+_NAME = (b"general.name", 8, struct.pack("<Q", 1) + b"m")
+
+
+@pytest.mark.parametrize("kv, tensors, reason", [
+    ([_NAME, _NAME], [(b"w", [1.0])], "metadata key 'general.name' appears twice"),
+    ([(b"general.\xff", 4, bytes(4))], [(b"w", [1.0])], "metadata key b'general.\\xff' is not "
+                                                         "valid UTF-8"),
+    ([_NAME], [(b"\xff\xfe", [1.0])], "tensor name b'\\xff\\xfe' is not valid UTF-8"),
+    ([_NAME], [(b"w", [1.0]), (b"w", [2.0])], "two tensors are named 'w'"),
+], ids=["duplicate key", "key not UTF-8", "name not UTF-8", "duplicate name"])
+def test_gguf_names_gguf_py_refuses_are_refused(tmp_path, kv, tensors, reason):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(_gguf(kv, tensors))
+    refused, report = _gguf_verdicts(path)
+    assert refused is not None
+    [problem] = report.problems
+    assert reason in problem.reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_gguf_q8_1_is_unchecked_as_its_readers_disagree_on_the_block_size(tmp_path):
+    block = np.array([np.nan, 0], "<f2").tobytes() + bytes(32)   # ggml's 36-byte block_q8_1
+    path = tmp_path / "q.gguf"
+    path.write_bytes(gguf_bytes([("q", 9, [32], block)]))
+    gguf = pytest.importorskip("gguf")
+    with pytest.raises(ValueError):   # gguf-py reads 40 bytes, past the end of the file
+        gguf.GGUFReader(path)
+    q = _result(scan([path]), "q")
+    assert q.status == "unchecked" and "36 bytes, gguf-py's 40" in q.reason
+
+
+def _npz_of(members, compression=zipfile.ZIP_STORED) -> bytes:
+    """A zip of `members` {name or ZipInfo: bytes}."""
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with zipfile.ZipFile(buf, "w", compression) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+    return buf.getvalue()
+
+
+def _npy_and_npz_verdicts(tmp_path, npy: bytes):
+    """[(file name, what NumPy says: None when it reads the array, else the error, the scan's
+    report)] for `npy` as an .npy file and as a stored and a deflated .npz member."""
+    files = {"a.npy": npy, "s.npz": _npz_of({"x.npy": npy}),
+             "d.npz": _npz_of({"x.npy": npy}, zipfile.ZIP_DEFLATED)}
+    out = []
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if name.endswith(".npy"):
+                    np.load(tmp_path / name)
+                else:
+                    with zipfile.ZipFile(tmp_path / name) as z, z.open("x.npy") as f:
+                        np.lib.format.read_array(f)
+            refused = None
+        except Exception as e:   # whatever NumPy raises: the truth is only that it refuses
+            refused = e
+        out.append((name, refused, scan([tmp_path / name])))
+    return out
+
+
+_F4 = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }"
+
+
+@pytest.mark.parametrize("header, version, data, reason", [
+    (_F4 % "(9223372036854775808, 0)", (1, 0), b"", "over NumPy's limit of 2**63 - 1"),
+    (_F4 % "(18446744073709551616, 0)", (1, 0), b"", "over NumPy's limit of 2**63 - 1"),
+    (_F4 % "(4611686018427387904, 0)", (2, 0), b"", "too big for NumPy"),
+    (_F4 % "(4294967296, 4294967296, 0)", (1, 0), b"", "too big for NumPy"),
+    (_F4 % "(2,)", (1, 1), NAN_F32, "unsupported .npy format version (1, 1)"),
+    (_F4 % "(2,)", (3, 1), NAN_F32, "unsupported .npy format version (3, 1)"),
+    ("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), ", (1, 0), NAN_F32,
+     "EOF in multi-line statement"),
+    ("{'descr': '<f4', 'fortran_order': False, 'shape': [(2,), }", (1, 0), NAN_F32,
+     "EOF in multi-line statement"),
+    ("{'descr': '<U1', 'fortran_order': False, 'shape': (7,), }", (1, 0), bytes(4), "needs 28"),
+    ("{'descr': '<i8', 'fortran_order': True, 'shape': (1,), }", (1, 0), bytes(4), "needs 8"),
+], ids=["dim 2**63", "dim 2**64", "bytes 2**64", "elements 2**64", "version 1.1",
+        "version 3.1", "unclosed brace", "unclosed bracket", "U1 short", "i8 short"])
+def test_npy_headers_numpy_refuses_are_not_clean(tmp_path, header, version, data, reason):
+    for name, refused, report in _npy_and_npz_verdicts(tmp_path, _npy(header, data, version)):
+        assert refused is not None, name
+        assert report.exit_code == ExitCode.INCONCLUSIVE, name
+        assert reason in _reasons(report), (name, _reasons(report))
+        assert "internal error" not in _reasons(report), name
+
+
+def test_npy_shape_numpy_reads_with_a_huge_dimension_is_empty(tmp_path):
+    header = _F4 % "(2305843009213693951, 0)"   # 2**61 - 1 rows of none: 2**63 - 4 bytes a row
+    for name, refused, report in _npy_and_npz_verdicts(tmp_path, _npy(header, b"")):
+        assert refused is None
+        assert [t.status for t in report.tensors] == ["checked"], name
+
+
+def _patched_zip(data: bytes, field: str, value: int) -> bytes:
+    """`data` (a zip of one member) with `field` of both the local and the central header set
+    to `value`: "version" (needed to extract) or "flags"."""
+    local, central = {"version": (4, 6), "flags": (6, 8)}[field]
+    raw = bytearray(data)
+    at = raw.index(b"PK\x01\x02")
+    struct.pack_into("<H", raw, local, value)
+    struct.pack_into("<H", raw, at + central, value)
+    return bytes(raw)
+
+
+def _zipfile_verdict(path):
+    """None when zipfile lists and reads every member of the archive at `path`, else its error."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            z.testzip()
+            for info in z.infolist():
+                z.read(info)
+    except Exception as e:   # whatever zipfile raises: the truth is only that it refuses
+        return e
+    return None
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("version needed 9.9", "zip file version 9.9"),
+    ("strong encryption", "encrypted zip member"),
+    ("folder with a CRC", "folder entry sub/ holds data"),
+])
+def test_npz_archives_zipfile_refuses_are_not_clean(tmp_path, case, reason):
+    member = _npy_of(np.ones(3, np.float32))
+    if case == "version needed 9.9":
+        data = _patched_zip(_npz_of({"a.npy": member}), "version", 99)
+    elif case == "strong encryption":
+        data = _patched_zip(_npz_of({"a.npy": member}), "flags", 0x40)
+    elif case == "folder with a CRC":
+        data = _npz_of({"a.npy": member, "sub/": b""})
+        at = data.index(b"PK\x01\x02sub/"[:4], data.index(b"PK\x01\x02") + 1)
+        data = data[:at + 16] + b"\x01\x02\x03\x04" + data[at + 20:]
+    path = tmp_path / "z.npz"
+    path.write_bytes(data)
+    assert _zipfile_verdict(path) is not None
+    report = scan([path])
+    assert reason in _reasons(report), _reasons(report)
+    assert "internal error" not in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_member_of_an_empty_name_is_a_problem(tmp_path):
+    # zipfile writes no such member: rename a one-letter one
+    data = _npz_of({"a.npy": _npy_of(np.ones(3, np.float32)), "b": _npy_of(np.ones(2))})
+    for signature, length_at, header in ((b"PK\x03\x04", 26, 30), (b"PK\x01\x02", 28, 46)):
+        at = data.rindex(signature)
+        assert data[at + header:at + header + 1] == b"b"
+        data = (data[:at + length_at] + struct.pack("<H", 0) + data[at + length_at + 2:at + header]
+                + data[at + header + 1:])
+    eocd = data.rindex(b"PK\x05\x06")   # the central directory moved 1 byte and shrank 1
+    size, offset = struct.unpack_from("<II", data, eocd + 12)
+    data = data[:eocd + 12] + struct.pack("<II", size - 1, offset - 1) + data[eocd + 20:]
+    path = tmp_path / "z.npz"
+    path.write_bytes(data)
+    with zipfile.ZipFile(path) as z:   # np.load reads it, but ZipInfo.is_dir() fails on it
+        with pytest.raises(IndexError):
+            [info.is_dir() for info in z.infolist()]
+    report = scan([path])
+    assert "a zip member has an empty name" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_npz_empty_folders_are_read_as_zipfile_reads_them(tmp_path):
+    member = _npy_of(np.ones(3, np.float32))
+    for compression in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        path = tmp_path / "z.npz"
+        path.write_bytes(_npz_of({"sub/": b"", "a.npy": member}, compression))
+        assert _zipfile_verdict(path) is None
+        report = scan([path])
+        assert report.exit_code == ExitCode.CLEAN and not report.problems, _reasons(report)
+    # zipfile reads a folder holding data too (np.load skips it); the scan says it is not read
+    path.write_bytes(_npz_of({"sub/": b"x", "a.npy": member}))
+    assert _zipfile_verdict(path) is None
+    report = scan([path])
+    assert "folder entry sub/ holds data" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("at", [0, 1, 7, 40, -9])
+def test_npz_corrupt_deflate_stream_is_unchecked(tmp_path, at):
+    a = np.random.default_rng(0).standard_normal(100_000).astype(np.float32)
+    path = tmp_path / "c.npz"
+    np.savez_compressed(path, x=a)
+    start, end = _stored_member_bytes(path, "x.npy")
+    raw = bytearray(path.read_bytes())
+    raw[(start if at >= 0 else end) + at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    assert _zipfile_verdict(path) is not None
+    report = scan([path])
+    assert [t.status for t in report.tensors] == ["unchecked"], _reasons(report)
+    assert "internal error" not in _reasons(report)
+
+
+def _safetensors_verdicts(path):
+    """(None when the safetensors library reads the file at `path`, else its error; the scan's
+    report)."""
+    safetensors = pytest.importorskip("safetensors")
+    try:
+        safetensors.deserialize(path.read_bytes())
+        refused = None
+    except Exception as e:   # SafetensorError: the truth is only that it refuses
+        refused = e
+    return refused, scan([path])
+
+
+_W = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+_V = {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}
+
+
+def _zero(at):
+    return {"dtype": "F32", "shape": [0, 3], "data_offsets": [at, at]}
+
+
+@pytest.mark.parametrize("header, refused, reason", [
+    ({"__metadata__": {"a": {"b": "c"}}, "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": {"a": 1}, "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": {"a": None}, "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": {"dtype": "F32", "shape": [1], "data_offsets": [0, 0]}, "w": _W, "v": _V}, True,
+     "__metadata__ must be"),
+    ({"__metadata__": [], "w": _W, "v": _V}, True, "__metadata__ must be"),
+    ({"__metadata__": None, "w": _W, "v": _V}, False, ""),
+    ({"__metadata__": {"a": "b"}, "w": _W, "v": _V}, False, ""),
+    ({"w": _W, "v": _V, "zero": _zero(4)}, True, "zero-size tensor 'zero' at data offset 4"),
+    ({"w": _W, "v": _V, "zero": _zero(9)}, True, "zero-size tensor 'zero' at data offset 9"),
+    ({"w": _W, "v": _V, "zero": _zero(0)}, False, ""),
+    ({"w": _W, "v": _V, "zero": _zero(8)}, False, ""),
+    ({"w": _W, "v": _V, "zero": _zero(12)}, False, ""),
+])
+def test_safetensors_headers_are_judged_as_the_safetensors_library_does(tmp_path, header,
+                                                                        refused, reason):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(_safetensors(header, np.ones(3, np.float32).tobytes()))
+    error, report = _safetensors_verdicts(path)
+    assert (error is not None) == refused, error
+    if refused:
+        assert reason in _reasons(report), _reasons(report)
+        assert report.exit_code == ExitCode.INCONCLUSIVE
+    else:
+        assert report.exit_code == ExitCode.CLEAN, _reasons(report)
+
+
+def test_onnx_schema_is_the_installed_onnx_schema():
+    onnx = pytest.importorskip("onnx")
+    from google.protobuf.descriptor import FieldDescriptor as F
+    from fpclass.scan.readers import protobuf
+    from fpclass.scan.readers.onnx_model import SCHEMA
+    packed = {F.TYPE_FLOAT: protobuf.PACKED_FIXED32, F.TYPE_FIXED32: protobuf.PACKED_FIXED32,
+              F.TYPE_SFIXED32: protobuf.PACKED_FIXED32, F.TYPE_DOUBLE: protobuf.PACKED_FIXED64,
+              F.TYPE_FIXED64: protobuf.PACKED_FIXED64, F.TYPE_SFIXED64: protobuf.PACKED_FIXED64}
+    expected, todo = {}, [onnx.ModelProto.DESCRIPTOR]
+    while todo:
+        message = todo.pop()
+        name = message.full_name.removeprefix("onnx.")
+        if name in expected:
+            continue
+        expected[name] = {}
+        for field in message.fields:
+            if field.type == F.TYPE_MESSAGE:
+                expected[name][field.number] = field.message_type.full_name.removeprefix("onnx.")
+                todo.append(field.message_type)
+            elif field.is_repeated and field.type not in (F.TYPE_STRING, F.TYPE_BYTES):
+                expected[name][field.number] = packed.get(field.type, protobuf.PACKED_VARINT)
+    assert SCHEMA == expected
+
+
+def _pb(number, wire, payload=b"") -> bytes:
+    """One protobuf field: a LEN payload (bytes), a varint (int) or raw bytes (other wires)."""
+    def varint(v):
+        out = bytearray()
+        while True:
+            out.append(v & 0x7F | (0x80 if v > 0x7F else 0))
+            v >>= 7
+            if not v:
+                return bytes(out)
+    key = varint(number << 3 | wire)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + (varint(payload) if wire == 0 else payload)
+
+
+def _onnx_verdicts(path):
+    """(None when onnx.load reads the model at `path`, else its error; the scan's report)."""
+    onnx = pytest.importorskip("onnx")
+    try:
+        onnx.load(path)
+        refused = None
+    except Exception as e:   # DecodeError and others: the truth is only that it refuses
+        refused = e
+    return refused, scan([path])
+
+
+def _nested_types(sequences, shape=False) -> bytes:
+    """A TypeProto of `sequences` nested sequence types of a tensor type (with a shape): in a
+    graph input, its innermost message is 4 + 2 * sequences (+ 1) levels below the model."""
+    t = _pb(1, 2, _pb(2, 2, b"") if shape else b"")   # tensor_type { shape {} }
+    for _ in range(sequences):
+        t = _pb(4, 2, _pb(1, 2, t))                   # sequence_type { elem_type { ... } }
+    return t
+
+
+_INIT = _pb(5, 2, _pb(1, 0, 2) + _pb(2, 0, 1) + _pb(8, 2, b"W")
+            + _pb(9, 2, np.array([1, np.nan], np.float32).tobytes()))
+
+
+def _model(*graph_fields, top=b"") -> bytes:
+    """A ModelProto: opset 18, a graph of `graph_fields` and the NaN initializer W."""
+    return (_pb(1, 0, 8) + _pb(8, 2, _pb(2, 0, 18)) + top
+            + _pb(7, 2, _pb(2, 2, b"g") + b"".join(graph_fields) + _INIT))
+
+
+ONNX_WIRE_CASES = {   # name: (model bytes, whether onnx.load reads it)
+    "output type truncated": (_model(_pb(12, 2, _pb(1, 2, b"y") + _pb(2, 2, b"\x0a"))), False),
+    "value_info type garbage": (_model(_pb(13, 2, _pb(2, 2, b"\xff"))), False),
+    "opset_import runs past": (_model(top=_pb(8, 2, b"\x0a\x05ab")), False),
+    "metadata_props bad key": (_model(top=_pb(14, 2, b"\x00\x01")), False),
+    "doc string of a node's attribute's graph": (_model(_pb(1, 2, _pb(5, 2, _pb(1, 2, b"a") + _pb(
+        6, 2, _pb(10, 2, b"doc") + _pb(13, 2, b"\x12"))))), False),
+    "node device configuration sharding": (_model(_pb(1, 2, _pb(10, 2, _pb(2, 2, _pb(
+        2, 2, b"\x80"))))), False),
+    "attribute ints packed": (_model(_pb(1, 2, _pb(5, 2, _pb(8, 2, b"\x80")))), False),
+    "attribute floats packed": (_model(_pb(1, 2, _pb(5, 2, _pb(7, 2, b"abc")))), False),
+    "sparse indices": (_model(_pb(15, 2, _pb(2, 2, b"\x0a\x05"))), False),
+    "tensor segment": (_model(_pb(5, 2, _pb(3, 2, b"\x08"))), False),
+    "tensor float_data of 5 bytes": (_model(_pb(5, 2, _pb(4, 2, bytes(5)))), False),
+    "tensor int64_data unterminated": (_model(_pb(5, 2, _pb(7, 2, b"\x01\x80"))), False),
+    "tensor int32_data varint of 11 bytes": (_model(_pb(5, 2, _pb(5, 2, b"\x80" * 10 + b"\x01"))),
+                                             False),
+    "key of 6 bytes": (_model(bytes([0x80 | 0x50, 0x80, 0x80, 0x80, 0x80, 0, 1])), False),
+    "key over 32 bits": (_model(bytes([0xF8, 0xFF, 0xFF, 0xFF, 0x1F, 0])), False),
+    "length of 6 bytes": (_model(_pb(99, 2, b"")[:-1] + b"\x80\x80\x80\x80\x80\x00"), False),
+    "types nested 101 deep": (_model(_pb(11, 2, _pb(2, 2, _nested_types(48, True)))), False),
+    "types nested 100 deep": (_model(_pb(11, 2, _pb(2, 2, _nested_types(48)))), True),
+    "graph as a varint": (_model(top=_pb(7, 0, 5)), True),
+    "ir_version as bytes": (_model(top=_pb(1, 2, b"\xff\xff")), True),
+    "float_data as a varint too": (_model(_pb(5, 2, _pb(1, 0, 1) + _pb(2, 0, 1) + _pb(8, 2, b"F")
+                                             + _pb(4, 0, 3)
+                                             + _pb(4, 2, np.float32(np.inf).tobytes()))), True),
+    "opaque type with an unknown field": (_model(_pb(11, 2, _pb(2, 2, _pb(7, 2, _pb(
+        3, 2, b"\xff"))))), True),
+}
+
+
+@pytest.mark.parametrize("case", list(ONNX_WIRE_CASES))
+def test_onnx_wire_format_is_judged_as_protobuf_does(tmp_path, case):
+    data, reads = ONNX_WIRE_CASES[case]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    refused, report = _onnx_verdicts(path)
+    assert (refused is None) == reads, refused
+    assert "internal error" not in _reasons(report)
+    if reads:   # all read, nothing unchecked (a float_data varint is an unknown field)
+        assert report.exit_code == ExitCode.FOUND and not _reasons(report), _reasons(report)
+        assert _result(report, "W").nan == 1
+        assert case != "float_data as a varint too" or _result(report, "F").posinf == 1
+    else:       # W's NaN is found, and the damage is a problem
+        assert report.problems, _reasons(report)
+
+
+def _external_with(folder, data: bytes, **entries):
+    """A model whose FLOAT initializer W of shape [2] has its data in w.data (holding `data`),
+    with the external_data `entries` (location="w.data" unless given)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    folder.mkdir(exist_ok=True)
+    (folder / "w.data").write_bytes(data)
+    w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[2],
+                    data_location=TensorProto.EXTERNAL)
+    for key, value in {"location": "w.data", **entries}.items():
+        w.external_data.add(key=key, value=value)
+    model = helper.make_model(helper.make_graph([], "g", [], [], initializer=[w]))
+    (folder / "m.onnx").write_bytes(model.SerializeToString())
+    return folder / "m.onnx"
+
+
+def _external_verdicts(path):
+    """(None when onnx.load reads the model at `path` and its data, else its error; the scan's
+    result for W)."""
+    from onnx import numpy_helper
+    refused, report = _onnx_verdicts(path)
+    if refused is None:
+        import onnx
+        try:
+            numpy_helper.to_array(onnx.load(path).graph.initializer[0])
+        except Exception as e:   # the data is not the tensor's size
+            refused = e
+    return refused, _result(report, "W")
+
+
+_NAN2 = np.array([np.nan, 1], np.float32).tobytes()
+
+
+@pytest.mark.parametrize("data, entries, reads", [
+    (_NAN2, {}, True),                                        # no length: to the end, 8 bytes
+    (_NAN2 + bytes(4), {}, False),                            # no length: 12 bytes
+    (bytes(4) + _NAN2, {"offset": "4"}, True),
+    (bytes(4) + _NAN2 + bytes(4), {"offset": "4"}, False),
+    (_NAN2 + bytes(4), {"length": "8"}, True),
+    (_NAN2, {"length": "0"}, False),                          # reads 0 bytes
+    (_NAN2, {"length": ""}, False),                           # int("") fails
+    (_NAN2, {"offset": ""}, False),
+], ids=["no length", "no length, longer file", "offset", "offset, longer file", "length",
+        "length 0", "empty length", "empty offset"])
+def test_onnx_external_data_is_read_as_onnx_reads_it(tmp_path, data, entries, reads):
+    refused, w = _external_verdicts(_external_with(tmp_path / "m", data, **entries))
+    assert (refused is None) == reads, refused
+    if reads:
+        assert (w.status, w.nan) == ("checked", 1)
+    else:
+        assert w.status == "unchecked", w.reason
+
+
+def test_onnx_external_data_location_with_a_nul_byte_is_unchecked(tmp_path):
+    # onnx reads "w" (the name up to the NUL); the scan names the oddity instead
+    path = _external_with(tmp_path / "m", _NAN2, location="w\0.data")
+    (tmp_path / "m" / "w").write_bytes(_NAN2)
+    w = _result(scan([path]), "W")
+    assert w.status == "unchecked" and "holds a NUL byte" in w.reason
+
+
+def test_onnx_tensors_of_one_name_are_each_their_own_result(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx import numpy_helper
+    path = _onnx_with(tmp_path, numpy_helper.from_array(np.ones(2, np.float32), "W"),
+                      numpy_helper.from_array(np.array([np.inf], np.float32), "W"))
+    report = scan([path])
+    assert sorted((t.name, t.posinf) for t in report.tensors) == [("W", 0), ("W", 1)]
+    assert report.exit_code == ExitCode.FOUND
+
+
+@pytest.mark.parametrize("header, data", [
+    ('{"v": {"dtype": "F32", "shape": [2], "data_offsets": [-0, 8]}}', NAN_F32),
+    ('{"v": {"dtype": "F32", "shape": [-0, 2], "data_offsets": [0, 0]}}', b""),
+])
+def test_safetensors_minus_zero_is_no_integer(tmp_path, header, data):
+    # serde_json reads -0 as the float -0.0, which is no size or offset; Python's json reads 0
+    text = header.encode()
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    refused, report = _safetensors_verdicts(path)
+    assert refused is not None and "-0.0" in str(refused)
+    assert "non-negative integers, got [-0.0" in _reasons(report)
+    assert report.exit_code == ExitCode.INCONCLUSIVE

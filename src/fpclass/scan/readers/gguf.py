@@ -18,7 +18,7 @@ from .layout import (Ranges, check_count, elements, float_task, marker, not_appl
 from .protobuf import open_map
 
 #: GGML type → name, elements per block, bytes per block, float fields (name, offset, dtype).
-#: Layouts from ggml-common.h; an empty field list with a reason means "cannot be checked".
+#: Layouts from ggml-common.h (a type in UNCHECKED_BLOCKS is not checked).
 _H = "<f2"
 BLOCK_TYPES = {
     2: ("Q4_0", 32, 18, [("d", 0, _H)]),
@@ -45,6 +45,12 @@ BLOCK_TYPES = {
     34: ("TQ1_0", 256, 54, [("d", 52, _H)]),
     35: ("TQ2_0", 256, 66, [("d", 64, _H)]),
     39: ("MXFP4", 32, 17, [("e", 0, "float8_e8m0fnu")]),
+}
+#: Block types whose scales are not checked, and why.
+UNCHECKED_BLOCKS = {
+    9: "ggml's Q8_1 blocks take 36 bytes, gguf-py's 40: which bytes hold the tensor is "
+       "ambiguous, so not checked",
+    29: "IQ1_M packs its scale into bit fields; not checked",
 }
 _FIELDS = {gtype: tuple(Field(*f) for f in spec[3]) for gtype, spec in BLOCK_TYPES.items()}
 PLAIN = {0: ("F32", "<f4", 4), 1: ("F16", "<f2", 2), 28: ("F64", "<f8", 8), 30: ("BF16", "bfloat16", 2)}
@@ -168,14 +174,18 @@ def _plan(path, buf) -> list:
                           f"more than a {size}-byte file can hold (truncated?)")
     check_count(n_tensors)
     alignment = None
+    keys: set = set()
     for _ in range(n_kv):
         key = r.string()
+        if key in keys:
+            raise ReaderError(f"metadata key {_text(key, 'metadata key')!r} appears twice "
+                              "(readers disagree on which value counts)")
+        keys.add(key)
+        _text(key, "metadata key")   # gguf-py refuses a key that is not UTF-8
         vtype = r.u32()
         if key != b"general.alignment":
             _skip_value(r, vtype)
             continue
-        if alignment is not None:
-            raise ReaderError("general.alignment appears twice in the metadata")
         if vtype != _UINT32:
             raise ReaderError(f"general.alignment has value type {vtype} "
                               f"({VALUE_TYPES.get(vtype, 'unknown')}); it must be UINT32 "
@@ -191,10 +201,15 @@ def _plan(path, buf) -> list:
     data_size = size - data_start
     ranges = Ranges(max(data_size, 0))
     shapes: dict = {}
+    names: set = set()
     pos = r.pos
     for _ in range(n_tensors):
         (n,) = _U64(buf, pos)
-        name = buf[pos + 8:pos + 8 + n].decode("utf-8", "replace")
+        name = _text(buf[pos + 8:pos + 8 + n], "tensor name")
+        if name in names:
+            raise ReaderError(f"two tensors are named {name!r} (llama.cpp and gguf-py refuse "
+                              "the file)")
+        names.add(name)
         pos += 8 + n
         (n_dims,) = _U32(buf, pos)
         dims = _DIMS[n_dims](buf, pos + 4)
@@ -209,6 +224,15 @@ def _plan(path, buf) -> list:
     for name, other in ranges.overlaps():
         tasks.append(problem(path, f"data of tensor {name!r} overlaps tensor {other!r}"))
     return tasks
+
+
+def _text(raw: bytes, what: str) -> str:
+    """`raw` decoded as UTF-8, as GGUF strings are; ReaderError naming `what` when it is not."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ReaderError(f"{what} {raw!r} is not valid UTF-8 ({e.reason} at byte {e.start})") \
+            from None
 
 
 def _tensor_infos_end(r: _Reader, n_tensors: int) -> int:
@@ -262,9 +286,8 @@ def _tensor(path, name, dims, shape, gtype, offset, data_start, data_size, align
     if gtype in PLAIN:
         return float_task(path, name, label, shape, element, source=path,
                           offset=data_start + offset, nbytes=nbytes), nbytes
-    if not fields:
-        return unchecked(path, name, label, shape,
-                         f"{label} packs its scale into bit fields; not checked"), nbytes
+    if gtype in UNCHECKED_BLOCKS:
+        return unchecked(path, name, label, shape, UNCHECKED_BLOCKS[gtype]), nbytes
     return Task(path, name, label, shape, CHECK, source=path, offset=data_start + offset,
                 nbytes=nbytes, element=fields[0][2], grid=shape[:-1] + (shape[-1] // block,),
                 block=block, block_bytes=block_bytes, fields=_FIELDS[gtype]), nbytes

@@ -16,6 +16,7 @@ import re
 import struct
 import zipfile
 import zlib
+from tokenize import TokenError
 
 import numpy as np
 
@@ -37,6 +38,9 @@ HEADER_BYTES_LIMIT = 12 + 4 * 10000
 #: adds 5 bytes per 16 KiB block); a stream that yields nothing in these is not read further.
 HEADER_INPUT_LIMIT = 2 * HEADER_BYTES_LIMIT
 _MAGIC = b"\x93NUMPY"
+#: The .npy format versions NumPy reads.
+VERSIONS = ((1, 0), (2, 0), (3, 0))
+_MAX_INTP = 2 ** 63 - 1
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 _ENCRYPTED = 0x1 | 0x40      # traditional and strong encryption
 _PATCHED = 0x20              # compressed patched data, which zipfile refuses
@@ -73,7 +77,8 @@ def _read_header(first, what: str):
         head = first(length)
     try:
         return _parse_header(head) + (length,)
-    except (ValueError, SyntaxError, TypeError, EOFError, struct.error) as e:
+    except (ValueError, SyntaxError, TypeError, EOFError, struct.error, TokenError,
+            RecursionError, MemoryError) as e:
         first = str(e).splitlines()[0] if str(e) else repr(e)
         raise ReaderError(f"{what}: bad .npy header: {first}") from None
 
@@ -82,7 +87,11 @@ def _read_header(first, what: str):
 def _parse_header(head: bytes):
     """(dtype, shape, fortran_order) of the .npy header `head`; ValueError (and the others
     NumPy's reader raises) when NumPy would refuse it, also for a negative or bool dimension."""
-    text = head[10 if head[6:7] == b"\x01" else 12:]
+    version = tuple(head[6:8])
+    if version not in VERSIONS:
+        raise ValueError(f"unsupported .npy format version {version} (NumPy reads "
+                         f"{', '.join(map(str, VERSIONS))})")
+    text = head[10 if version == (1, 0) else 12:]
     written = _WRITTEN.fullmatch(text.decode("latin1")) if 0 < len(text) <= 10000 else None
     if written:
         descr, fortran, sizes = written.groups()
@@ -93,16 +102,32 @@ def _parse_header(head: bytes):
             except (TypeError, ValueError):
                 written = None  # NumPy's reader gives its own message for this descr
     if written:
-        return dtype, tuple(int(d) for d in sizes.split(",") if d), fortran == "True"
-    f = io.BytesIO(head)
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-    elif version in ((2, 0), (3, 0)):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        shape = tuple(int(d) for d in sizes.split(",") if d)
+        fortran = fortran == "True"
     else:
-        raise ValueError(f"unsupported .npy format version {version}")
-    return dtype, check_shape(shape), fortran
+        f = io.BytesIO(head)
+        np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        shape = check_shape(shape)
+    _check_size(shape, dtype.itemsize)
+    return dtype, shape, fortran
+
+
+def _check_size(shape, itemsize):
+    """ValueError when NumPy cannot make an array of `shape`: a dimension, or the byte count of
+    its non-zero dimensions (also when one is zero), over the largest signed 64-bit integer."""
+    nbytes = max(itemsize, 1)
+    for d in shape:
+        if d > _MAX_INTP:
+            raise ValueError(f"dimension {d} of shape {list(shape)} is over NumPy's limit of "
+                             "2**63 - 1")
+        nbytes *= d or 1
+    if nbytes > _MAX_INTP:
+        raise ValueError(f"shape {list(shape)} is too big for NumPy: its non-zero dimensions "
+                         f"make {nbytes} bytes, over 2**63 - 1")
 
 
 def _task(file, name, dtype, shape, fortran, *, nbytes, exact, **where):
@@ -157,15 +182,19 @@ def plan_npz(path: str) -> list:
         check_count(declared, "zip members")
     try:
         z = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise ReaderError(f"not a valid zip (.npz) archive: {e}") from None
     with z, open(path, "rb") as raw:
-        infos = [info for info in z.infolist() if not info.is_dir()]
+        infos = z.infolist()
         check_count(len(infos), "zip members")
         tasks = [marker(path, "npz")]
         spans = Ranges(os.fstat(raw.fileno()).st_size)
         members = []
         for info in infos:
+            if not info.filename:
+                tasks.append(problem(path, "a zip member has an empty name (zipfile cannot say "
+                                     "whether it is a folder); not read"))
+                continue
             try:
                 data_at, local_name = _local_header(raw, info)
             except ReaderError as e:
@@ -176,6 +205,11 @@ def plan_npz(path: str) -> list:
             if local_name != info.orig_filename:  # zipfile refuses such a member too
                 tasks.append(problem(path, f"member {info.filename}: its local file header names "
                                      f"{local_name!r} (corrupt archive)"))
+                continue
+            if info.filename.endswith("/"):   # a folder: zipfile reads it as an empty member
+                if not _empty_folder(raw, info, data_at):
+                    tasks.append(problem(path, f"folder entry {info.filename} holds data, a "
+                                         "CRC-32 or flags an empty folder has not; not read"))
                 continue
             members.append((name, info, data_at))
         overlapping = set()
@@ -219,6 +253,19 @@ def _local_header(raw, info) -> tuple:
     except UnicodeDecodeError:
         pass
     return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1], name
+
+
+def _empty_folder(raw, info, data_at) -> bool:
+    """Whether the folder entry `info` of the open archive `raw` is empty as zip writers write
+    one (zipfile reads it): no bytes, CRC-32 0, stored or the empty deflate stream."""
+    if info.file_size or info.CRC or info.flag_bits & (_ENCRYPTED | _PATCHED):
+        return False
+    if info.compress_type == zipfile.ZIP_STORED:
+        return info.compress_size == 0
+    if info.compress_type != zipfile.ZIP_DEFLATED or info.compress_size != 2:
+        return False
+    raw.seek(data_at)
+    return raw.read(2) == b"\x03\x00"
 
 
 def _member_name(info) -> str:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-import numpy as np
 
 from . import ReaderError
 from ..tasks import RAW, VARINT, Task, problem
 from .layout import (check_count, elements, float_task, marker, not_applicable, packed_task,
                      unchecked)
-from .protobuf import I32, I64, LEN, VARINT as WIRE_VARINT, ProtobufError, fields, open_map, varint
+from .protobuf import (I32, I64, LEN, MAX_DEPTH, PACKED_FIXED32 as F32, PACKED_FIXED64 as F64,
+                       PACKED_VARINT as INTS, VARINT as WIRE_VARINT, ProtobufError, check_field,
+                       fields, open_map, packed_varints, varint)
 
 #: ONNX data_type → (element dtype for the core, bits, typed field number); None: not a float.
 FLOATS = {
@@ -43,7 +44,53 @@ NAMES = {1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32",
 TYPED = {4: "float_data", 5: "int32_data", 6: "string_data", 7: "int64_data", 10: "double_data",
          11: "uint64_data"}
 FIXED_SIZE = {4: 4, 10: 8}
-_MAX_DEPTH = 64
+#: The wire type of one value of each typed field; one of another wire type is an unknown field.
+TYPED_WIRE = {4: I32, 5: WIRE_VARINT, 6: LEN, 7: WIRE_VARINT, 10: I64, 11: WIRE_VARINT}
+
+#: The ONNX schema at the wire level, from onnx-ml.proto (onnx 1.23, IR version 13): each
+#: message's sub-message fields (by message name) and repeated scalar fields (by how a packed run
+#: of them is encoded). protobuf rejects a model where any of these fails to parse, so the walker
+#: checks them all, also where no tensor can be (value_info, metadata, shardings).
+SCHEMA = {
+    "ModelProto": {7: "GraphProto", 8: "OperatorSetIdProto", 14: "StringStringEntryProto",
+                   20: "TrainingInfoProto", 25: "FunctionProto", 26: "DeviceConfigurationProto"},
+    "GraphProto": {1: "NodeProto", 5: "TensorProto", 15: "SparseTensorProto",
+                   11: "ValueInfoProto", 12: "ValueInfoProto", 13: "ValueInfoProto",
+                   14: "TensorAnnotation", 16: "StringStringEntryProto"},
+    "NodeProto": {5: "AttributeProto", 9: "StringStringEntryProto",
+                  10: "NodeDeviceConfigurationProto"},
+    "AttributeProto": {5: "TensorProto", 6: "GraphProto", 22: "SparseTensorProto",
+                       14: "TypeProto", 10: "TensorProto", 11: "GraphProto",
+                       23: "SparseTensorProto", 15: "TypeProto", 7: F32, 8: INTS},
+    "ValueInfoProto": {2: "TypeProto", 4: "StringStringEntryProto"},
+    "IntIntListEntryProto": {2: INTS},
+    "NodeDeviceConfigurationProto": {2: "ShardingSpecProto"},
+    "ShardingSpecProto": {2: INTS, 3: "IntIntListEntryProto", 4: "ShardedDimProto"},
+    "ShardedDimProto": {2: "SimpleShardedDimProto"},
+    "SimpleShardedDimProto": {},
+    "TrainingInfoProto": {1: "GraphProto", 2: "GraphProto", 3: "StringStringEntryProto",
+                          4: "StringStringEntryProto"},
+    "DeviceConfigurationProto": {},
+    "StringStringEntryProto": {},
+    "TensorAnnotation": {2: "StringStringEntryProto"},
+    "TensorProto": {1: INTS, 3: "TensorProto.Segment", 4: F32, 5: INTS, 7: INTS, 10: F64,
+                    11: INTS, 13: "StringStringEntryProto", 16: "StringStringEntryProto"},
+    "TensorProto.Segment": {},
+    "SparseTensorProto": {1: "TensorProto", 2: "TensorProto", 3: INTS},
+    "TensorShapeProto": {1: "TensorShapeProto.Dimension"},
+    "TensorShapeProto.Dimension": {},
+    "TypeProto": {1: "TypeProto.Tensor", 4: "TypeProto.Sequence", 5: "TypeProto.Map",
+                  9: "TypeProto.Optional", 8: "TypeProto.SparseTensor", 7: "TypeProto.Opaque"},
+    "TypeProto.Tensor": {2: "TensorShapeProto"},
+    "TypeProto.Sequence": {1: "TypeProto"},
+    "TypeProto.Map": {2: "TypeProto"},
+    "TypeProto.Optional": {1: "TypeProto"},
+    "TypeProto.SparseTensor": {2: "TensorShapeProto"},
+    "TypeProto.Opaque": {},
+    "OperatorSetIdProto": {},
+    "FunctionProto": {11: "AttributeProto", 7: "NodeProto", 9: "OperatorSetIdProto",
+                      12: "ValueInfoProto", 14: "StringStringEntryProto"},
+}
 
 
 def plan(path: str) -> list:
@@ -71,6 +118,9 @@ class _Tensor:
 
 
 class _Walker:
+    """One pass over the model: every tensor becomes a task, and every other sub-message and
+    packed field is checked as protobuf would parse it (`depth`: a message's nesting level)."""
+
     def __init__(self, path, buf, tasks):
         self.path, self.buf, self.tasks = path, buf, tasks
         self.folder = os.path.dirname(path)
@@ -79,6 +129,12 @@ class _Walker:
         self.shapes: dict = {}
         self.unnamed = 0
 
+    def _check(self, message, number, a, b, depth):
+        """ProtobufError unless field `number` of `message`, buf[a:b], is well-formed."""
+        kind = SCHEMA[message].get(number)
+        if kind is not None:
+            check_field(self.buf, a, b, SCHEMA, kind, depth)
+
     def model(self):
         seen_graph = False
         for number, wire, _, a, b in fields(self.buf, 0, len(self.buf)):
@@ -86,48 +142,60 @@ class _Walker:
                 continue
             if number == 7:
                 seen_graph = True
-                self.graph(a, b, 0)
+                self.graph(a, b, 1)
             elif number == 25:
-                self.function(a, b, 0)
+                self.function(a, b, 1)
             elif number == 20:
-                self.training_info(a, b)
+                self.training_info(a, b, 1)
+            else:
+                self._check("ModelProto", number, a, b, 1)
         if not seen_graph:
             raise ReaderError("not an ONNX model: no graph")
 
-    def training_info(self, start, end):
+    def training_info(self, start, end, depth):
         # TrainingInfoProto: initialization = 1 and algorithm = 2 are graphs with initializers.
+        _nest(depth, start)
         for number, wire, _, a, b in fields(self.buf, start, end):
-            if wire == LEN and number in (1, 2):
-                self.graph(a, b, 0)
+            if wire != LEN:
+                continue
+            if number in (1, 2):
+                self.graph(a, b, depth + 1)
+            else:
+                self._check("TrainingInfoProto", number, a, b, depth + 1)
 
     def graph(self, start, end, depth):
-        if depth > _MAX_DEPTH:
-            raise ProtobufError("subgraphs nested too deeply")
+        _nest(depth, start)
         for number, wire, _, a, b in fields(self.buf, start, end):
             if wire != LEN:
                 continue
             if number == 5:
-                self.tensor(a, b, "")
+                self.tensor(a, b, "", depth + 1)
             elif number == 15:
-                self.sparse(a, b, "")
+                self.sparse(a, b, "", depth + 1)
             elif number == 1:
-                self.node(a, b, depth)
+                self.node(a, b, depth + 1)
+            else:
+                self._check("GraphProto", number, a, b, depth + 1)
 
     def function(self, start, end, depth):
+        _nest(depth, start)
         label, defaults = "", []
         for number, wire, _, a, b in fields(self.buf, start, end):
             if wire != LEN:
                 continue
             if number == 7:
-                self.node(a, b, depth)
+                self.node(a, b, depth + 1)
             elif number == 1:
                 label = self._text(a, b)
             elif number == 11:  # attribute_proto: the defaults of the function's attributes
                 defaults.append((a, b))
+            else:
+                self._check("FunctionProto", number, a, b, depth + 1)
         for a, b in defaults:
-            self.attribute(a, b, label, depth)
+            self.attribute(a, b, label, depth + 1)
 
     def node(self, start, end, depth):
+        _nest(depth, start)
         label, attributes = "", []
         for number, wire, _, a, b in fields(self.buf, start, end):
             if wire != LEN:
@@ -138,10 +206,13 @@ class _Walker:
                 label = self._text(a, b)
             elif number == 5:
                 attributes.append((a, b))
+            else:
+                self._check("NodeProto", number, a, b, depth + 1)
         for a, b in attributes:
-            self.attribute(a, b, label, depth)
+            self.attribute(a, b, label, depth + 1)
 
     def attribute(self, start, end, node, depth):
+        _nest(depth, start)
         name, found = "", []
         for number, wire, _, a, b in fields(self.buf, start, end):
             if wire != LEN:
@@ -150,27 +221,35 @@ class _Walker:
                 name = self._text(a, b)
             elif number in (5, 10, 22, 23, 6, 11):
                 found.append((number, a, b))
+            else:
+                self._check("AttributeProto", number, a, b, depth + 1)
         where = f"{node}:{name}"
         for number, a, b in found:
             if number in (5, 10):
-                self.tensor(a, b, where)
+                self.tensor(a, b, where, depth + 1)
             elif number in (22, 23):
-                self.sparse(a, b, where)
+                self.sparse(a, b, where, depth + 1)
             else:
                 self.graph(a, b, depth + 1)
 
-    def sparse(self, start, end, where):
+    def sparse(self, start, end, where, depth):
+        _nest(depth, start)
         for number, wire, _, a, b in fields(self.buf, start, end):
-            if number == 1 and wire == LEN:
-                self.tensor(a, b, where or "sparse_initializer", suffix=" (sparse values)")
+            if wire != LEN:
+                continue
+            if number == 1:
+                self.tensor(a, b, where or "sparse_initializer", depth + 1,
+                            suffix=" (sparse values)")
+            else:
+                self._check("SparseTensorProto", number, a, b, depth + 1)
 
     def _text(self, a, b) -> str:
         return self.buf[a:b].decode("utf-8", "replace")
 
-    def tensor(self, start, end, where, suffix=""):
+    def tensor(self, start, end, where, depth, suffix=""):
         check_count(len(self.tasks))
         try:
-            t = self._read_tensor(start, end)
+            t = self._read_tensor(start, end, depth)
         except ProtobufError as e:
             self.tasks.append(problem(self.path, f"malformed tensor in {where or 'graph'}: {e}"))
             return
@@ -180,7 +259,8 @@ class _Walker:
             name = f"<unnamed tensor {self.unnamed}>"
         self.tasks.append(self._task(name + suffix, t))
 
-    def _read_tensor(self, start, end) -> _Tensor:
+    def _read_tensor(self, start, end, depth) -> _Tensor:
+        _nest(depth, start)
         buf, t = self.buf, _Tensor()
         for number, wire, value, a, b in fields(buf, start, end):
             if number == 1:
@@ -193,15 +273,25 @@ class _Walker:
                         t.dims.append(_signed(v))
             elif number == 2 and wire == WIRE_VARINT:
                 t.type = value
-            elif number == 3:
+            elif number == 3 and wire == LEN:
                 t.segment = True
+                check_field(buf, a, b, SCHEMA, "TensorProto.Segment", depth + 1)
             elif number == 8 and wire == LEN:
                 t.name = self._text(a, b)
             elif number == 9 and wire == LEN:
                 t.raw = (a, b)
-            elif number in (4, 5, 6, 7, 10, 11):
-                t.typed.setdefault(number, []).append((wire, a, b))
+            elif number in TYPED_WIRE:
+                if wire == LEN and number != 6:   # a packed run of values
+                    size = FIXED_SIZE.get(number)
+                    if size and (b - a) % size:
+                        raise ProtobufError(f"{TYPED[number]} holds {b - a} bytes, not whole "
+                                            f"{size}-byte values")
+                    count = (b - a) // size if size else packed_varints(buf, a, b)
+                    t.typed.setdefault(number, []).append((wire, a, b, count))
+                elif wire == TYPED_WIRE[number]:  # one value (else an unknown field)
+                    t.typed.setdefault(number, []).append((wire, a, b, 1))
             elif number == 13 and wire == LEN:
+                _nest(depth + 1, a)
                 key = val = ""
                 for n2, w2, _, a2, b2 in fields(buf, a, b):
                     if w2 == LEN and n2 == 1:
@@ -211,6 +301,8 @@ class _Walker:
                 t.external[key] = val
             elif number == 14 and wire == WIRE_VARINT:
                 t.location = value
+            elif wire == LEN:
+                self._check("TensorProto", number, a, b, depth + 1)
         return t
 
     def _task(self, name, t: _Tensor) -> Task:
@@ -252,7 +344,7 @@ class _Walker:
             if why:
                 return unchecked(path, name, label, shape, why)
             if element is not None and bits >= 8:
-                wire, offset, end = t.typed[typed_field][0]
+                wire, offset, end, _ = t.typed[typed_field][0]
                 if len(t.typed[typed_field]) != 1 or wire != LEN:
                     return unchecked(path, name, label, shape, "typed data is not one packed "
                                      "field (unpacked or split fields are not supported)")
@@ -272,26 +364,13 @@ class _Walker:
         wrong = next((f for f in typed if f != field), None)
         if wrong is not None:
             return f"data in {TYPED[wrong]}, which {label} does not use"
-        size = FIXED_SIZE.get(field, 0)
         if dtype in (14, 15):        # complex: real and imaginary part
             values = 2 * n
         elif bits in (2, 4):         # packed four or two to an int32_data value
             values = -(-n // (8 // bits))
         else:
             values = n
-        count = 0
-        for wire, a, b in typed[field]:
-            if wire == LEN and size:
-                if (b - a) % size:
-                    return f"{TYPED[field]} holds {b - a} bytes, not whole {size}-byte values"
-                count += (b - a) // size
-            elif wire == LEN and b > a:
-                run = np.frombuffer(self.buf, np.uint8, b - a, a)
-                if run[-1] & 0x80:
-                    return f"{TYPED[field]} ends in the middle of a value"
-                count += int(np.count_nonzero(run < 0x80))   # the last byte of each varint
-            elif wire in (WIRE_VARINT, I32, I64):
-                count += 1
+        count = sum(c for _, _, _, c in typed[field])
         if count != values:
             return (f"{TYPED[field]} holds {count} values, {label} shape {list(shape)} needs "
                     f"{values}")
@@ -302,13 +381,17 @@ class _Walker:
         loc = ext.get("location", "")
         if not loc:
             return "external data without a location"
+        if "\0" in loc:
+            return f"external data location {loc!r} holds a NUL byte"
         if os.path.isabs(loc) or ".." in loc.replace("\\", "/").split("/"):
             return f"external data location {loc!r} leaves the model's directory"
-        try:
-            offset = int(ext.get("offset", "0") or 0)
-            length = int(ext["length"]) if ext.get("length") else None
+        try:   # as onnx reads them: a key given with an empty value is not 0
+            offset = int(ext["offset"]) if "offset" in ext else 0
+            length = int(ext["length"]) if "length" in ext else None
         except ValueError:
             return f"external data offset/length not integers: {ext}"
+        if offset < 0 or (length or 0) < 0:
+            return f"external data offset {offset} or length {length} is negative"
         found = self.external_files.get(loc)
         if found is None:
             found = self.external_files[loc] = self._external_file(loc)
@@ -317,9 +400,12 @@ class _Walker:
         full, size = found
         if length is not None and length != need:
             return f"external data length {length}, {label} shape {list(shape)} needs {need} bytes"
-        if offset < 0 or offset + need > size:
+        if offset + need > size:
             return (f"external data [{offset}, {offset + need}) lies outside {loc} ({size} bytes; "
                     "truncated?)")
+        if length is None and offset + need != size:
+            return (f"external data without a length runs from byte {offset} to the end of "
+                    f"{loc}: {size - offset} bytes, {label} shape {list(shape)} needs {need}")
         return full, offset
 
     def _external_file(self, loc):
@@ -335,6 +421,12 @@ class _Walker:
         if not stat.S_ISREG(st.st_mode):
             return f"external data location {loc!r} is not a regular file"
         return real, st.st_size
+
+
+def _nest(depth: int, at: int) -> None:
+    """ProtobufError for a message at nesting level `depth`, over protobuf's limit."""
+    if depth > MAX_DEPTH:
+        raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {at}")
 
 
 def _signed(v: int) -> int:

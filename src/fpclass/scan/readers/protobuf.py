@@ -1,11 +1,27 @@
 """A minimal protobuf wire-format walker over a memory map: field numbers, wire types, and the
-file offsets of length-delimited values, so large byte fields are located but never copied."""
+file offsets of length-delimited values, so large byte fields are located but never copied.
+
+It refuses what protobuf's own parser (upb, behind the Python package) refuses: keys over 5
+bytes or 32 bits, field number 0, lengths over 5 bytes, varints over 10 bytes, wire types 6 and 7,
+values that run past their message, and (`check_message`) sub-messages nested over 100 deep or
+malformed anywhere in the tree, packed repeated fields included. Groups (wire types 3 and 4),
+which protobuf still parses as unknown fields, are refused too.
+"""
 
 from __future__ import annotations
 
 import mmap
 
+import numpy as np
+
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
+#: Kinds of packed repeated scalar fields, for `check_message` schemas (a sub-message is named by
+#: its message name instead).
+PACKED_VARINT, PACKED_FIXED32, PACKED_FIXED64 = "packed varint", "packed fixed32", "packed fixed64"
+#: Sub-messages protobuf parses below the top-level message (its default recursion limit).
+MAX_DEPTH = 100
+_MASK64 = (1 << 64) - 1
+_CHUNK = 1 << 20
 
 
 class ProtobufError(Exception):
@@ -22,10 +38,19 @@ def varint(buf, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
-            return value, pos
+            return value & _MASK64, pos   # protobuf drops the bits past 64 of a 10th byte
         shift += 7
         if shift > 63:
             raise ProtobufError(f"varint longer than 10 bytes before byte {pos}")
+
+
+def _short_varint(buf, pos: int, end: int, what: str) -> tuple[int, int]:
+    """(value, position after it) of the varint at `pos` that protobuf reads in at most 5 bytes
+    (a key or a length)."""
+    value, after = varint(buf, pos, end)
+    if after - pos > 5:
+        raise ProtobufError(f"{what} at byte {pos} takes {after - pos} bytes (at most 5)")
+    return value, after
 
 
 def fields(buf, start: int, end: int):
@@ -37,7 +62,9 @@ def fields(buf, start: int, end: int):
         if key < 0x80:  # keys and lengths are mostly one byte: skip the general decoder
             pos += 1
         else:
-            key, pos = varint(buf, pos, end)
+            key, pos = _short_varint(buf, pos, end, "key")
+            if key >> 32:
+                raise ProtobufError(f"key {key} over 32 bits before byte {pos}")
         number, wire = key >> 3, key & 7
         if number == 0:
             raise ProtobufError(f"field number 0 at byte {pos}")
@@ -46,7 +73,7 @@ def fields(buf, start: int, end: int):
             if n < 0x80:
                 pos += 1
             else:
-                n, pos = varint(buf, pos, end)
+                n, pos = _short_varint(buf, pos, end, "length")
             after = pos + n
             if after > end:
                 raise ProtobufError(f"field {number} of {n} bytes at byte {pos} runs past byte "
@@ -64,6 +91,53 @@ def fields(buf, start: int, end: int):
         else:
             raise ProtobufError(f"unsupported wire type {wire} at byte {pos}")
         pos = after
+
+
+def check_message(buf, start: int, end: int, schema: dict, message: str, depth: int) -> None:
+    """ProtobufError unless buf[start:end] parses as `message` at nesting level `depth` (the
+    top-level message is 0), as protobuf parses it: `schema` maps each message name to
+    {field number: sub-message name, or the PACKED_* kind of a repeated scalar field}. A field
+    of another wire type than its declaration is an unknown field to protobuf, so is not
+    checked further; nor are strings (proto2 does not check their UTF-8)."""
+    if depth > MAX_DEPTH:
+        raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {start}")
+    table = schema[message]
+    for number, wire, _, a, b in fields(buf, start, end):
+        if wire == LEN:
+            kind = table.get(number)
+            if kind is not None:
+                check_field(buf, a, b, schema, kind, depth + 1)
+
+
+def check_field(buf, start: int, end: int, schema: dict, kind: str, depth: int) -> None:
+    """ProtobufError unless the length-delimited value buf[start:end] is a well-formed `kind`:
+    a PACKED_* kind, or the name of a message of `schema` at nesting level `depth`."""
+    if kind == PACKED_VARINT:
+        packed_varints(buf, start, end)
+    elif kind == PACKED_FIXED32 or kind == PACKED_FIXED64:
+        size = 4 if kind == PACKED_FIXED32 else 8
+        if (end - start) % size:
+            raise ProtobufError(f"packed field of {end - start} bytes at byte {start} is not "
+                                f"whole {size}-byte values")
+    else:
+        check_message(buf, start, end, schema, kind, depth)
+
+
+def packed_varints(buf, start: int, end: int) -> int:
+    """The number of varints in the packed field buf[start:end]; ProtobufError when the last
+    one runs past the end or one is longer than 10 bytes. Read in 1 MiB pieces, without
+    copying the field."""
+    count, last = 0, start - 1   # the byte that ends the varint before
+    for pos in range(start, end, _CHUNK):
+        ends = np.flatnonzero(np.frombuffer(buf, np.uint8, min(_CHUNK, end - pos), pos) < 0x80)
+        if not ends.size or ends[0] + pos - last > 10 or (
+                ends.size > 1 and int(np.diff(ends).max()) > 10):
+            raise ProtobufError(f"packed field at byte {start} holds a varint over 10 bytes")
+        count += ends.size
+        last = pos + int(ends[-1])
+    if last != end - 1:
+        raise ProtobufError(f"packed field at byte {start} ends in the middle of a varint")
+    return count
 
 
 def open_map(path: str):

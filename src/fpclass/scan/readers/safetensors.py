@@ -10,7 +10,10 @@ import json
 import os
 import re
 import struct
+from array import array
 from json.decoder import scanstring
+
+import numpy as np
 
 from . import ReaderError
 from ..tasks import Task, problem
@@ -41,7 +44,13 @@ def _pairs(pairs):
     return obj
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
+def _integer(text: str):
+    """A JSON integer as the safetensors library's parser (serde_json) reads it: "-0" is the
+    float -0.0 there, so no size or offset."""
+    return -0.0 if text == "-0" else int(text)
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_integer)
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DELIMITER = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 _SIZE = r"(?:0|[1-9][0-9]*)"
@@ -140,11 +149,14 @@ def plan(path: str) -> list:
     header, start, length = read_header(path)
     tasks = [marker(path, "safetensors")]
     ranges = Ranges(length)
+    empty_at, empty_names = array("q"), []   # zero-size tensors not at offset 0
     shapes: dict = {}
     for name, entry in header:
         if name == "__metadata__":
-            if not isinstance(entry, (dict, tuple)):
-                tasks.append(problem(path, "__metadata__ must be a JSON object"))
+            if entry is not None and not (isinstance(entry, dict)
+                                          and all(type(v) is str for v in entry.values())):
+                tasks.append(problem(path, "__metadata__ must be a JSON object of strings (or "
+                                     "null)"))
             continue
         check_count(len(tasks))
         if type(entry) is not tuple:  # not as the safetensors library writes it: check it all
@@ -155,8 +167,19 @@ def plan(path: str) -> list:
         dtype, shape, begin, end = entry
         shape = shapes.setdefault(shape, shape)
         tasks.append(_tensor(path, name, dtype, shape, begin, end, start, length, ranges))
+        if begin == end and 0 < begin <= length:
+            empty_at.append(begin)
+            empty_names.append(name)
     for name, other in ranges.overlaps():
         tasks.append(problem(path, f"data of tensor {name!r} overlaps tensor {other!r}"))
+    # The safetensors library sorts the tensors by data_offsets and requires each to begin where
+    # the one before ends: a zero-size tensor too, so it must sit where a tensor begins or ends.
+    if empty_names:
+        boundaries = np.concatenate((ranges.begins, ranges.ends)).astype(np.int64)
+        stray = np.flatnonzero(~np.isin(np.frombuffer(empty_at, np.int64), boundaries))
+        tasks += [problem(path, f"zero-size tensor {empty_names[i]!r} at data offset "
+                          f"{empty_at[i]} is not where a tensor begins or ends (the safetensors "
+                          "library refuses the file)") for i in stray.tolist()]
     for begin, end in ranges.uncovered():
         tasks.append(problem(path, f"data section bytes {begin}..{end} belong to no tensor"))
     return tasks
