@@ -144,11 +144,10 @@ def memory(args, count) -> int:
             r = run("fpclass", kind, path)
             rows.append([kind, f"{size_of(path) / 2**20:.0f} MiB", f"{r['seconds']:.2f} s",
                          f"{r['rss']:.0f} MB"])
-            print(table(["file", "on disk", "fpclass", "peak RSS"], rows[-1:]), flush=True)
+            print(" | ".join(rows[-1]), file=sys.stderr, flush=True)  # progress
         finally:
             if not args.keep and os.path.exists(path):
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    print()
     print(table(["file", "on disk", "fpclass", "peak RSS"], rows))
     return 0
 
@@ -189,17 +188,11 @@ def main(argv=None) -> int:
         finally:
             if not args.keep and os.path.exists(path):
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        print(table(["file", "on disk", "fpclass", "library + isnan", "fpclass speed-up",
-                     "% of reading the bytes", "fpclass file GiB/s", "peak RSS fpclass / library"],
-                    rows[-1:]), flush=True)
-    print()
+        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)  # progress
     print(table(["file", "on disk", "fpclass", "library + isnan", "fpclass speed-up",
                  "% of reading the bytes", "fpclass file GiB/s", "peak RSS fpclass / library"], rows))
     return 0
 
 
 if __name__ == "__main__":
-    t = time.perf_counter()
-    code = main()
-    print(f"\n({time.perf_counter() - t:.0f} s)")
-    sys.exit(code)
+    sys.exit(main())
