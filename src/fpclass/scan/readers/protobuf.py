@@ -37,20 +37,11 @@ def varint(buf, pos: int, end: int) -> tuple[int, int]:
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value & _MASK64, pos   # protobuf drops the bits past 64 of a 10th byte
+        if b < 0x80:   # protobuf drops the bits past 64 of a 10th byte
+            return (value if shift < 63 else value & _MASK64), pos
         shift += 7
         if shift > 63:
             raise ProtobufError(f"varint longer than 10 bytes before byte {pos}")
-
-
-def _short_varint(buf, pos: int, end: int, what: str) -> tuple[int, int]:
-    """(value, position after it) of the varint at `pos` that protobuf reads in at most 5 bytes
-    (a key or a length)."""
-    value, after = varint(buf, pos, end)
-    if after - pos > 5:
-        raise ProtobufError(f"{what} at byte {pos} takes {after - pos} bytes (at most 5)")
-    return value, after
 
 
 def fields(buf, start: int, end: int):
@@ -62,9 +53,11 @@ def fields(buf, start: int, end: int):
         if key < 0x80:  # keys and lengths are mostly one byte: skip the general decoder
             pos += 1
         else:
-            key, pos = _short_varint(buf, pos, end, "key")
-            if key >> 32:
-                raise ProtobufError(f"key {key} over 32 bits before byte {pos}")
+            key, after = varint(buf, pos, end)
+            if after - pos > 5 or key >> 32:   # protobuf reads keys of up to 5 bytes, 32 bits
+                raise ProtobufError(f"key at byte {pos} takes {after - pos} bytes or over 32 "
+                                    "bits")
+            pos = after
         number, wire = key >> 3, key & 7
         if number == 0:
             raise ProtobufError(f"field number 0 at byte {pos}")
@@ -73,14 +66,21 @@ def fields(buf, start: int, end: int):
             if n < 0x80:
                 pos += 1
             else:
-                n, pos = _short_varint(buf, pos, end, "length")
+                n, after = varint(buf, pos, end)
+                if after - pos > 5:   # and lengths of up to 5 bytes
+                    raise ProtobufError(f"length at byte {pos} takes {after - pos} bytes")
+                pos = after
             after = pos + n
             if after > end:
                 raise ProtobufError(f"field {number} of {n} bytes at byte {pos} runs past byte "
                                     f"{end} (truncated?)")
             yield number, wire, None, pos, after
         elif wire == VARINT:
-            value, after = varint(buf, pos, end)
+            value = buf[pos] if pos < end else 0x80
+            if value < 0x80:
+                after = pos + 1
+            else:
+                value, after = varint(buf, pos, end)
             yield number, wire, value, pos, after
         elif wire == I64 or wire == I32:
             n = 8 if wire == I64 else 4
