@@ -129,15 +129,33 @@ def packed_varints(buf, start: int, end: int) -> int:
     copying the field."""
     count, last = 0, start - 1   # the byte that ends the varint before
     for pos in range(start, end, _CHUNK):
-        ends = np.flatnonzero(np.frombuffer(buf, np.uint8, min(_CHUNK, end - pos), pos) < 0x80)
-        if not ends.size or ends[0] + pos - last > 10 or (
-                ends.size > 1 and int(np.diff(ends).max()) > 10):
-            raise ProtobufError(f"packed field at byte {start} holds a varint over 10 bytes")
-        count += ends.size
-        last = pos + int(ends[-1])
+        run = np.frombuffer(buf, np.uint8, min(_CHUNK, end - pos), pos)
+        ends = run < 0x80
+        tail = ends[-11:]   # 11 bytes in a row that end no varint are too many
+        bad = (not tail.any() or pos + int(ends.argmax()) - last > 10
+               or _long_varint(run, ends))
+        if not bad:
+            count += int(np.count_nonzero(ends))
+            last = pos + run.size - 1 - int(tail[::-1].argmax())
+        del run, ends, tail   # no view of `buf` may outlive the call: it would keep a
+        if bad:               # memory map open through the exception's traceback
+            raise ProtobufError(f"packed field at byte {start} holds a varint over 10 bytes "
+                                "(or ends inside one)")
     if last != end - 1:
         raise ProtobufError(f"packed field at byte {start} ends in the middle of a varint")
     return count
+
+
+def _long_varint(run, ends) -> bool:
+    """Whether bytes `run` (`ends`: which end a varint) hold a varint of over 10 bytes between
+    two that end. Such a varint covers 4 aligned bytes that all continue it: look for those
+    first (one pass over 32-bit words), and measure the gaps only where they are found (as in
+    the 10-byte varints of negative numbers)."""
+    words = run[:run.size // 4 * 4].view("<u4")
+    if (words | 0x7F7F7F7F).max(initial=0) != 0xFFFFFFFF:
+        return False
+    at = np.flatnonzero(ends)
+    return at.size > 1 and int(np.diff(at).max()) > 10
 
 
 def open_map(path: str):
