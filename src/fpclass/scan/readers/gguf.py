@@ -179,7 +179,7 @@ def _plan(path, buf) -> list:
         key = r.string()
         if key in keys:
             raise ReaderError(f"metadata key {_text(key, 'metadata key')!r} appears twice "
-                              "(readers disagree on which value counts)")
+                              "(llama.cpp and gguf-py refuse the file)")
         keys.add(key)
         _text(key, "metadata key")   # gguf-py refuses a key that is not UTF-8
         vtype = r.u32()
