@@ -1104,3 +1104,33 @@ def test_safetensors_minus_zero_is_no_integer(tmp_path, header, data):
     assert refused is not None and "-0.0" in str(refused)
     assert "non-negative integers, got [-0.0" in _reasons(report)
     assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("chunk", [16, 1 << 20])
+def test_packed_varints_are_counted_and_checked_as_protobuf_reads_them(monkeypatch, chunk):
+    from fpclass.scan.readers import protobuf
+    monkeypatch.setattr(protobuf, "_CHUNK", chunk)
+
+    def reference(data):   # a varint is at most 10 bytes, the last one ends with the field
+        count = run = 0
+        for b in data:
+            run += 1
+            if run > 10:
+                return None
+            if b < 0x80:
+                count, run = count + 1, 0
+        return None if run else count
+
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        size = int(rng.integers(0, 80))
+        high = rng.random(size) < rng.choice([0.1, 0.5, 0.85, 0.95])   # continuation bytes
+        data = bytes((rng.integers(0, 128, size) | (high * 0x80)).astype(np.uint8))
+        pad = bytes(int(rng.integers(0, 5)))
+        buf = pad + data + b"\xff" * 3
+        expected = reference(data)
+        if expected is None:
+            with pytest.raises(protobuf.ProtobufError):
+                protobuf.packed_varints(buf, len(pad), len(pad) + size)
+        else:
+            assert protobuf.packed_varints(buf, len(pad), len(pad) + size) == expected, data

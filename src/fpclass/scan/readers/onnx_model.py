@@ -4,7 +4,9 @@ fields (float_data, double_data, int32_data) or external data files.
 
 The model is walked at the protobuf wire level over a memory map, so tensor data is located by
 file offset and never loaded; external data files are only stat'ed here. Every tensor's data size
-is checked against its shape, integer ones too, before it is called "not applicable".
+is checked against its shape, integer ones too, before it is called "not applicable". The same
+pass checks the rest of the message tree as protobuf's parser does (SCHEMA), so a model that
+onnx.load refuses is never called clean.
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ FIXED_SIZE = {4: 4, 10: 8}
 #: The wire type of one value of each typed field; one of another wire type is an unknown field.
 TYPED_WIRE = {4: I32, 5: WIRE_VARINT, 6: LEN, 7: WIRE_VARINT, 10: I64, 11: WIRE_VARINT}
 
-#: The ONNX schema at the wire level, from onnx-ml.proto (onnx 1.23, IR version 13): each
-#: message's sub-message fields (by message name) and repeated scalar fields (by how a packed run
-#: of them is encoded). protobuf rejects a model where any of these fails to parse, so the walker
-#: checks them all, also where no tensor can be (value_info, metadata, shardings).
+#: The ONNX schema at the wire level, from onnx 1.23's onnx-ml.proto (a test compares it with
+#: the installed onnx): each message's sub-message fields (by message name) and repeated scalar
+#: fields (by how a packed run of them is encoded). protobuf rejects a model where any of these
+#: fails to parse, so the walker checks them all, also where no tensor can be (value_info,
+#: metadata, shardings).
 SCHEMA = {
     "ModelProto": {7: "GraphProto", 8: "OperatorSetIdProto", 14: "StringStringEntryProto",
                    20: "TrainingInfoProto", 25: "FunctionProto", 26: "DeviceConfigurationProto"},

@@ -37,20 +37,11 @@ def varint(buf, pos: int, end: int) -> tuple[int, int]:
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value & _MASK64, pos   # protobuf drops the bits past 64 of a 10th byte
+        if b < 0x80:   # protobuf drops the bits past 64 of a 10th byte
+            return (value if shift < 63 else value & _MASK64), pos
         shift += 7
         if shift > 63:
             raise ProtobufError(f"varint longer than 10 bytes before byte {pos}")
-
-
-def _short_varint(buf, pos: int, end: int, what: str) -> tuple[int, int]:
-    """(value, position after it) of the varint at `pos` that protobuf reads in at most 5 bytes
-    (a key or a length)."""
-    value, after = varint(buf, pos, end)
-    if after - pos > 5:
-        raise ProtobufError(f"{what} at byte {pos} takes {after - pos} bytes (at most 5)")
-    return value, after
 
 
 def fields(buf, start: int, end: int):
@@ -62,9 +53,11 @@ def fields(buf, start: int, end: int):
         if key < 0x80:  # keys and lengths are mostly one byte: skip the general decoder
             pos += 1
         else:
-            key, pos = _short_varint(buf, pos, end, "key")
-            if key >> 32:
-                raise ProtobufError(f"key {key} over 32 bits before byte {pos}")
+            key, after = varint(buf, pos, end)
+            if after - pos > 5 or key >> 32:   # protobuf reads keys of up to 5 bytes, 32 bits
+                raise ProtobufError(f"key at byte {pos} takes {after - pos} bytes or over 32 "
+                                    "bits")
+            pos = after
         number, wire = key >> 3, key & 7
         if number == 0:
             raise ProtobufError(f"field number 0 at byte {pos}")
@@ -73,14 +66,21 @@ def fields(buf, start: int, end: int):
             if n < 0x80:
                 pos += 1
             else:
-                n, pos = _short_varint(buf, pos, end, "length")
+                n, after = varint(buf, pos, end)
+                if after - pos > 5:   # and lengths of up to 5 bytes
+                    raise ProtobufError(f"length at byte {pos} takes {after - pos} bytes")
+                pos = after
             after = pos + n
             if after > end:
                 raise ProtobufError(f"field {number} of {n} bytes at byte {pos} runs past byte "
                                     f"{end} (truncated?)")
             yield number, wire, None, pos, after
         elif wire == VARINT:
-            value, after = varint(buf, pos, end)
+            value = buf[pos] if pos < end else 0x80
+            if value < 0x80:
+                after = pos + 1
+            else:
+                value, after = varint(buf, pos, end)
             yield number, wire, value, pos, after
         elif wire == I64 or wire == I32:
             n = 8 if wire == I64 else 4
@@ -129,15 +129,33 @@ def packed_varints(buf, start: int, end: int) -> int:
     copying the field."""
     count, last = 0, start - 1   # the byte that ends the varint before
     for pos in range(start, end, _CHUNK):
-        ends = np.flatnonzero(np.frombuffer(buf, np.uint8, min(_CHUNK, end - pos), pos) < 0x80)
-        if not ends.size or ends[0] + pos - last > 10 or (
-                ends.size > 1 and int(np.diff(ends).max()) > 10):
-            raise ProtobufError(f"packed field at byte {start} holds a varint over 10 bytes")
-        count += ends.size
-        last = pos + int(ends[-1])
+        run = np.frombuffer(buf, np.uint8, min(_CHUNK, end - pos), pos)
+        ends = run < 0x80
+        tail = ends[-11:]   # 11 bytes in a row that end no varint are too many
+        bad = (not tail.any() or pos + int(ends.argmax()) - last > 10
+               or _long_varint(run, ends))
+        if not bad:
+            count += int(np.count_nonzero(ends))
+            last = pos + run.size - 1 - int(tail[::-1].argmax())
+        del run, ends, tail   # no view of `buf` may outlive the call: it would keep a
+        if bad:               # memory map open through the exception's traceback
+            raise ProtobufError(f"packed field at byte {start} holds a varint over 10 bytes "
+                                "(or ends inside one)")
     if last != end - 1:
         raise ProtobufError(f"packed field at byte {start} ends in the middle of a varint")
     return count
+
+
+def _long_varint(run, ends) -> bool:
+    """Whether bytes `run` (`ends`: which end a varint) hold a varint of over 10 bytes between
+    two that end. Such a varint covers 4 aligned bytes that all continue it: look for those
+    first (one pass over 32-bit words), and measure the gaps only where they are found (as in
+    the 10-byte varints of negative numbers)."""
+    words = run[:run.size // 4 * 4].view("<u4")
+    if (words | 0x7F7F7F7F).max(initial=0) != 0xFFFFFFFF:
+        return False
+    at = np.flatnonzero(ends)
+    return at.size > 1 and int(np.diff(at).max()) > 10
 
 
 def open_map(path: str):
