@@ -133,7 +133,9 @@ def size_of(path) -> int:
     return sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(path) for n in ns)
 
 
-def memory(args, count) -> int:
+def each_file(args, count, measure) -> list:
+    """[measure(kind, path)] for each file kind of --only: the file made unless it exists, and
+    removed after unless --keep; each row printed on stderr as it comes."""
     rows = []
     for kind in args.only.split(","):
         name, make = FILES[kind]
@@ -141,14 +143,20 @@ def memory(args, count) -> int:
         try:
             if not os.path.exists(path):
                 make(path, count)
-            r = run("fpclass", kind, path)
-            rows.append([kind, f"{size_of(path) / 2**20:.0f} MiB", f"{r['seconds']:.2f} s",
-                         f"{r['rss']:.0f} MB"])
+            rows.append(measure(kind, path))
             print(" | ".join(rows[-1]), file=sys.stderr, flush=True)  # progress
         finally:
             if not args.keep and os.path.exists(path):
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    print(table(["file", "on disk", "fpclass", "peak RSS"], rows))
+    return rows
+
+
+def memory(args, count) -> int:
+    def measure(kind, path):
+        r = run("fpclass", kind, path)
+        return [kind, f"{size_of(path) / 2**20:.0f} MiB", f"{r['seconds']:.2f} s",
+                f"{r['rss']:.0f} MB"]
+    print(table(["file", "on disk", "fpclass", "peak RSS"], each_file(args, count, measure)))
     return 0
 
 
@@ -165,30 +173,22 @@ def main(argv=None) -> int:
     count = max(1, (args.mib << 20) // TENSOR)
     if args.memory:
         return memory(args, count)
-    rows = []
-    for kind in args.only.split(","):
-        name, make = FILES[kind]
-        path = os.path.join(args.dir, f"fpclass-formats-{name}")
-        try:
-            if not os.path.exists(path):
-                make(path, count)
-            run("read", kind, path)  # warm the page cache
-            best = {m: None for m in ("read", "fpclass", "library")}
-            for _ in range(args.repeat):
-                for mode in best:
-                    r = run(mode, kind, path)
-                    if best[mode] is None or r["seconds"] < best[mode]["seconds"]:
-                        best[mode] = {**r, "rss": max(r["rss"], (best[mode] or r)["rss"])}
-            read, ours, lib = (best[m] for m in ("read", "fpclass", "library"))
-            rows.append([kind, f"{size_of(path) / 2**20:.0f} MiB", f"{ours['seconds']:.2f} s",
-                         f"{lib['seconds']:.2f} s", f"{lib['seconds'] / ours['seconds']:.2f}x",
-                         f"{read['seconds'] / ours['seconds']:.0%}",
-                         f"{size_of(path) / ours['seconds'] / 2**30:.2f} GiB/s",
-                         f"{ours['rss']:.0f} / {lib['rss']:.0f} MB"])
-        finally:
-            if not args.keep and os.path.exists(path):
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)  # progress
+
+    def measure(kind, path):
+        run("read", kind, path)  # warm the page cache
+        best = {m: None for m in ("read", "fpclass", "library")}
+        for _ in range(args.repeat):
+            for mode in best:
+                r = run(mode, kind, path)
+                if best[mode] is None or r["seconds"] < best[mode]["seconds"]:
+                    best[mode] = {**r, "rss": max(r["rss"], (best[mode] or r)["rss"])}
+        read, ours, lib = (best[m] for m in ("read", "fpclass", "library"))
+        return [kind, f"{size_of(path) / 2**20:.0f} MiB", f"{ours['seconds']:.2f} s",
+                f"{lib['seconds']:.2f} s", f"{lib['seconds'] / ours['seconds']:.2f}x",
+                f"{read['seconds'] / ours['seconds']:.0%}",
+                f"{size_of(path) / ours['seconds'] / 2**30:.2f} GiB/s",
+                f"{ours['rss']:.0f} / {lib['rss']:.0f} MB"]
+    rows = each_file(args, count, measure)
     print(table(["file", "on disk", "fpclass", "library + isnan", "fpclass speed-up",
                  "% of reading the bytes", "fpclass file GiB/s", "peak RSS fpclass / library"], rows))
     return 0
