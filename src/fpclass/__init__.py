@@ -11,7 +11,7 @@ from .facade import (
     first_inf, first_nan, first_nonfinite, isfinite, isinf, isnan, isneginf, isposinf, locate_inf,
     locate_nan, locate_nonfinite,
 )
-from .operators.queries import ClassCounts
+from .counts import ClassCounts
 
 __version__ = "0.1.0"
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import twin
 from ..formats import Kind, NaN, Query, format_of
 from ..kernels import numpy_bits
 from ..kernels.numpy_bits import matches
 from .inputs import as_source, check_flag, check_out
 from .outputs import empty_mask
 
-_BY_VALUE = {Query.NAN: np.isnan, Query.NONFINITE: lambda a: ~np.isfinite(a), Query.INF: np.isinf,
-             Query.POSINF: np.isposinf, Query.NEGINF: np.isneginf}
+#: The masks of the formats classified by value (long double): the NumPy twin's.
+_BY_VALUE = {Query.NAN: twin.isnan, Query.NONFINITE: lambda a: ~twin.isfinite(a), Query.INF: twin.isinf,
+             Query.POSINF: twin.isposinf, Query.NEGINF: twin.isneginf}
 
 
 _BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)

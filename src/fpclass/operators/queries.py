@@ -6,11 +6,11 @@ Every query takes the same inputs as the operators and raises the same errors.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from .. import twin
+from ..counts import ClassCounts
 from ..formats import Kind, Query
 from .elementwise import _BY_VALUE, _FAST_BOTH_SIGNS, _FAST_FINITE, _FAST_NAN, _inf_query, launcher
 from .inputs import as_source
@@ -163,44 +163,6 @@ def count_nonfinite(x, axis=None, keepdims=False):
     return _count(x, Query.NONFINITE, axis, keepdims)
 
 
-class ClassCounts(NamedTuple):
-    """How many elements fall in each class; the fields add up to the element count."""
-
-    nan: int = 0
-    pos_inf: int = 0
-    neg_inf: int = 0
-    pos_zero: int = 0
-    neg_zero: int = 0
-    pos_subnormal: int = 0
-    neg_subnormal: int = 0
-    pos_normal: int = 0
-    neg_normal: int = 0
-
-    @property
-    def inf(self) -> int:
-        return self.pos_inf + self.neg_inf
-
-    @property
-    def zero(self) -> int:
-        return self.pos_zero + self.neg_zero
-
-    @property
-    def subnormal(self) -> int:
-        return self.pos_subnormal + self.neg_subnormal
-
-    @property
-    def normal(self) -> int:
-        return self.pos_normal + self.neg_normal
-
-    @property
-    def finite(self) -> int:
-        return self.zero + self.subnormal + self.normal
-
-    @property
-    def total(self) -> int:
-        return sum(self)
-
-
 def class_counts(x) -> ClassCounts:
     """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`, in
     one pass. Subnormal means exponent field 0 and mantissa != 0. A NaN's sign is not counted.
@@ -211,7 +173,7 @@ def class_counts(x) -> ClassCounts:
         raise TypeError(f"class_counts needs a real floating-point dtype, got {a.dtype} "
                         "(for complex, count x.real and x.imag separately)")
     if src.by_value:
-        return _class_counts_by_value(a)
+        return twin.class_counts(a)
     t = src.test
     # rows as in kernels/histogram.py: nonfinite, tiny, negative, zero, their signed tiny and zero;
     # then the non-finite classes, counted only where there are non-finite values
@@ -226,19 +188,6 @@ def class_counts(x) -> ClassCounts:
     pos_normal = a.size - nan - pinf - ninf - zero - sub - neg_normal
     return ClassCounts(nan, pinf, ninf, zero - zero_neg, zero_neg, sub - sub_neg, sub_neg, pos_normal,
                        neg_normal)
-
-
-def _class_counts_by_value(a) -> ClassCounts:
-    with np.errstate(all="ignore"):
-        nan = np.isnan(a)
-        neg = np.signbit(a) & ~nan
-        finite = np.isfinite(a)
-        zero = a == 0
-        sub = finite & ~zero & (np.abs(a) < np.finfo(a.dtype).smallest_normal)
-        normal = finite & ~zero & ~sub
-    c = lambda m: int(np.count_nonzero(m))
-    return ClassCounts(c(nan), c(np.isposinf(a)), c(np.isneginf(a)), c(zero & ~neg), c(zero & neg),
-                       c(sub & ~neg), c(sub & neg), c(normal & ~neg), c(normal & neg))
 
 
 # -- locate ------------------------------------------------------------------------------------
