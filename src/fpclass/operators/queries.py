@@ -52,7 +52,7 @@ def _count(x, query: Query | None, axis, keepdims) -> np.ndarray | np.int64:
             counts, a.shape, [0 if ax in axes else st for ax, st in enumerate(counts.strides)])
         launcher(a).count_into(a, src.word, src.lanes, test, spread)
     if keepdims:
-        return counts
+        return counts if counts.ndim else counts[()]  # 0-d: a NumPy scalar, as numpy's sum gives
     counts = counts.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
     return counts[()] if counts.ndim == 0 else counts
 
@@ -70,7 +70,7 @@ def _any(x, query: Query | None, axis, keepdims):
     else:
         found = test is not None and launcher(a).find(a, src.word, src.lanes, test, 1).size > 0
     result = np.bool_(found)
-    return np.full((1,) * a.ndim, result) if keepdims else result
+    return np.full((1,) * a.ndim, result) if keepdims and a.ndim else result
 
 
 def _positions(x, query: Query | None, limit):
