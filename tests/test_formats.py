@@ -6,8 +6,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import reference as ref
-from fpclass import formats
+import samples
+from fpclass import formats, twin
 from fpclass.formats import BitTest, Query, bit_test
 from fpclass.formats.describe import markdown_table
 
@@ -15,10 +15,10 @@ from fpclass.formats.describe import markdown_table
 pytestmark = pytest.mark.usefixtures("both_launchers")
 
 
-@pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
+@pytest.mark.parametrize("dtype", samples.NARROW, ids=str)
 def test_capabilities_match_the_values(dtype):
     f = formats.format_of(dtype)
-    v = ref.values(ref.all_patterns(dtype))
+    v = twin.values(samples.all_patterns(dtype))
     assert f.has_nan == bool(np.isnan(v).any())
     assert f.has_inf == bool(np.isinf(v).any())
     assert f.has_zero == bool((v == 0).any())
@@ -78,7 +78,8 @@ def test_readme_shows_the_table():
                                        "markdown_table; print(markdown_table())'"
 
 
-@pytest.mark.parametrize("dtype", ref.REAL + [np.dtype(">f2"), np.dtype(">f4"), np.dtype(">f8")], ids=str)
+@pytest.mark.parametrize("dtype", samples.REAL + [np.dtype(">f2"), np.dtype(">f4"), np.dtype(">f8")],
+                         ids=str)
 def test_histogram_kernel_contracts_hold(dtype):
     # kernels/histogram.py counts NaN and ±Inf only on runs holding a non-finite value, and takes
     # the signed tiny/zero counts as ANDs with the negative test: sound only if, on every word,
@@ -87,8 +88,8 @@ def test_histogram_kernel_contracts_hold(dtype):
     from fpclass.operators.inputs import as_source
     src = as_source(np.empty(0, dtype))
     native = dtype.newbyteorder("=")
-    values = ref.all_patterns(native) if native.itemsize <= 2 else np.concatenate(
-        [ref.specials(native), ref.random_bits(native, 100_000, seed=3)])
+    values = samples.all_patterns(native) if native.itemsize <= 2 else np.concatenate(
+        [samples.specials(native), samples.random_bits(native, 100_000, seed=3)])
     w = values.astype(dtype).view(src.word)
     never = np.zeros(w.shape, bool)
     match = lambda t: never if t is None else ((w & t.mask) == t.value) & ((w & t.mask2) != t.value2)

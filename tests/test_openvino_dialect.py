@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import fpclass.openvino as fov
-import reference as ref
+import samples
+from fpclass import twin
 
 OV_FORMATS = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
               "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
@@ -110,14 +111,14 @@ def all_ops_ir(formats, ops=OPS, version=11):
 def inputs_for(fmt):
     dtype = OV_FORMATS[fmt]
     if dtype.itemsize == 2:
-        return ref.all_patterns(dtype)
-    return np.concatenate([ref.specials(dtype), ref.random_bits(dtype, 4096, seed=5)])
+        return samples.all_patterns(dtype)
+    return np.concatenate([samples.specials(dtype), samples.random_bits(dtype, 4096, seed=5)])
 
 
 def truth(op, x):
     """The exact answer from values: every element widened by ml_dtypes/numpy to float64."""
     with np.errstate(all="ignore"):
-        return OPS[op][2](ref.values(x))
+        return OPS[op][2](twin.values(x))
 
 
 # -- the OpenVINO side ---------------------------------------------------------------------------
@@ -159,7 +160,7 @@ def assert_matches_openvino(fmt, op, x, ours, theirs):
     allowed = np.zeros(ours.shape, bool)
     for dis_fmt, ops, where, answer, description in OPENVINO_DISAGREEMENTS:
         if dis_fmt == fmt and op in ops:
-            mask = where(ref.values(x))
+            mask = where(twin.values(x))
             differs = mask & (theirs != ours)
             assert (theirs[differs] == answer).all(), description
             allowed |= mask
@@ -335,7 +336,7 @@ def test_spec_examples_completed_into_ir(ov, core, xml, shape, op):
     if shape == (4,):
         x = np.array([np.nan, 2.1, 3.7, np.inf], np.float32)
     else:
-        x = ref.random_bits(np.float32, int(np.prod(shape)), seed=1).reshape(shape)
+        x = samples.random_bits(np.float32, int(np.prod(shape)), seed=1).reshape(shape)
         x.flat[::7] = np.inf
         x.flat[3::11] = -np.inf
     ours = fov.read_model(xml).infer({"data": x})["out"]
@@ -385,7 +386,7 @@ def all_ops_f64():
 
 
 def layouts():
-    base = np.concatenate([ref.specials(np.float64), ref.random_bits(np.float64, 64)])
+    base = np.concatenate([samples.specials(np.float64), samples.random_bits(np.float64, 64)])
     grid = base[:84].reshape(7, 12)
     ro = grid.copy()
     ro.flags.writeable = False

@@ -1,4 +1,4 @@
-"""The element-wise operators against the numpy reference twin."""
+"""The element-wise operators against their NumPy twin (fpclass.twin)."""
 
 import subprocess
 import sys
@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fpclass
-import reference as ref
+import samples
+from fpclass import twin
 
 #: Every test runs through both launchers (NumPy bit tests and the numba kernels).
 pytestmark = pytest.mark.usefixtures("both_launchers")
@@ -25,32 +26,33 @@ def swapped(x):
 
 
 def check_all_ops(x):
-    """Every operator and attribute combination on `x` agrees with the reference."""
-    np.testing.assert_array_equal(fpclass.isnan(x), ref.isnan(x))
-    np.testing.assert_array_equal(fpclass.isfinite(x), ref.isfinite(x))
+    """Every operator and attribute combination on `x` agrees with the twin."""
+    np.testing.assert_array_equal(fpclass.isnan(x), twin.isnan(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x), twin.isfinite(x))
     for neg, pos in FLAGS:
         got = fpclass.isinf(x, detect_negative=neg, detect_positive=pos)
-        np.testing.assert_array_equal(got, ref.isinf(x, neg, pos), err_msg=f"neg={neg} pos={pos}")
-    np.testing.assert_array_equal(fpclass.isposinf(x), ref.isinf(x, False, True))
-    np.testing.assert_array_equal(fpclass.isneginf(x), ref.isinf(x, True, False))
+        want = twin.isinf(x, detect_negative=neg, detect_positive=pos)
+        np.testing.assert_array_equal(got, want, err_msg=f"neg={neg} pos={pos}")
+    np.testing.assert_array_equal(fpclass.isposinf(x), twin.isposinf(x))
+    np.testing.assert_array_equal(fpclass.isneginf(x), twin.isneginf(x))
 
 
-@pytest.mark.parametrize("dtype", ref.NARROW, ids=str)
+@pytest.mark.parametrize("dtype", samples.NARROW, ids=str)
 def test_every_bit_pattern(dtype):
-    x = ref.all_patterns(dtype)
+    x = samples.all_patterns(dtype)
     check_all_ops(x)
     if dtype.itemsize > 1 and dtype.kind == "f":
         check_all_ops(swapped(x))
 
 
 def test_every_bfloat16_pattern_reversed():
-    x = ref.all_patterns(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(fpclass.isnan(x[::-1]), ref.isnan(x)[::-1])
+    x = samples.all_patterns(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(fpclass.isnan(x[::-1]), twin.isnan(x)[::-1])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
 def test_specials_and_random_bits(dtype):
-    for x in (ref.specials(dtype), ref.random_bits(dtype, 1_000_000)):
+    for x in (samples.specials(dtype), samples.random_bits(dtype, 1_000_000)):
         check_all_ops(x)
         check_all_ops(swapped(x))
 
@@ -61,12 +63,12 @@ def test_complex_either_part(dtype):
     pairs = np.empty((parts.size, parts.size), np.complex128)
     pairs.real, pairs.imag = parts[:, None], parts[None, :]
     x = pairs.ravel().astype(dtype)
-    np.testing.assert_array_equal(fpclass.isnan(x), ref.isnan(x))
-    np.testing.assert_array_equal(fpclass.isinf(x), ref.isinf(x))
-    np.testing.assert_array_equal(fpclass.isfinite(x), ref.isfinite(x))
+    np.testing.assert_array_equal(fpclass.isnan(x), twin.isnan(x))
+    np.testing.assert_array_equal(fpclass.isinf(x), twin.isinf(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x), twin.isfinite(x))
     if np.dtype(dtype).kind == "c":
-        np.testing.assert_array_equal(fpclass.isnan(swapped(x)), ref.isnan(x))
-        np.testing.assert_array_equal(fpclass.isinf(swapped(x)), ref.isinf(x))
+        np.testing.assert_array_equal(fpclass.isnan(swapped(x)), twin.isnan(x))
+        np.testing.assert_array_equal(fpclass.isinf(swapped(x)), twin.isinf(x))
     with pytest.raises(TypeError, match="complex"):
         fpclass.isposinf(x)
     with pytest.raises(TypeError, match="complex"):
@@ -122,10 +124,10 @@ def test_empty_shapes(shape):
 @st.composite
 def laid_out(draw):
     """A random-valued array of a random format viewed through random slices and transposes."""
-    dtype = draw(st.sampled_from(ref.REAL + [np.dtype(">f4"), np.dtype(">f8"), np.dtype(">f2"),
+    dtype = draw(st.sampled_from(samples.REAL + [np.dtype(">f4"), np.dtype(">f8"), np.dtype(">f2"),
                                               np.dtype(np.complex64), np.dtype(">c8")]))
     base = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=7))
-    words = ref.random_bits(np.dtype(f"u{dtype.itemsize}") if dtype.kind != "c" else dtype,
+    words = samples.random_bits(np.dtype(f"u{dtype.itemsize}") if dtype.kind != "c" else dtype,
                             int(np.prod(base)), seed=draw(st.integers(0, 2**32 - 1)))
     x = words.view(dtype).reshape(base) if dtype.kind != "c" else words.reshape(base)
     index = tuple(slice(draw(st.integers(0, 2)), None, draw(st.sampled_from([1, 2, -1, -2, 3])))
@@ -142,7 +144,7 @@ def laid_out(draw):
 @given(x=laid_out(), out_kind=st.sampled_from([None, bool, np.uint8, "strided"]))
 def test_any_layout(x, out_kind):
     before = x.copy()
-    expected = ref.isnan(x), ref.isinf(x, True, True), ref.isfinite(x)
+    expected = twin.isnan(x), twin.isinf(x), twin.isfinite(x)
     for op, want in zip((fpclass.isnan, fpclass.isinf, fpclass.isfinite), expected):
         if out_kind is None:
             got = op(x)
@@ -163,25 +165,25 @@ def test_any_layout(x, out_kind):
 
 def test_unaligned_and_odd_strides_are_classified_by_value():
     record = np.zeros(1000, dtype=[("pad", "u1"), ("v", "<f4"), ("w", "u1")])
-    record["v"] = ref.random_bits(np.float32, 1000, seed=3)
+    record["v"] = samples.random_bits(np.float32, 1000, seed=3)
     v = record["v"]                       # stride 6: not a whole number of float32 words
-    np.testing.assert_array_equal(fpclass.isnan(v), ref.isnan(v))
+    np.testing.assert_array_equal(fpclass.isnan(v), twin.isnan(v))
     raw = np.zeros(4001, np.uint8)
     unaligned = raw[1:].view(np.float32)  # data one byte past an aligned address
-    unaligned[:] = ref.random_bits(np.float32, 1000, seed=4)
-    np.testing.assert_array_equal(fpclass.isinf(unaligned), ref.isinf(unaligned))
+    unaligned[:] = samples.random_bits(np.float32, 1000, seed=4)
+    np.testing.assert_array_equal(fpclass.isinf(unaligned), twin.isinf(unaligned))
     scalar = np.ndarray((), "<f8", buffer=bytearray(b"\0" + np.float64(np.nan).tobytes()), offset=1)
     assert fpclass.isnan(scalar) and not fpclass.isfinite(scalar)
 
 
 def test_out_overlapping_the_input():
-    x = ref.all_patterns(ml_dtypes.float8_e5m2).copy()
-    want = ref.isnan(x)
+    x = samples.all_patterns(ml_dtypes.float8_e5m2).copy()
+    want = twin.isnan(x)
     out = x.view(np.uint8)                # the result overwrites the very bytes it reads
     fpclass.isnan(x, out=out)
     np.testing.assert_array_equal(out, want)
-    y = ref.all_patterns(np.float16).copy()
-    want = ref.isinf(y)
+    y = samples.all_patterns(np.float16).copy()
+    want = twin.isinf(y)
     out = y.view(np.uint8)[5:5 + y.size]  # shifted, partial overlap
     fpclass.isinf(y, out=out)
     np.testing.assert_array_equal(out, want)
@@ -248,7 +250,7 @@ def test_bad_flags(value):
 
 
 def test_signalling_nans_never_warn():
-    x = ref.specials(np.float32)
+    x = samples.specials(np.float32)
     with warnings.catch_warnings(), np.errstate(all="raise"):
         warnings.simplefilter("error")
         check_all_ops(x)
@@ -257,24 +259,24 @@ def test_signalling_nans_never_warn():
 def test_large_arrays_use_the_parallel_path_correctly(monkeypatch):
     from fpclass.kernels import launch
     monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)  # the threaded path, on a small array
-    x = ref.random_bits(np.float16, 3_000_001, seed=9)
-    np.testing.assert_array_equal(fpclass.isnan(x), ref.isnan(x))
-    np.testing.assert_array_equal(fpclass.isfinite(x[::-3]), ref.isfinite(x[::-3]))
+    x = samples.random_bits(np.float16, 3_000_001, seed=9)
+    np.testing.assert_array_equal(fpclass.isnan(x), twin.isnan(x))
+    np.testing.assert_array_equal(fpclass.isfinite(x[::-3]), twin.isfinite(x[::-3]))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.float8_e4m3fn, np.float64], ids=str)
 @pytest.mark.parametrize("out_offset", [0, 5])
-def test_streamed_masks_match_the_reference(dtype, out_offset, monkeypatch):
+def test_streamed_masks_match_the_twin(dtype, out_offset, monkeypatch):
     # large masks are written past the caches from the first 64-byte boundary of `out`:
     # check head, whole vectors and tail, one- and two-clause tests, negated (isfinite)
     from fpclass.kernels import launch
     monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)
     monkeypatch.setattr(launch, "STREAM_MIN_BYTES", 0)
-    x = ref.random_bits(np.dtype(dtype), 300_017, seed=11)
+    x = samples.random_bits(np.dtype(dtype), 300_017, seed=11)
     buffer = np.full(x.size + out_offset + 64, 7, np.uint8)
-    cases = {"isnan": (fpclass.isnan, ref.isnan), "isinf": (fpclass.isinf, ref.isinf),
-             "isfinite": (fpclass.isfinite, ref.isfinite),
-             "isneginf": (fpclass.isneginf, lambda x: ref.isinf(x, detect_positive=False))}
+    cases = {"isnan": (fpclass.isnan, twin.isnan), "isinf": (fpclass.isinf, twin.isinf),
+             "isfinite": (fpclass.isfinite, twin.isfinite),
+             "isneginf": (fpclass.isneginf, twin.isneginf)}
     for name, (ours, truth) in cases.items():
         got = ours(x, out=buffer[out_offset:out_offset + x.size].view(bool))
         np.testing.assert_array_equal(got, truth(x), err_msg=name)

@@ -25,8 +25,9 @@ from .counts import ClassCounts
 
 __all__ = [
     "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "class_counts", "count_inf",
-    "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite", "isfinite", "isinf",
-    "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan", "locate_nonfinite", "values",
+    "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite", "isfinite",
+    "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan", "locate_nonfinite",
+    "values",
 ]
 
 #: Sub-byte formats stored one per byte: the upper bits are padding, which fpclass ignores and
@@ -54,9 +55,9 @@ def _array(x) -> np.ndarray:
 
 def values(x) -> np.ndarray:
     """`x` in a native NumPy dtype that holds each of its values exactly, for numpy's own isnan,
-    isinf, isfinite and signbit: ml_dtypes floats become float32 (every one of them, at most 16 bits,
-    is a float32 exactly), ml_dtypes complex becomes complex64, ml_dtypes integers int64, and
-    foreign byte order native; an array already native comes back as it is (no copy).
+    isinf, isfinite and signbit: ml_dtypes floats become float32 (each of them, of at most 16
+    bits, is a float32 exactly), ml_dtypes complex becomes complex64, ml_dtypes integers int64,
+    and foreign byte order native; an array already native comes back as it is (no copy).
     TypeError for masked arrays and for dtypes fpclass does not classify."""
     a = _array(x)
     dtype = a.dtype
@@ -178,7 +179,8 @@ def all_finite(x, axis=None, keepdims=False):
 
 
 def count_nan(x, axis=None, keepdims=False):
-    """Same as np.count_nonzero(isnan(x), axis, keepdims=keepdims), in int64. Empty input gives 0."""
+    """Same as np.count_nonzero(isnan(x), axis, keepdims=keepdims), in int64. Empty input gives
+    0."""
     return _nan(x).sum(axis=axis, keepdims=keepdims, dtype=np.int64)
 
 
@@ -203,8 +205,8 @@ def _is_real_float(dtype: np.dtype) -> bool:
 
 
 def class_counts(x) -> ClassCounts:
-    """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`, from
-    numpy's isnan / signbit / isfinite and the format's smallest normal (np.finfo or
+    """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`,
+    from numpy's isnan / signbit / isfinite and the format's smallest normal (np.finfo or
     ml_dtypes.finfo). A NaN's sign is not counted; padding bits of float6 / float4 are ignored.
     Complex, integer and datetime input raise TypeError. Empty input gives all zeros."""
     a = _array(x)
@@ -249,31 +251,34 @@ def _locate(mask: np.ndarray, limit) -> np.ndarray:
 
 def first_nan(x):
     """The N-d index (a tuple of ints) of the first NaN in C order, as np.argwhere(isnan(x))[0];
-    () for a 0-d NaN; None where there is none, empty input included."""
+    () for a 0-d NaN; None where there is none. Empty input gives None."""
     return _first(_nan(x))
 
 
 def first_inf(x, *, detect_negative=True, detect_positive=True):
-    """The N-d index of the first infinity of a selected sign in C order, or None (empty: None)."""
+    """The N-d index of the first infinity of a selected sign in C order, or None. Empty input
+    gives None."""
     return _first(_inf(x, "first_inf", detect_negative, detect_positive))
 
 
 def first_nonfinite(x):
-    """The N-d index of the first NaN or Inf in C order, or None (empty: None)."""
+    """The N-d index of the first NaN or Inf in C order, or None. Empty input gives None."""
     return _first(~_finite(x))
 
 
 def locate_nan(x, limit=None):
-    """Same as np.argwhere(isnan(x))[:limit] in int64: a (k, ndim) array, (0, ndim) for empty
-    input."""
+    """Same as np.argwhere(isnan(x))[:limit] in int64: a (k, ndim) array. Empty input gives
+    (0, ndim)."""
     return _locate(_nan(x), limit)
 
 
 def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True):
-    """Same as np.argwhere(isinf(x, ...))[:limit] in int64: (k, ndim), (0, ndim) for empty input."""
+    """Same as np.argwhere(isinf(x, ...))[:limit] in int64: (k, ndim). Empty input gives
+    (0, ndim)."""
     return _locate(_inf(x, "locate_inf", detect_negative, detect_positive), limit)
 
 
 def locate_nonfinite(x, limit=None):
-    """Same as np.argwhere(~isfinite(x))[:limit] in int64: (k, ndim), (0, ndim) for empty input."""
+    """Same as np.argwhere(~isfinite(x))[:limit] in int64: (k, ndim). Empty input gives
+    (0, ndim)."""
     return _locate(~_finite(x), limit)
