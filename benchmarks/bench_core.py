@@ -18,8 +18,11 @@ import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+# the comparison table the tests read too: every public function's numpy / torch / bottleneck peer
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
 import fpclass  # noqa: E402
 from common import bandwidth, best_time, paired_times, ratio, read_baseline, table  # noqa: E402
+from comparisons import COMPARISONS, runner  # noqa: E402
 
 FORMATS = ["float64", "float32", "float16", "bfloat16", "float8_e5m2", "float8_e4m3", "float8_e3m4",
            "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
@@ -53,11 +56,6 @@ def reads_data(dtype, op) -> bool:
 
 
 # -- peers ---------------------------------------------------------------------------------------
-
-def numpy_op(op):
-    return {"isnan": np.isnan, "isinf": np.isinf, "isposinf": np.isposinf, "isneginf": np.isneginf,
-            "isfinite": np.isfinite}[op]
-
 
 def ort_runner(dtype, op):
     """A callable running the op in onnxruntime (opset 20), or None where ORT cannot."""
@@ -95,28 +93,6 @@ def ort_runner(dtype, op):
     return run
 
 
-def torch_runner(dtype, op):
-    try:
-        import torch
-    except ImportError:
-        return None
-    tt = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
-          "bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn,
-          "float8_e5m2": torch.float8_e5m2, "float8_e4m3fnuz": torch.float8_e4m3fnuz,
-          "float8_e5m2fnuz": torch.float8_e5m2fnuz}.get(dtype.name)
-    if tt is None:
-        return None
-    fn = getattr(torch, op)
-
-    def run(x):
-        return fn(torch.from_numpy(x.view(f"u{x.dtype.itemsize}")).view(tt))
-    try:
-        run(np.zeros(4, dtype))
-    except Exception:
-        return None
-    return run
-
-
 # -- sections ------------------------------------------------------------------------------------
 
 def operators_section(n, bw, quick):
@@ -129,14 +105,12 @@ def operators_section(n, bw, quick):
         for op in OPS:
             f = getattr(fpclass, op)
             t_fp = best_time(lambda: f(x, out=out))
-            try:
-                t_np = best_time(lambda: numpy_op(op)(x, out=out), repeat=1 if quick else 3)
-            except TypeError:
-                t_np = None
+            np_op = runner(op, "numpy", x, out=out)
+            t_np = best_time(np_op, repeat=1 if quick else 3) if np_op else None
             ort = ort_runner(dt, op)
             t_ort = best_time(lambda: ort(x), repeat=3) if ort else None
-            tch = torch_runner(dt, op)
-            t_torch = best_time(lambda: tch(x), repeat=3) if tch else None
+            tch = runner(op, "torch", x)
+            t_torch = best_time(tch, repeat=3) if tch else None
             if reads_data(dt, op):
                 share = (f"{100 * moved / t_fp / bw['copy_numpy']:.0f}%",
                          f"{100 * moved / t_fp / bw['copy']:.0f}%")
@@ -162,17 +136,14 @@ def call_overhead_section():
         return (time.perf_counter() - t0) / loops
     rows = []
     for op in ("isnan", "isinf", "isfinite", "isposinf"):
-        t_fp = min(per_call(lambda: getattr(fpclass, op)(x, out=out)) for _ in range(3))
-        t_np = min(per_call(lambda: numpy_op(op)(x, out=out)) for _ in range(3))
+        ours, numpy = COMPARISONS[op]["fpclass"], COMPARISONS[op]["numpy"]
+        t_fp = min(per_call(lambda: ours(x, out=out)) for _ in range(3))
+        t_np = min(per_call(lambda: numpy(x, out=out)) for _ in range(3))
         rows.append([op, f"{t_fp * 1e6:.2f}", f"{t_np * 1e6:.2f}", f"{(t_fp - t_np) * 1e6:+.2f}"])
     return table(["1 Ki float32", "fpclass µs/call", "numpy µs/call", "difference µs"], rows)
 
 
 def queries_section(n, bw, quick):
-    try:
-        import bottleneck
-    except ImportError:
-        bottleneck = None
     rows = []
     for name in FORMATS:
         dt = dtype_of(name)
@@ -182,12 +153,14 @@ def queries_section(n, bw, quick):
         with np.errstate(all="ignore"):
             t_nonfinite, t_read_nonfinite = paired_times(lambda: fpclass.any_nonfinite(x), read_x)
             t_any = best_time(lambda: fpclass.any_nan(x))
-            t_np_any = best_time(lambda: np.isnan(x).any(), repeat=1 if quick else 3)
-            t_bn = (best_time(lambda: bottleneck.anynan(x)) if bottleneck and name in ("float64", "float32", "float16")
-                    else None)
+            t_np_any = best_time(runner("any_nan", "numpy", x), repeat=1 if quick else 3)
+            bn_any = runner("any_nan", "bottleneck", x) if name in ("float64", "float32", "float16") \
+                else None
+            t_bn = best_time(bn_any) if bn_any else None
             t_first = best_time(lambda: fpclass.first_nonfinite(x))
             t_hist, t_read_hist = paired_times(lambda: fpclass.class_counts(x), read_x)
-            t_np_hist = best_time(lambda: numpy_class_counts(x), repeat=1)
+            # numpy has no one-liner: the plain-numpy code is fpclass.twin's
+            t_np_hist = best_time(runner("class_counts", "numpy", x), repeat=1)
             t_early = None
             if fmt.has_nan:
                 early = x.copy()
@@ -202,21 +175,6 @@ def queries_section(n, bw, quick):
     return table(["format", "any_nonfinite % read bw", "any_nan vs numpy isnan().any()",
                   "any_nan vs bottleneck.anynan", "NaN at index 1000: µs", "class_counts % read bw",
                   "class_counts vs numpy", "first_nonfinite / any_nonfinite time"], rows)
-
-
-def numpy_class_counts(x):
-    """The plain-numpy way to get the same nine counts (narrow formats through float32)."""
-    v = x.astype(np.float32) if x.dtype.itemsize < 4 else x
-    smallest = float((ml_dtypes.finfo(x.dtype) if x.dtype.type.__module__ == "ml_dtypes"
-                      else np.finfo(x.dtype)).smallest_normal)
-    nan = np.isnan(v)
-    neg = np.signbit(v) & ~nan
-    fin = np.isfinite(v)
-    zero = v == 0
-    sub = fin & ~zero & (np.abs(v) < smallest)
-    c = np.count_nonzero
-    return (c(nan), c(np.isposinf(v)), c(np.isneginf(v)), c(zero & ~neg), c(zero & neg), c(sub & ~neg),
-            c(sub & neg), c(fin & ~zero & ~sub & ~neg), c(fin & ~zero & ~sub & neg))
 
 
 def threads_section():

@@ -67,16 +67,12 @@ def _entry(name, **peers):
 
 
 COMPARISONS = {
-    "isnan": _entry("isnan", numpy=lambda a, out=None: np.isnan(a, out=out),
-                    torch=lambda t: t.isnan()),
-    "isinf": _entry("isinf", numpy=lambda a, out=None: np.isinf(a, out=out),
-                    torch=lambda t: t.isinf()),
-    "isfinite": _entry("isfinite", numpy=lambda a, out=None: np.isfinite(a, out=out),
-                       torch=lambda t: t.isfinite()),
-    "isposinf": _entry("isposinf", numpy=lambda a, out=None: np.isposinf(a, out=out),
-                       torch=lambda t: t.isposinf()),
-    "isneginf": _entry("isneginf", numpy=lambda a, out=None: np.isneginf(a, out=out),
-                       torch=lambda t: t.isneginf()),
+    # numpy's own functions, not wrapped: the call-overhead benchmark times them as they are
+    "isnan": _entry("isnan", numpy=np.isnan, torch=lambda t: t.isnan()),
+    "isinf": _entry("isinf", numpy=np.isinf, torch=lambda t: t.isinf()),
+    "isfinite": _entry("isfinite", numpy=np.isfinite, torch=lambda t: t.isfinite()),
+    "isposinf": _entry("isposinf", numpy=np.isposinf, torch=lambda t: t.isposinf()),
+    "isneginf": _entry("isneginf", numpy=np.isneginf, torch=lambda t: t.isneginf()),
     "any_nan": _entry("any_nan", numpy=_NUMPY["nan"]["any"], torch=_TORCH["nan"]["any"],
                       bottleneck=lambda a, axis=None: _bottleneck().anynan(a, axis=axis)),
     "any_inf": _entry("any_inf", numpy=_NUMPY["inf"]["any"], torch=_TORCH["inf"]["any"]),
@@ -108,9 +104,10 @@ LIBRARIES = ("fpclass", "twin", "numpy", "torch", "bottleneck")
 
 # -- inputs ----------------------------------------------------------------------------------------
 
-#: torch dtypes by the name of the NumPy / ml_dtypes dtype of the same format.
+#: torch dtypes by the name of the NumPy / ml_dtypes dtype of the same format. Not
+#: float8_e8m0fnu: torch.isfinite calls its NaN finite (tests/test_adapter_torch.py, TORCH_WRONG).
 _TORCH_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-                 "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "complex64", "complex128")
+                 "float8_e4m3fnuz", "float8_e5m2fnuz", "complex64", "complex128")
 
 
 def tensor(a: np.ndarray):
@@ -137,7 +134,10 @@ def accepts(fn, kwargs) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _parameters(fn):
-    return tuple(inspect.signature(fn).parameters)
+    try:
+        return tuple(inspect.signature(fn).parameters)
+    except ValueError:  # a ufunc of a numpy without ufunc signatures
+        return ("x", "out")
 
 
 def runner(name: str, library: str, a: np.ndarray, **kwargs):
