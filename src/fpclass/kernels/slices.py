@@ -14,7 +14,7 @@ from numba import njit, prange
 
 from .reductions import count_run
 from .vectors import VECTOR, match_bits
-from .walk import JIT, advance, hit, word_at
+from .walk import JIT, advance, element_hit, hit, word_at
 
 #: Vectors `any_run` tests before it looks at whether one had a hit: one branch per 256 words
 #: costs nothing measurable, and a hit is still found within 1 KiB of float32.
@@ -56,8 +56,7 @@ def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
                 return 1
     else:
         for k in range(run):
-            i = np.uint64(sp + k * ss)
-            if hit(src[i], m, v, m2, v2) | hit(src[i + np.uint64(1)], m, v, m2, v2):
+            if element_hit(src, np.uint64(sp + k * ss), m, v, m2, v2, lanes):
                 return 1
     return 0
 
@@ -83,10 +82,7 @@ def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
                 cells[d0 + k] += hit(src[s0 + k], m, v, m2, v2)
     else:
         for k in range(run):
-            i = np.uint64(sp + k * ss)
-            h = hit(src[i], m, v, m2, v2)
-            if lanes == 2:
-                h = h | hit(src[i + np.uint64(1)], m, v, m2, v2)
+            h = element_hit(src, np.uint64(sp + k * ss), m, v, m2, v2, lanes)
             if any_mode:
                 cells[np.uint64(dp + k * ds)] |= h
             else:
