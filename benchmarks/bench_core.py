@@ -178,18 +178,18 @@ def queries_section(n, bw, quick):
 
 
 def threads_section():
-    """Why large arrays use numba's threads and small ones do not (launch.PARALLEL_MIN)."""
-    from fpclass.kernels import launch
+    """Why large arrays use numba's threads and small ones do not (threads.PARALLEL_MIN)."""
+    from fpclass.kernels import threads
     rows = []
-    default = launch.PARALLEL_MIN
+    default = threads.PARALLEL_MIN
     for n in (1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26):
         x = sample(np.dtype(np.float32), n)
         out = np.empty(n, bool)
         times = []
         for threshold in (1, 1 << 62):  # all threaded, all serial
-            launch.PARALLEL_MIN = threshold
+            threads.PARALLEL_MIN = threshold
             times.append(best_time(lambda: fpclass.isnan(x, out=out), repeat=9))
-        launch.PARALLEL_MIN = default
+        threads.PARALLEL_MIN = default
         rows.append([f"{n:,}", f"{times[1] * 1e3:.3f}", f"{times[0] * 1e3:.3f}", ratio(times[0], times[1]),
                      "threads" if n >= default else "one thread"])
     return table(["float32 isnan, elements", "one thread ms", "threads ms", "threads speed-up",

@@ -18,6 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {  # name -> (script, arguments)
     "core": ("bench_core.py", []),
+    "queries": ("bench_queries.py", []),
     "onnx": ("bench_onnx.py", []),
     "openvino": ("bench_openvino.py", []),
     "directml": ("bench_directml.py", []),

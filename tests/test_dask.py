@@ -249,15 +249,15 @@ def test_building_graphs_computes_nothing():
 # -- the single-thread rule inside dask ----------------------------------------------------------
 
 def _parallel_allowed():
-    from fpclass.kernels import launch
-    return launch.parallel_ok(1 << 30), threading.current_thread() is threading.main_thread()
+    from fpclass.kernels import threads
+    return threads.threads_for(1 << 30) > 1, threading.current_thread() is threading.main_thread()
 
 
 def test_kernels_run_serially_in_dask_threads():
-    from fpclass.kernels import launch
+    from fpclass.kernels import threads
     import numba
     if numba.get_num_threads() > 1:
-        assert launch.parallel_ok(1 << 30)  # so the False below is the thread rule at work
+        assert threads.threads_for(1 << 30) > 1  # so the False below is the thread rule at work
     assert dask.delayed(_parallel_allowed)().compute(scheduler="threads") == (False, False)
 
 

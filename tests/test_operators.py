@@ -257,8 +257,8 @@ def test_signalling_nans_never_warn():
 
 
 def test_large_arrays_use_the_parallel_path_correctly(monkeypatch):
-    from fpclass.kernels import launch
-    monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)  # the threaded path, on a small array
+    from fpclass.kernels import threads
+    monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 12)  # the threaded path, on a small array
     x = samples.random_bits(np.float16, 3_000_001, seed=9)
     np.testing.assert_array_equal(fpclass.isnan(x), twin.isnan(x))
     np.testing.assert_array_equal(fpclass.isfinite(x[::-3]), twin.isfinite(x[::-3]))
@@ -266,12 +266,14 @@ def test_large_arrays_use_the_parallel_path_correctly(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.float8_e4m3fn, np.float64], ids=str)
 @pytest.mark.parametrize("out_offset", [0, 5])
-def test_streamed_masks_match_the_twin(dtype, out_offset, monkeypatch):
-    # large masks are written past the caches from the first 64-byte boundary of `out`:
-    # check head, whole vectors and tail, one- and two-clause tests, negated (isfinite)
-    from fpclass.kernels import launch
-    monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)
-    monkeypatch.setattr(launch, "STREAM_MIN_BYTES", 0)
+@pytest.mark.parametrize("threaded", [False, True])
+def test_streamed_masks_match_the_twin(dtype, out_offset, threaded, monkeypatch):
+    # large masks are written past the caches from the first 64-byte boundary of `out`, by one
+    # thread or many: check head, whole vectors and tail, one- and two-clause tests, negated
+    from fpclass.kernels import launch_elementwise, threads
+    if threaded:
+        monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 12)
+    monkeypatch.setattr(launch_elementwise, "STREAM_MIN_BYTES", 0)
     x = samples.random_bits(np.dtype(dtype), 300_017, seed=11)
     buffer = np.full(x.size + out_offset + 64, 7, np.uint8)
     cases = {"isnan": (fpclass.isnan, twin.isnan), "isinf": (fpclass.isinf, twin.isinf),

@@ -86,9 +86,9 @@ def test_random_bits_and_specials(dtype):
                          ids=str)
 @pytest.mark.parametrize("threaded", [False, True])
 def test_single_hit_at_block_boundaries(position, dtype, threaded, monkeypatch):
-    from fpclass.kernels import launch
+    from fpclass.kernels import threads
     if threaded:  # the threaded count and the rounds of the early-exit search
-        monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 12)
+        monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 12)
     x = np.ones(3_000_000, dtype)
     x[position] = np.nan
     assert fpclass.first_nan(x) == (position,)
@@ -108,9 +108,9 @@ def test_single_hit_at_block_boundaries(position, dtype, threaded, monkeypatch):
 def test_threaded_class_counts_on_any_layout(dtype, monkeypatch):
     # the streaming histogram kernel on threads: unit-stride and strided runs, foreign byte order,
     # non-finite values in some runs only (NaN and Inf are counted only on those runs)
-    from fpclass.kernels import launch
-    monkeypatch.setattr(launch, "PARALLEL_MIN", 1 << 10)
-    monkeypatch.setattr(launch, "BLOCK", 1 << 12)
+    from fpclass.kernels import launch_reduce, threads
+    monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 10)
+    monkeypatch.setattr(launch_reduce, "BLOCK", 1 << 12)
     dtype = np.dtype(dtype)
     x = samples.random_bits(dtype.newbyteorder("="), 200_004, seed=21).astype(dtype)
     bad = ~twin.isfinite(x)
@@ -222,3 +222,26 @@ def test_class_counts_of_single_values(dtype):
     for value in samples.specials(np.dtype(dtype).newbyteorder("=")).astype(dtype):
         x = np.array([value], dtype)
         assert fpclass.class_counts(x) == twin.class_counts(x)
+
+
+def test_histogram_counts_a_second_clause_wherever_a_format_puts_one():
+    # The streaming histogram loop tests a second clause for TINY only; a format whose ZERO (or
+    # NONFINITE, NEGATIVE) test had one must still be counted exactly. Here ZERO is replaced by a
+    # two-clause test, "exponent 0 and mantissa != 0" (float16 subnormals), which the one-clause
+    # loop would miscount as every tiny value.
+    from fpclass.formats.bit_tests import BitTest
+    from fpclass.kernels import launch
+    x = samples.random_bits(np.dtype(np.float16), 100_000, seed=4)
+    words = np.dtype(np.uint16)
+    sign = 0x8000
+    tiny, subnormal = BitTest(0x7C00, 0), BitTest(0x7C00, 0, 0x03FF, 0)
+    base = [BitTest(0x7C00, 0x7C00), tiny, BitTest(sign, sign), subnormal, tiny.with_sign(sign),
+            subnormal.with_sign(sign)]
+    special = [BitTest(0x7C00, 0x7C00, 0x03FF, 0)]
+    counts = launch.histogram(x, words, base, special)
+    v = twin.values(x)
+    with np.errstate(invalid="ignore"):
+        sub = (v != 0) & (np.abs(v) < np.finfo(np.float16).smallest_normal)
+    assert counts[3] == np.count_nonzero(sub)
+    assert counts[5] == np.count_nonzero(sub & np.signbit(v))
+    assert counts[6] == np.count_nonzero(np.isnan(v))

@@ -9,7 +9,7 @@
 
 Importing this package does not import dask; calling an entry point without dask installed raises
 ImportError naming the extra (fpclass[dask]). Inside dask's worker threads the
-kernels run single-threaded (see `fpclass.kernels.launch.parallel_ok`), so workers x threads never
+kernels run single-threaded (see `fpclass.kernels.threads`), so workers x threads never
 exceeds the cores.
 """
 

@@ -14,12 +14,11 @@ from .walk import JIT, advance, hit, plan_size, run_length, seek, word_at
 
 @njit(**JIT)
 def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m2, v2, lanes, negate,
-               accumulate=False, stream=False):
+               stream=False):
     """dst[i] = test(src[i]) ^ negate for C-order positions start..stop of the plan; with lanes == 2
     an element is two adjacent words (complex) and the test holds if it holds for either.
-    With `accumulate`, dst[i] += test(src[i]) instead (per-slice counts: dst strides 0 on reduced
-    axes; serial only, as tasks would share dst elements). With `stream`, contiguous runs are
-    written with non-temporal stores (for masks larger than the cache)."""
+    With `stream`, contiguous runs are written with non-temporal stores (for masks larger than
+    the cache)."""
     idx = np.empty(shape.size, np.int64)
     seek(shape, start, idx)
     last = shape.size - 1
@@ -33,10 +32,7 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
         # Unsigned indices: numba then skips its negative-index wraparound, which blocks SIMD.
         # Offsets stay int64 and only the finished index is cast (uint64 + int64 is float64).
         if lanes == 1:
-            if accumulate:
-                for k in range(run):
-                    dst[np.uint64(dp + k * ds)] += hit(src[np.uint64(sp + k * ss)], m, v, m2, v2)
-            elif ss == 1 and ds == 1:  # the common case: a separate loop LLVM can vectorize
+            if ss == 1 and ds == 1:  # the common case: a separate loop LLVM can vectorize
                 s0 = np.uint64(sp)
                 d0 = np.uint64(dp)
                 head = done = np.uint64(run)
@@ -51,10 +47,7 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
             for k in range(run):
                 i = np.uint64(sp + k * ss)
                 pair = hit(src[i], m, v, m2, v2) | hit(src[i + np.uint64(1)], m, v, m2, v2)
-                if accumulate:
-                    dst[np.uint64(dp + k * ds)] += pair
-                else:
-                    dst[np.uint64(dp + k * ds)] = pair ^ negate
+                dst[np.uint64(dp + k * ds)] = pair ^ negate
         pos += run
         advance(idx, shape, run)
     if stream:
@@ -104,7 +97,7 @@ def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lan
     tasks = (total + block - 1) // block
     for t in prange(tasks):
         mask_range(src, s_off, s_str, dst, d_off, d_str, shape, t * block,
-                   min(total, (t + 1) * block), m, v, m2, v2, lanes, negate, False, stream)
+                   min(total, (t + 1) * block), m, v, m2, v2, lanes, negate, stream)
 
 
 @njit(**JIT)

@@ -79,3 +79,17 @@ def plan(shape, operands: list[Words], *, reorder: bool) -> Plan:
     out_shape = np.array([n for n, _ in merged], dtype=np.int64)
     per_op = tuple(np.array([ax[1][k] for ax in merged], dtype=np.int64) for k in range(len(operands)))
     return Plan(out_shape, tuple(offsets), per_op, int(np.prod(out_shape)))
+
+
+_UNIT = {1: np.array([1], np.int64), 2: np.array([2], np.int64)}
+
+
+def source_plan(a: np.ndarray, word: np.dtype, lanes: int = 1, *, c_order: bool = False):
+    """(flat words, plan) for reading `a` alone (lanes words an element), or (None, None) when
+    its layout needs copying. A C-contiguous aligned array skips planning: one run."""
+    if a.flags.c_contiguous and a.flags.aligned:
+        return a.reshape(-1).view(word), Plan(np.array([a.size], np.int64), (0,), (_UNIT[lanes],), a.size)
+    src = as_words(a, word)
+    if src is None:
+        return None, None
+    return src.flat, plan(a.shape, [src], reorder=not c_order)

@@ -1,5 +1,5 @@
 """The kernels' bit tests evaluated with NumPy: the same functions, arguments and answers as
-`launch` (mask, count, histogram, count_into, find), with nothing to compile.
+`launch` (mask, count, histogram, reduce, find), with nothing to compile.
 
 For small inputs the work is a few microseconds; numba's first call compiles for seconds and every
 later call costs its dispatch. Operators send inputs up to SMALL_BYTES here, so a first answer
@@ -49,15 +49,13 @@ def histogram(a, word, base, special) -> np.ndarray:
                      for t in base + special], np.int64)
 
 
-def count_into(a, word, lanes, test, counts) -> None:
-    """counts[...] += test(a) for an int64 `counts` broadcast to a's shape (zero strides on the
-    reduced axes)."""
+def reduce(a, word, lanes, test, axes, any_mode) -> np.ndarray:
+    """launch.reduce's per-slice answers along `axes`, shaped like `a` with 1 on the reduced axes:
+    int64 counts, or with `any_mode` bool."""
     hit = matches(a, word, lanes, test)
-    reduced = tuple(ax for ax, st in enumerate(counts.strides) if st == 0 and a.shape[ax] > 1)
-    sums = np.count_nonzero(hit, axis=reduced, keepdims=True) if reduced else hit
-    # One element per kept slice: write through a view that selects index 0 on reduced axes.
-    first = tuple(slice(0, 1) if ax in reduced else slice(None) for ax in range(a.ndim))
-    counts[first] += sums
+    if any_mode:
+        return hit.any(axis=axes, keepdims=True)
+    return np.count_nonzero(hit, axis=axes, keepdims=True).astype(np.int64, copy=False)
 
 
 def find(a, word, lanes, test, limit) -> np.ndarray:

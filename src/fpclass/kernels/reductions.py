@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from .vectors import VECTOR, match_bits, popcount
-from .walk import JIT, advance, hit, plan_size, run_length, seek, word_at
+from .walk import JIT, advance, element_hit, hit, plan_size, run_length, seek, word_at
 
 #: Bytes counted before `find_range` stops to look for the exact position of a hit: large
 #: enough that the per-block work is noise, small enough that an early hit answers in microseconds.
@@ -108,11 +108,7 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
             run = run_length(idx, shape, pos, b1)
             sp = word_at(idx, s_str, s_off)
             for k in range(run):
-                i = np.uint64(sp + k * ss)
-                h = hit(src[i], m, v, m2, v2)
-                if lanes == 2:
-                    h = h | hit(src[i + np.uint64(1)], m, v, m2, v2)
-                if h:
+                if element_hit(src, np.uint64(sp + k * ss), m, v, m2, v2, lanes):
                     found[n_found] = pos + k
                     n_found += 1
                     if n_found == found.size:

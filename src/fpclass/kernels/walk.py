@@ -5,6 +5,7 @@ A kernel visits a range [start, stop) of C-order positions of the plan's shape a
 body is a tight, vectorizable loop.
 """
 
+import numpy as np
 from numba import njit
 
 JIT = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")
@@ -59,3 +60,13 @@ def advance(idx, shape, run):
 def hit(w, m, v, m2, v2):
     """The bit test of formats/bit_tests.py: (w & m) == v and (w & m2) != v2."""
     return ((w & m) == v) & ((w & m2) != v2)
+
+
+@njit(**JIT)
+def element_hit(src, i, m, v, m2, v2, lanes):
+    """The bit test on the element whose first word is src[i]: with lanes == 2 (complex) it
+    holds if it holds for either of its two words."""
+    h = hit(src[i], m, v, m2, v2)
+    if lanes == 2:
+        h = h | hit(src[i + np.uint64(1)], m, v, m2, v2)
+    return h

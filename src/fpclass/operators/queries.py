@@ -33,44 +33,34 @@ def _first_of(hit, found: bool):
     return tuple(int(i) for i in np.unravel_index(flat, hit.shape))
 
 
-def _count(x, query: Query | None, axis, keepdims) -> np.ndarray | np.int64:
-    """Per-slice counts of elements in class `query` (None: no class, all zero)."""
+def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool):
+    """Per-slice counts (int64) or, with any_mode, "has one" (bool) of class `query` along
+    `axis` (None: all axes); None for `query`: no class, all zero."""
     src = as_source(x)
     a = src.array
     axes = tuple(range(a.ndim)) if axis is None else normalize_axis_tuple(axis, a.ndim)
     kept = tuple(1 if ax in axes else n for ax, n in enumerate(a.shape))
-    counts = np.zeros(kept, np.int64)
     test = None if query is None else src.test(query)
-    if a.size == 0 or query is None:
-        pass
+    if a.size == 0 or query is None or (test is None and not src.by_value):
+        result = np.zeros(kept, bool if any_mode else np.int64)
     elif src.by_value:
-        counts[...] = np.count_nonzero(_BY_VALUE[query](a), axis=axes, keepdims=True)
-    elif test is not None and len(axes) == a.ndim:
-        counts[...] = launcher(a).count(a, src.word, src.lanes, [test])[0]
-    elif test is not None:
-        spread = np.lib.stride_tricks.as_strided(
-            counts, a.shape, [0 if ax in axes else st for ax, st in enumerate(counts.strides)])
-        launcher(a).count_into(a, src.word, src.lanes, test, spread)
+        hit = _BY_VALUE[query](a)
+        result = (hit.any(axis=axes, keepdims=True) if any_mode
+                  else np.count_nonzero(hit, axis=axes, keepdims=True).astype(np.int64, copy=False))
+    else:
+        result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode)
     if keepdims:
-        return counts if counts.ndim else counts[()]  # 0-d: a NumPy scalar, as numpy's sum gives
-    counts = counts.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
-    return counts[()] if counts.ndim == 0 else counts
+        return result if result.ndim else result[()]  # 0-d: a NumPy scalar, as numpy's sum gives
+    result = result.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
+    return result[()] if result.ndim == 0 else result
+
+
+def _count(x, query: Query | None, axis, keepdims):
+    return _per_slice(x, query, axis, keepdims, False)
 
 
 def _any(x, query: Query | None, axis, keepdims):
-    if axis is not None:
-        return _count(x, query, axis, keepdims) > 0
-    src = as_source(x)
-    a = src.array
-    test = None if query is None else src.test(query)
-    if a.size == 0 or query is None:
-        found = False
-    elif src.by_value:
-        found = bool(_BY_VALUE[query](a).any())
-    else:
-        found = test is not None and launcher(a).find(a, src.word, src.lanes, test, 1).size > 0
-    result = np.bool_(found)
-    return np.full((1,) * a.ndim, result) if keepdims and a.ndim else result
+    return _per_slice(x, query, axis, keepdims, True)
 
 
 def _positions(x, query: Query | None, limit):

@@ -21,22 +21,25 @@ def compile_kernels() -> float:
     it took. Not to be called while other threads use fpclass (it lowers the small-input and
     threading thresholds for its duration)."""
     import ml_dtypes
-    from ..kernels import launch
+    from ..kernels import threads
     from . import elementwise as ops, queries as q
 
     start = time.perf_counter()
-    small, parallel = numpy_bits.SMALL_BYTES, launch.PARALLEL_MIN
+    small, parallel = numpy_bits.SMALL_BYTES, threads.PARALLEL_MIN
     numpy_bits.SMALL_BYTES = -1
     try:
         for threshold in (parallel, 0):  # serial kernels, then the threaded ones
-            launch.PARALLEL_MIN = threshold
+            threads.PARALLEL_MIN = threshold
             for name in _DTYPES:
-                x = np.zeros((3, 64), getattr(ml_dtypes, name, name))
-                ops.isnan(x), ops.isinf(x), ops.isfinite(x), ops.isnan(x.T)
-                q.any_nan(x), q.first_nonfinite(x), q.locate_nan(x, 2)
-                q.count_nan(x), q.count_nonfinite(x, axis=1)
-                if x.dtype.kind != "c":
-                    ops.isposinf(x), q.class_counts(x)
+                # 300 rows: per-column counts of 1-byte words take 2-byte cells
+                for x in (np.zeros((3, 64), getattr(ml_dtypes, name, name)),
+                          np.zeros((300, 64), getattr(ml_dtypes, name, name))):
+                    ops.isnan(x), ops.isinf(x), ops.isfinite(x), ops.isnan(x.T)
+                    q.any_nan(x), q.first_nonfinite(x), q.locate_nan(x, 2)
+                    q.count_nan(x), q.count_nonfinite(x, axis=1), q.count_nonfinite(x, axis=0)
+                    q.any_nan(x, axis=0), q.any_nan(x, axis=1)
+                    if x.dtype.kind != "c":
+                        ops.isposinf(x), q.class_counts(x)
     finally:
-        numpy_bits.SMALL_BYTES, launch.PARALLEL_MIN = small, parallel
+        numpy_bits.SMALL_BYTES, threads.PARALLEL_MIN = small, parallel
     return time.perf_counter() - start

@@ -1,0 +1,74 @@
+"""The find launcher: positions of the first matches in C order, stopping early.
+
+It owns what surrounds the kernels (kernels/reductions.py's find_range and first_parallel): odd
+layouts searched piece by piece, and the first match searched in rounds over the threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import reductions
+from .constants import scalars
+from .layout import source_plan
+from .pieces import first_flat, fresh_copy, pieces
+from .threads import threads_for
+
+#: Words searched serially before the threads are woken: an early hit answers in microseconds.
+PREFIX = 1 << 16
+#: The bytes one thread searches in a round of the parallel search, once rounds have grown (a few
+#: milliseconds of reading; the last round takes the rest, up to twice that): rounds cost a thread
+#: wake-up each, which smaller rounds on 1-byte formats made 10-15% of the time (measured).
+ROUND_BYTES = 32 << 20
+#: How much larger each round of that search is than the last: a hit at position k still costs
+#: O(k), in few rounds (each wakes the threads: about 30 µs here).
+ROUND_GROWTH = 4
+
+
+def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndarray:
+    """C-order flat positions of the first `limit` elements of `a` matching `test` (int64)."""
+    if limit <= 0:
+        return np.empty(0, np.int64)
+    flat, p = source_plan(a, word, lanes, c_order=True)
+    if flat is None:
+        hits, found = [], 0
+        for ix in pieces(a.shape):
+            more = find(fresh_copy(a[ix]), word, lanes, test, limit - found)
+            hits.append(more + first_flat(ix, a.shape))
+            found += more.size
+            if found == limit:
+                break
+        return np.concatenate(hits) if hits else np.empty(0, np.int64)
+    m, v, m2, v2 = scalars(test, word)
+    args = (flat, p.offsets[0], p.strides[0], p.shape)
+    if limit == 1:
+        threads = threads_for(p.size)
+        if threads > 1:
+            return _first_in_rounds(args, (m, v, m2, v2, lanes), p.size, threads)
+    found = np.empty(min(limit, p.size), np.int64)
+    n = reductions.find_range(*args, 0, p.size, m, v, m2, v2, lanes, found)
+    return found[:n]
+
+
+def _first_in_rounds(args, test_args, total, threads):
+    """The first match, searched serially over a short prefix, then in rounds of growing chunks,
+    one per thread, stopping after the first round that has a hit."""
+    one = np.empty(1, np.int64)
+    pos = min(total, PREFIX)
+    if reductions.find_range(*args, 0, pos, *test_args, one):
+        return one
+    chunk = PREFIX
+    largest = max(PREFIX, ROUND_BYTES // (args[0].itemsize * test_args[-1]))
+    while pos < total:
+        chunk = min(chunk * ROUND_GROWTH, largest)
+        if total - pos <= 2 * threads * chunk:  # one round for the rest, not a short last one
+            chunk = -(-(total - pos) // threads)
+        starts = np.minimum(pos + chunk * np.arange(threads, dtype=np.int64), total)
+        stops = np.minimum(starts + chunk, total)
+        firsts = np.empty(threads, np.int64)
+        reductions.first_parallel(*args, *test_args, starts, stops, firsts)
+        hit = firsts[firsts >= 0]
+        if hit.size:
+            return hit[:1]
+        pos = int(stops[-1])
+    return np.empty(0, np.int64)

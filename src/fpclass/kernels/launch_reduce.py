@@ -1,0 +1,189 @@
+"""The reduce launcher: counts of bit-test matches, over the whole array or per slice, `any` per
+slice, the class histogram, and counts over many raw buffers.
+
+It owns what surrounds the kernels (reductions.py, slices.py, histogram.py, buffers.py): odd
+layouts counted piece by piece, the thread count (threads.py) and how the work is split: blocks
+of positions for whole-array counts, index ranges of a kept axis for per-slice answers, so that
+no two threads share an output cell.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import buffers, reductions, slices
+from . import histogram as histogram_kernels
+from .constants import scalars, table
+from .launch_find import find
+from .layout import as_words, plan, source_plan
+from .pieces import fresh_copy, part, pieces
+from .threads import threads_for
+
+#: Elements per parallel task of a whole-array count.
+BLOCK = 1 << 16
+#: Parts per thread when a per-slice reduction splits an outer kept axis: slices that stop at an
+#: early hit leave their thread idle, and more, smaller parts rebalance that.
+PARTS_PER_THREAD = 4
+#: Split points along a kept innermost axis are multiples of this many elements, so that each
+#: part's rows start on whole vectors.
+ALIGN = 64
+_CELLS = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+
+
+def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list) -> np.ndarray:
+    """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test)."""
+    return _whole(a, word, lanes, len(tests), reductions.count_range, reductions.count_parallel,
+                  (table(tests, word), lanes))
+
+
+def histogram(a: np.ndarray, word: np.dtype, base: list, special: list) -> np.ndarray:
+    """Counts of a real array's elements matching the six `base` tests (rows as in
+    kernels/histogram.py) then each `special` test, in one pass (int64 array). A test that is
+    None matches nothing; special tests must only match where base[NONFINITE] does."""
+    tests = base + special
+    k = histogram_kernels
+    two_clauses = any(t is not None and t.mask2 for t in (base[k.NONFINITE], base[k.NEGATIVE], base[k.ZERO]))
+    if two_clauses or all(t is None for t in base[1:]):
+        # The streaming loop tests a second clause for TINY only, so a format with another
+        # two-clause class is counted test by test, which takes any test. So are formats with only
+        # the non-finite classes (e8m0): counting those beats testing every vector for the rest.
+        counts = np.zeros(len(tests), np.int64)
+        present = [i for i, t in enumerate(tests) if t is not None]
+        if present:
+            counts[present] = count(a, word, 1, [tests[i] for i in present])
+        return counts
+    return _whole(a, word, 1, len(tests), k.histogram_range, k.histogram_parallel,
+                  (table(base, word), table(special, word)))
+
+
+def _whole(a, word, lanes, width, serial, parallel, args) -> np.ndarray:
+    """`width` counts over all of `a` from a counting kernel pair: serial(flat, offset, strides,
+    shape, start, stop, *args, counts) and parallel(flat, offset, strides, shape, *args, block,
+    rows), rows holding one row of counts per block."""
+    flat, p = source_plan(a, word, lanes)
+    if flat is None:
+        total = np.zeros(width, np.int64)
+        for ix in pieces(a.shape):
+            total += _whole(fresh_copy(a[ix]), word, lanes, width, serial, parallel, args)
+        return total
+    common = (flat, p.offsets[0], p.strides[0], p.shape)
+    if threads_for(p.size) > 1:
+        rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, width), np.int64)
+        parallel(*common, *args, BLOCK, rows)
+        return rows.sum(axis=0)
+    counts = np.zeros(width, np.int64)
+    serial(*common, 0, p.size, *args, counts)
+    return counts
+
+
+def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mode: bool) -> np.ndarray:
+    """Per-slice answers along `axes` (normalized axes of `a`), shaped like `a` with 1 on the
+    reduced axes: int64 counts of the elements matching `test`, or with `any_mode` bool "one
+    does". Reducing every axis of length > 1 is a whole-array count or search."""
+    kept = tuple(1 if ax in axes else n for ax, n in enumerate(a.shape))
+    if a.size == 0:
+        return np.zeros(kept, bool if any_mode else np.int64)
+    if math.prod(kept) == 1:
+        if any_mode:
+            return np.full(kept, find(a, word, lanes, test, 1).size > 0)
+        return np.full(kept, count(a, word, lanes, [test])[0], np.int64)
+    cells = np.zeros(kept, cell_dtype(word, a.size // math.prod(kept), any_mode))
+    spread = np.lib.stride_tricks.as_strided(
+        cells, a.shape, [0 if ax in axes else st for ax, st in enumerate(cells.strides)])
+    _reduce_into(a, word, lanes, test, spread, any_mode)
+    return cells.astype(bool if any_mode else np.int64)
+
+
+def cell_dtype(word: np.dtype, slice_size: int, any_mode: bool) -> np.dtype:
+    """The unsigned type of per-slice cells: as wide as the word (so the kernel's loop does not
+    convert between widths) and wide enough for the largest count."""
+    for cells in _CELLS:
+        if cells.itemsize >= word.itemsize and (any_mode or slice_size <= np.iinfo(cells).max):
+            return cells
+    return _CELLS[-1]
+
+
+def _reduce_into(a, word, lanes, test, cells, any_mode) -> None:
+    """cells[...] += per-slice counts (any_mode: |= "one matches") for `cells` broadcast to a's
+    shape with zero strides on the reduced axes, in one pass over `a` in memory order."""
+    src = as_words(a, word)
+    if src is None:
+        for ix in pieces(a.shape):
+            _reduce_into(fresh_copy(a[ix]), word, lanes, test, part(cells, ix), any_mode)
+        return
+    dst = as_words(cells, cells.dtype)
+    p = plan(a.shape, [src, dst], reorder=True)
+    common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape,
+              *scalars(test, word), lanes, any_mode)
+    threads = threads_for(p.size)
+    split = _split(p.shape, p.strides[1], threads) if threads > 1 else None
+    if split is None:
+        slices.reduce_plan(*common)
+    else:
+        slices.reduce_parallel(*common, *split)
+
+
+def _split(shape, cell_strides, threads):
+    """(plan axis, bounds) cutting a per-slice reduction into parts that write disjoint cells: the
+    outermost kept axis long enough to give every thread several parts, else the longest kept
+    axis; None when no kept axis has two indices."""
+    kept = [ax for ax in range(shape.size) if cell_strides[ax] != 0 and shape[ax] > 1]
+    if not kept:
+        return None
+    axis = next((ax for ax in kept if shape[ax] >= PARTS_PER_THREAD * threads),
+                max(kept, key=lambda ax: shape[ax]))
+    n = int(shape[axis])
+    if axis == shape.size - 1:  # the rows' own axis: one part per thread, whole vectors each
+        cuts = [min(n, -(-n * t // threads // ALIGN) * ALIGN) for t in range(threads + 1)]
+    else:
+        parts = min(n, PARTS_PER_THREAD * threads)
+        cuts = [n * t // parts for t in range(parts + 1)]
+    bounds = np.unique(np.array(cuts, np.int64))
+    return (axis, bounds) if bounds.size > 2 else None
+
+
+def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, test) -> np.ndarray:
+    """How many of the lengths[i] words (dtype `word`) at addresses[i] match `test`, per buffer
+    (int64). The buffers are contiguous and alive for the call (the caller's duty). Long ones are
+    cut into pieces of BLOCK words, so the cores share the work whatever the sizes."""
+    addresses = np.asarray(addresses, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    counts = np.zeros(lengths.size, np.int64)
+    if test is None or not lengths.size:
+        return counts
+    m, v, m2, v2 = scalars(test, word)
+    like = _LIKE.setdefault(word, np.empty(0, word))
+    if threads_for(int(lengths.sum())) == 1:
+        buffers.count_at(addresses, lengths, like, m, v, m2, v2, counts)
+        return counts
+    pieces_of = np.maximum(-(-lengths // BLOCK), 1)
+    owner = np.repeat(np.arange(lengths.size), pieces_of)
+    first = np.cumsum(pieces_of) - pieces_of                  # each buffer's first piece
+    k = np.arange(owner.size) - first[owner]                  # a piece's place in its buffer
+    starts = addresses[owner] + k * BLOCK * word.itemsize
+    sizes = np.minimum(lengths[owner] - k * BLOCK, BLOCK)
+    found = np.empty(owner.size, np.int64)
+    buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
+    return np.add.reduceat(found, first)
+
+
+def buffer_counter(word: np.dtype, test):
+    """A function (address, length) -> how many of the `length` words at `address` match `test`
+    (one contiguous buffer, alive for the call): count_buffers for one buffer, minus its
+    per-call setup, for callers that check one tensor at a time (hooks)."""
+    if test is None:
+        return lambda address, length: 0
+    m, v, m2, v2 = scalars(test, word)
+    like = _LIKE.setdefault(word, np.empty(0, word))
+    one, many = buffers.count_one, count_buffers
+
+    def count_one(address: int, length: int) -> int:
+        if threads_for(length) > 1:
+            return int(many([address], [length], word, test)[0])
+        return one(address, length, like, m, v, m2, v2)
+    return count_one
+
+
+_LIKE: dict = {}  # a zero-length array per word dtype: tells the kernel the type of the words

@@ -1,0 +1,127 @@
+"""Per-slice reductions: how many elements of each slice match a bit test, or whether any does.
+
+The plan (layout.py) visits the input in memory order, its output cells at stride 0 along the
+reduced axes. Where the innermost run lies along a reduced axis, the run belongs to one slice and
+is counted as whole-array counting does (64 words a compare, a popcount), or, for `any`, searched
+until its first hit; a slice already known to hold a hit is not read again. Where the innermost
+run lies along a kept axis, each word adds its 0/1 to its own cell in a plain loop that LLVM
+vectorizes: the cells (an array of the word's width or wider, see launch_reduce.py) stay in cache
+while the rows stream past.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .reductions import count_run
+from .vectors import VECTOR, match_bits
+from .walk import JIT, advance, element_hit, hit, word_at
+
+#: Vectors `any_run` tests before it looks at whether one had a hit: one branch per 256 words
+#: costs nothing measurable, and a hit is still found within 1 KiB of float32.
+ANY_GROUP = 4
+
+
+@njit(**JIT)
+def _any_vectors(src, s0, groups, m, v, m2, v2):
+    """Does any of the ANY_GROUP * 64 * groups words from src[s0] match (m2 = v2 = None: one clause)?"""
+    for g in range(groups):
+        at = s0 + g * np.uint64(ANY_GROUP * VECTOR)
+        bits = match_bits(src, at, m, v, m2, v2)
+        for b in range(1, ANY_GROUP):
+            bits |= match_bits(src, at + np.uint64(b * VECTOR), m, v, m2, v2)
+        if bits != 0:
+            return True
+    return False
+
+
+@njit(**JIT)
+def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
+    """1 if any of the `run` elements from word sp, ss words apart, matches (either word of an
+    element with lanes == 2), else 0; stops at the first hit."""
+    if lanes == 1 and ss == 1:
+        s0 = np.uint64(sp)
+        groups = np.uint64(run // (ANY_GROUP * VECTOR))
+        if m2 == 0:
+            found = _any_vectors(src, s0, groups, m, v, None, None)
+        else:
+            found = _any_vectors(src, s0, groups, m, v, m2, v2)
+        if found:
+            return 1
+        for j in range(groups * np.uint64(ANY_GROUP * VECTOR), np.uint64(run)):
+            if hit(src[s0 + j], m, v, m2, v2):
+                return 1
+    elif lanes == 1:
+        for k in range(run):
+            if hit(src[np.uint64(sp + k * ss)], m, v, m2, v2):
+                return 1
+    else:
+        for k in range(run):
+            if element_hit(src, np.uint64(sp + k * ss), m, v, m2, v2, lanes):
+                return 1
+    return 0
+
+
+@njit(**JIT)
+def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
+    """cells[dp + k*ds] += test(element k) for the run's elements (any_mode: |=)."""
+    if lanes == 1 and ss == 1 and ds == 1:  # the common case: a loop LLVM vectorizes
+        s0 = np.uint64(sp)
+        d0 = np.uint64(dp)
+        n = np.uint64(run)
+        if any_mode and m2 == 0:
+            for k in range(n):
+                cells[d0 + k] |= (src[s0 + k] & m) == v
+        elif any_mode:
+            for k in range(n):
+                cells[d0 + k] |= hit(src[s0 + k], m, v, m2, v2)
+        elif m2 == 0:
+            for k in range(n):
+                cells[d0 + k] += (src[s0 + k] & m) == v
+        else:
+            for k in range(n):
+                cells[d0 + k] += hit(src[s0 + k], m, v, m2, v2)
+    else:
+        for k in range(run):
+            h = element_hit(src, np.uint64(sp + k * ss), m, v, m2, v2, lanes)
+            if any_mode:
+                cells[np.uint64(dp + k * ds)] |= h
+            else:
+                cells[np.uint64(dp + k * ds)] += h
+
+
+@njit(**JIT)
+def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode):
+    """cells[c] += the matches among the elements of slice c (any_mode: cells[c] = 1 if there is
+    one), over the whole plan. `cells` are the output's words, at stride 0 on the reduced axes;
+    they must be wide enough for every count (the caller's duty)."""
+    idx = np.zeros(shape.size, np.int64)
+    last = shape.size - 1
+    ss = s_str[last]
+    ds = d_str[last]
+    run = shape[last]
+    rows = 1
+    for ax in range(last):
+        rows *= shape[ax]
+    for _ in range(rows):
+        sp = word_at(idx, s_str, s_off)
+        dp = word_at(idx, d_str, d_off)
+        if ds != 0:
+            _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode)
+        elif any_mode:
+            if cells[dp] == 0:  # a slice with a hit is never read again
+                cells[dp] = any_run(src, sp, ss, run, m, v, m2, v2, lanes)
+        else:
+            cells[dp] += count_run(src, sp, ss, run, m, v, m2, v2, lanes)
+        advance(idx, shape, run)
+
+
+@njit(parallel=True, **JIT)
+def reduce_parallel(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode,
+                    axis, bounds):
+    """reduce_plan over parts of the plan that write disjoint cells: part t covers indices
+    bounds[t]..bounds[t+1] of plan axis `axis`, a kept axis."""
+    for t in prange(bounds.size - 1):
+        part = shape.copy()
+        part[axis] = bounds[t + 1] - bounds[t]
+        reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, cells, d_off + bounds[t] * d_str[axis],
+                    d_str, part, m, v, m2, v2, lanes, any_mode)

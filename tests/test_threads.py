@@ -1,0 +1,93 @@
+"""The thread policy: the user's cap, and one thread inside foreign workers (dask's threads and
+processes schedulers), checked by whether numba's thread pool was ever started."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fpclass
+from fpclass.kernels import threads
+
+
+@pytest.fixture(autouse=True)
+def no_cap(monkeypatch):
+    monkeypatch.delenv(threads.ENV, raising=False)
+    yield
+    fpclass.set_num_threads(None)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_a_bad_cap_is_refused(bad):
+    with pytest.raises(ValueError, match="integer >= 1"):
+        fpclass.set_num_threads(bad)
+
+
+def test_a_bad_environment_cap_names_the_variable(monkeypatch):
+    monkeypatch.setenv(threads.ENV, "many")
+    with pytest.raises(ValueError, match=threads.ENV):
+        fpclass.get_num_threads()
+
+
+def test_the_cap_bounds_a_large_call(monkeypatch):
+    import numba
+    available = numba.config.NUMBA_NUM_THREADS
+    assert threads.threads_for(threads.PARALLEL_MIN) == available
+    fpclass.set_num_threads(1)
+    assert threads.threads_for(threads.PARALLEL_MIN) == 1
+    fpclass.set_num_threads(None)
+    monkeypatch.setenv(threads.ENV, "1")
+    assert fpclass.get_num_threads() == 1 and threads.threads_for(1 << 40) == 1
+    fpclass.set_num_threads(available + 5)  # numba's own count still bounds it
+    assert fpclass.get_num_threads() == available
+    assert threads.threads_for(threads.PARALLEL_MIN - 1) == 1
+
+
+def test_a_capped_call_still_answers_right():
+    x = np.ones(threads.PARALLEL_MIN + 3, np.float16)
+    x[-1] = np.nan
+    fpclass.set_num_threads(1)
+    assert fpclass.count_nan(x) == 1 and fpclass.first_nan(x) == (x.size - 1,)
+
+
+_PROBE = textwrap.dedent("""
+    import sys
+    import dask, dask.array as da, numpy as np
+    import numba.np.ufunc.parallel as pool
+    import fpclass
+    from fpclass.kernels import threads
+
+    def task(block):
+        # what the policy allows here, the answer, and whether numba's pool ever started here
+        n = fpclass.count_nan(block)
+        return np.array([[threads.threads_for(block.size), n, pool._is_initialized]])
+
+    if __name__ == "__main__":
+        scheduler = sys.argv[1]
+        size = threads.PARALLEL_MIN
+        x = da.from_array(np.full(4 * size, np.nan, np.float16), chunks=size)
+        with dask.config.set(scheduler=scheduler, num_workers=2):
+            rows = x.map_blocks(task, chunks=((1,) * 4, (3,)), dtype=np.int64, new_axis=1).compute()
+        main_before = pool._is_initialized
+        fpclass.count_nan(np.zeros(size, np.float16))  # the control: from here the pool starts
+        print(rows.tolist(), main_before, pool._is_initialized)
+""")
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_dask_workers_never_start_numba_threads(scheduler, tmp_path):
+    pytest.importorskip("dask.array")
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here: there is no pool to start")
+    script = tmp_path / "probe.py"
+    script.write_text(_PROBE)
+    out = subprocess.run([sys.executable, str(script), scheduler], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows, main_before, main_after = out.stdout.rsplit(None, 2)[0], *out.stdout.split()[-2:]
+    size = threads.PARALLEL_MIN
+    assert eval(rows) == [[1, size, False]] * 4
+    assert (main_before, main_after) == ("False", "True")
