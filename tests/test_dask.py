@@ -383,7 +383,7 @@ def test_cli_unreachable_scheduler_is_inconclusive(monkeypatch):
 def test_a_worker_killed_mid_scan_is_retried(client, examples, tmp_path):
     from fpclass.dask.distributed import execute
     from fpclass.scan import assemble, plan
-    client.wait_for_workers(2)
+    client.wait_for_workers(2, timeout=60)
     tasks = plan([str(EXAMPLES)])
     assert any(t.name == "layer.0.weight" for t in tasks)
     marker = tmp_path / "died"
@@ -397,7 +397,7 @@ def test_a_task_that_keeps_killing_workers_is_reported_unchecked(client, example
     from fpclass.dask.distributed import execute
     from fpclass.scan import assemble, plan
     from fpclass.scan.exitcodes import ExitCode
-    client.wait_for_workers(2)
+    client.wait_for_workers(2, timeout=60)
     tasks = plan([str(EXAMPLES / "clean.safetensors"), str(EXAMPLES / "tiny.onnx")])
     results, _ = execute(tasks, client, run=_die_on_embed)
     report = assemble(tasks, results)
@@ -407,7 +407,7 @@ def test_a_task_that_keeps_killing_workers_is_reported_unchecked(client, example
     checked = {t.name for t in report.checked}
     assert checked == {t.name for t in examples.checked
                        if t.file.endswith(("clean.safetensors", "tiny.onnx"))} - {"embed.weight"}
-    client.wait_for_workers(2)
+    client.wait_for_workers(2, timeout=60)
 
 
 # -- a cluster that loses every worker -----------------------------------------------------------
