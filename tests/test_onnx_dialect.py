@@ -5,6 +5,7 @@ onnxruntime for the outputs, and numpy on the float64 value of each element (ml_
 NaN to NaN and Inf to Inf) for what the spec says the outputs are.
 """
 
+import itertools
 import subprocess
 import sys
 
@@ -362,6 +363,84 @@ def test_initializer_in_external_data_file(tmp_path):
         fpclass.onnx.Backend.prepare(shallow, base_dir=tmp_path).run([])[0], expected)
     tensor = shallow.graph.initializer[0]
     np.testing.assert_array_equal(fpclass.onnx.to_array(tensor, str(tmp_path)).view(np.uint8), x.view(np.uint8))
+
+
+# -- the default domain spelled "ai.onnx" ----------------------------------------------------------
+def domain_model(op, opset_domain, node_domain, element_type, attrs=None):
+    """one_node_model with the default domain imported as `opset_domain` and named by the node as
+    `node_domain`."""
+    model = one_node_model(op, 20, element_type, attrs=attrs)
+    model.opset_import[0].domain = opset_domain
+    model.graph.node[0].domain = node_domain
+    return model
+
+
+@pytest.mark.parametrize("opset_domain, node_domain", [("ai.onnx", "ai.onnx"), ("ai.onnx", ""),
+                                                       ("", "ai.onnx")])
+@pytest.mark.parametrize("op, flags", [("IsNaN", (1, 1)), ("IsInf", (1, 1)), ("IsInf", (0, 1))])
+@pytest.mark.parametrize("type_name", ["FLOAT", "FLOAT16"])
+def test_default_domain_named_ai_onnx_runs_as_in_onnxruntime(opset_domain, node_domain, op, flags,
+                                                             type_name):
+    element_type = getattr(TP, type_name)
+    x = inputs_for(element_type)
+    model = domain_model(op, opset_domain, node_domain, element_type, flag_attrs(op, flags))
+    before = model.SerializeToString()
+    got = run_fpclass(model, x)
+    assert model.SerializeToString() == before  # the caller's model is not rewritten
+    np.testing.assert_array_equal(got, run_ort(model, x, element_type))
+    np.testing.assert_array_equal(got, spec(op, x, flags))
+    (evaluated,) = fpclass.onnx.Evaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(evaluated, got)
+    node = model.graph.node[0]
+    np.testing.assert_array_equal(fpclass.onnx.Backend.run_node(node, [x], opset_version=20)[0], got)
+
+
+def if_and_function_model(subgraph_node, function_node, function_import, if_node):
+    """If(cond) then IsNaN(x) else a model-local function's IsInf(x), with the default domain
+    imported by the model as "ai.onnx" and spelled by each part as given."""
+    then_branch = helper.make_graph([helper.make_node("IsNaN", ["x"], ["b"], domain=subgraph_node)],
+                                    "then", [], [helper.make_tensor_value_info("b", TP.BOOL, None)])
+    else_branch = helper.make_graph([helper.make_node("Inf", ["x"], ["b"], domain="local")], "else",
+                                    [], [helper.make_tensor_value_info("b", TP.BOOL, None)])
+    function = helper.make_function("local", "Inf", ["X"], ["Y"],
+                                    [helper.make_node("IsInf", ["X"], ["Y"], domain=function_node)],
+                                    [helper.make_opsetid(function_import, 20)])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], domain=if_node, then_branch=then_branch,
+                          else_branch=else_branch)], "g",
+        [helper.make_tensor_value_info("cond", TP.BOOL, []),
+         helper.make_tensor_value_info("x", TP.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("y", TP.BOOL, ["N"])])
+    model = helper.make_model(graph, functions=[function], opset_imports=[
+        helper.make_opsetid("ai.onnx", 20), helper.make_opsetid("local", 1)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("spelling", list(itertools.product(["", "ai.onnx"], repeat=4)), ids=str)
+def test_default_domain_named_ai_onnx_in_subgraphs_and_functions(spelling, calls):
+    # onnxruntime 1.32 runs this model only with "" inside the subgraph and the function (the
+    # model's own import and the If node may say "ai.onnx"): fpclass gives every spelling the
+    # answer onnxruntime gives that one.
+    x = np.array([-np.inf, np.inf, np.nan, 1.0], np.float32)
+    session = ort.InferenceSession(if_and_function_model("", "", "", spelling[3]).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    rep = fpclass.onnx.Backend.prepare(if_and_function_model(*spelling))
+    for cond in (True, False):
+        feeds = {"cond": np.array(cond), "x": x}
+        np.testing.assert_array_equal(rep.run(feeds)[0], session.run(None, feeds)[0])
+    assert calls == ["isnan", "isinf"]
+
+
+def test_default_domain_imported_twice_with_different_versions_is_refused():
+    model = one_node_model("IsNaN", 9, TP.BFLOAT16)
+    model.opset_import.append(helper.make_opsetid("ai.onnx", 13))
+    with pytest.raises(fpclass.onnx.NodeVersionError, match=r"imported twice.*'' \(opset 9\) and "
+                                                             r"'ai.onnx' \(opset 13\)"):
+        fpclass.onnx.Backend.prepare(model)
+    model.opset_import[1].version = 9   # the same version twice is one import
+    with pytest.raises(fpclass.onnx.NodeTypeError, match="IsNaN-9"):
+        fpclass.onnx.Backend.prepare(model)
 
 
 # -- the backend and the ReferenceEvaluator ops ---------------------------------------------------

@@ -186,6 +186,9 @@ def test_progress_bar_on_a_terminal_stderr(files):
     err = Terminal()
     code = main(["scan", str(bad)], stdout=io.StringIO(), stderr=err)
     assert code == 1   # the transient bar ran on `err` without disturbing the result
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err.getvalue())
+    assert "scanning" in drawn and "16/16 bytes" in drawn, drawn  # drawn, and reached the total
+    assert err.getvalue().endswith("\x1b[2K")   # then erased: the bar is transient
     code = main(["scan", str(bad), "--quiet"], stdout=io.StringIO(), stderr=(quiet := Terminal()))
     assert code == 1 and quiet.getvalue() == ""
 

@@ -3,21 +3,12 @@ and the answer goes back in the caller's container. Shared by the torch and DLPa
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..operators import elementwise, queries
-
-ELEMENTWISE = ("isnan", "isinf", "isfinite", "isposinf", "isneginf")
-#: Queries with axis / keepdims: their per-axis answers follow the caller's container.
-PER_AXIS = ("any_nan", "any_inf", "any_nonfinite", "all_finite", "count_nan", "count_inf",
-            "count_nonfinite")
-LOCATING = ("first_nan", "first_inf", "first_nonfinite", "locate_nan", "locate_inf",
-            "locate_nonfinite")
-PUBLIC = ELEMENTWISE + PER_AXIS + ("class_counts",) + LOCATING
+from ..facade import ELEMENTWISE, PER_AXIS, arguments, implementation
+from ..operators import queries
 
 #: What a negated view (torch's lazy negation) turns each sign-specific question into.
 _NEGATED_NAME = {"isposinf": "isneginf", "isneginf": "isposinf"}
@@ -30,26 +21,6 @@ class View(NamedTuple):
     negated: bool = False     # stored values are the negatives of the values (torch's lazy neg bit)
     packed: str = ""          # the name of a packed sub-byte dtype: classes cannot be counted
     conjugated: bool = False  # stored imaginary parts are the negatives of the values' (lazy conj)
-
-
-@functools.cache
-def implementation(name: str) -> Callable:
-    """The NumPy implementation of the public function `name`."""
-    if name not in PUBLIC:
-        raise AttributeError(f"fpclass has no function {name!r}")
-    return getattr(elementwise if name in ELEMENTWISE else queries, name)
-
-
-@functools.cache
-def _signature(name: str) -> inspect.Signature:
-    return inspect.signature(implementation(name))
-
-
-def arguments(name: str, x, args, kwargs) -> dict:
-    """The public function's arguments by name, defaults filled in (TypeError as a call would)."""
-    bound = _signature(name).bind(x, *args, **kwargs)
-    bound.apply_defaults()
-    return bound.arguments
 
 
 def run(name: str, view: View, args, kwargs, *, new_mask: Callable, as_out: Callable,

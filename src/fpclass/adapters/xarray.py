@@ -11,7 +11,7 @@ from __future__ import annotations
 import xarray as xr
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from . import arrays
+from .. import facade
 
 
 def dispatch(name: str, x, *args, **kwargs):
@@ -25,14 +25,13 @@ def dispatch(name: str, x, *args, **kwargs):
 
 
 def _public(name):
-    from ..facade import PUBLIC  # the routed functions: x.data may be dask, numpy, a duck array
-    return PUBLIC[name]
+    return facade.PUBLIC[name]  # the routed function: x.data may be dask, numpy, a duck array
 
 
 def _data_array(name, da, args, kwargs):
-    given = arrays.arguments(name, da, args, kwargs)
+    given = facade.arguments(name, da, args, kwargs)
     del given["x"]
-    if name in arrays.ELEMENTWISE:
+    if name in facade.ELEMENTWISE:
         if given.pop("out") is not None:
             raise TypeError("out= is not supported for xarray objects; use the returned DataArray")
         return xr.apply_ufunc(_public(name), da, kwargs=given, dask="allowed", keep_attrs=False)
@@ -72,6 +71,6 @@ def _dataset(name, ds, args, kwargs):
         except (TypeError, ValueError) as e:
             raise type(e)(f"fpclass.{name}: Dataset variable {key!r} ({variable.dtype}): {e}") \
                 from None
-    if name in arrays.ELEMENTWISE:
+    if name in facade.ELEMENTWISE:
         return xr.Dataset(answers, coords=ds.coords)
     return answers

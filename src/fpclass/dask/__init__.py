@@ -8,16 +8,22 @@
     (1,)
 
 Importing this package does not import dask; calling an entry point without dask installed raises
-ImportError naming the extra (fpclass[dask]). Inside dask's worker threads the
-kernels run single-threaded (see `fpclass.kernels.threads`), so workers x threads never
-exceeds the cores.
+ImportError naming the extra (fpclass[dask]).
+
+The entry points are made from the one table of public functions (`fpclass.facade.KINDS`): each
+has the NumPy function's signature and takes its arguments by it; all but the element-wise ones
+add the keyword `split_every`, the fan-in of dask's tree of partial answers (None: dask's
+default; 8 for locate_*). Inside dask's worker threads the kernels run single-threaded (see
+`fpclass.kernels.threads`), so workers x threads never exceeds the cores.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from .._optional import require
+from ..facade import KIND, implementation, signature
 
 
 def _load(module: str):
@@ -42,118 +48,55 @@ def dispatch(name: str, x, *args, **kwargs):
     return target(x, *args, **kwargs)
 
 
-# -- element-wise operators: lazy dask arrays with the chunks of x -----------------------------
+#: Per kind of public function: the module and function that answer it lazily, called as
+#: function(name, **arguments) with the arguments bound by the entry point's signature, and what
+#: the answer is.
+_IMPLEMENTATIONS = {
+    "elementwise": ("operators", "blockwise", "a bool dask array with x's chunks (out= is refused: "
+                    "dask arrays are immutable)"),
+    "per_axis": ("reductions", "reduce", "a dask array (0-d for axis=None) of the NumPy answer's "
+                 "dtype: each block answered by the NumPy query, the partial answers tree-reduced"),
+    "histogram": ("reductions", "class_counts", "a dask Delayed computing to a fpclass.ClassCounts "
+                  "(each block's counts, tree-summed)"),
+    "first": ("locate", "first", "a dask Delayed computing to the global N-d index tuple of the "
+              "first hit in C order, or None"),
+    "locate": ("locate", "locate", "a dask Delayed computing to a (k, ndim) int64 array of global "
+               "indices in C order"),
+}
 
-def isnan(x, out=None):
-    """Lazy fpclass.isnan of a dask array: a bool dask array with the same chunks."""
-    return _load("operators").isnan(x, out)
-
-
-def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
-    """Lazy fpclass.isinf of a dask array (ONNX / OpenVINO sign attributes), same chunks."""
-    return _load("operators").isinf(x, out, detect_negative=detect_negative,
-                                    detect_positive=detect_positive)
-
-
-def isfinite(x, out=None):
-    """Lazy fpclass.isfinite of a dask array, same chunks."""
-    return _load("operators").isfinite(x, out)
-
-
-def isposinf(x, out=None):
-    """Lazy fpclass.isposinf of a dask array, same chunks."""
-    return _load("operators").isposinf(x, out)
+_SPLIT_EVERY = inspect.Parameter("split_every", inspect.Parameter.KEYWORD_ONLY, default=None)
+_SPLIT_EVERY_DOC = ("split_every: how many partial answers dask merges per step of its tree "
+                    "(None: dask's default; 8 for locate_*).")
 
 
-def isneginf(x, out=None):
-    """Lazy fpclass.isneginf of a dask array, same chunks."""
-    return _load("operators").isneginf(x, out)
+def _entry_point(name: str):
+    """fpclass.dask.`name`: the NumPy function's signature (plus `split_every` where partial
+    answers are merged), its arguments handed by name to the implementation of its kind."""
+    module, function, answer = _IMPLEMENTATIONS[KIND[name]]
+    parameters = list(signature(name).parameters.values())
+    if KIND[name] != "elementwise":
+        parameters.append(_SPLIT_EVERY)
+    own = inspect.Signature(parameters)
+
+    def entry_point(x, *args, **kwargs):
+        implement = getattr(_load(module), function)
+        bound = own.bind(x, *args, **kwargs)
+        bound.apply_defaults()
+        return implement(name, **bound.arguments)
+
+    entry_point.__name__ = entry_point.__qualname__ = name
+    entry_point.__module__ = __name__
+    entry_point.__signature__ = own
+    contract = inspect.getdoc(implementation(name)).split("\n\n")[0]
+    entry_point.__doc__ = "\n\n".join([f"Lazy fpclass.{name} of a dask array: {answer}.",
+                                        f"fpclass.{name}: {contract}",
+                                        *([_SPLIT_EVERY_DOC] if _SPLIT_EVERY in parameters else [])])
+    return entry_point
 
 
-# -- reductions: lazy 0-d (axis=None) or n-d dask arrays, tree-reduced -------------------------
-
-def any_nan(x, axis=None, keepdims=False, *, split_every=None):
-    """Lazy fpclass.any_nan: a bool dask array (0-d for axis=None). Empty input gives False."""
-    return _load("reductions").any_nan(x, axis, keepdims, split_every=split_every)
-
-
-def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True,
-            split_every=None):
-    """Lazy fpclass.any_inf for the selected signs."""
-    return _load("reductions").any_inf(x, axis, keepdims, detect_negative=detect_negative,
-                                       detect_positive=detect_positive, split_every=split_every)
-
-
-def any_nonfinite(x, axis=None, keepdims=False, *, split_every=None):
-    """Lazy fpclass.any_nonfinite. Empty input gives False."""
-    return _load("reductions").any_nonfinite(x, axis, keepdims, split_every=split_every)
-
-
-def all_finite(x, axis=None, keepdims=False, *, split_every=None):
-    """Lazy fpclass.all_finite. Empty input gives True."""
-    return _load("reductions").all_finite(x, axis, keepdims, split_every=split_every)
-
-
-def count_nan(x, axis=None, keepdims=False, *, split_every=None):
-    """Lazy fpclass.count_nan: an int64 dask array. Empty input gives 0."""
-    return _load("reductions").count_nan(x, axis, keepdims, split_every=split_every)
-
-
-def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True,
-              split_every=None):
-    """Lazy fpclass.count_inf for the selected signs: an int64 dask array."""
-    return _load("reductions").count_inf(x, axis, keepdims, detect_negative=detect_negative,
-                                         detect_positive=detect_positive, split_every=split_every)
-
-
-def count_nonfinite(x, axis=None, keepdims=False, *, split_every=None):
-    """Lazy fpclass.count_nonfinite: an int64 dask array."""
-    return _load("reductions").count_nonfinite(x, axis, keepdims, split_every=split_every)
-
-
-def class_counts(x, *, split_every=None):
-    """Lazy fpclass.class_counts: a dask Delayed whose .compute() is a fpclass.ClassCounts."""
-    return _load("reductions").class_counts(x, split_every=split_every)
-
-
-# -- locate: dask Delayed results with global indices ------------------------------------------
-
-def first_nan(x, *, split_every=None):
-    """Lazy fpclass.first_nan: a Delayed computing to the global N-d index tuple, or None."""
-    return _load("locate").first_nan(x, split_every=split_every)
-
-
-def first_inf(x, *, detect_negative=True, detect_positive=True, split_every=None):
-    """Lazy fpclass.first_inf: a Delayed computing to the global N-d index tuple, or None."""
-    return _load("locate").first_inf(x, detect_negative=detect_negative,
-                                     detect_positive=detect_positive, split_every=split_every)
-
-
-def first_nonfinite(x, *, split_every=None):
-    """Lazy fpclass.first_nonfinite: a Delayed computing to the global N-d index tuple, or None."""
-    return _load("locate").first_nonfinite(x, split_every=split_every)
-
-
-def locate_nan(x, limit=None, *, split_every=None):
-    """Lazy fpclass.locate_nan: a Delayed computing to a (k, ndim) int64 array in C order."""
-    return _load("locate").locate_nan(x, limit, split_every=split_every)
-
-
-def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True, split_every=None):
-    """Lazy fpclass.locate_inf: a Delayed computing to a (k, ndim) int64 array in C order."""
-    return _load("locate").locate_inf(x, limit, detect_negative=detect_negative,
-                                      detect_positive=detect_positive, split_every=split_every)
-
-
-def locate_nonfinite(x, limit=None, *, split_every=None):
-    """Lazy fpclass.locate_nonfinite: a Delayed computing to a (k, ndim) int64 array in C order."""
-    return _load("locate").locate_nonfinite(x, limit, split_every=split_every)
-
-
-_PUBLIC = {f.__name__: f for f in (
-    isnan, isinf, isfinite, isposinf, isneginf, any_nan, any_inf, any_nonfinite, all_finite,
-    count_nan, count_inf, count_nonfinite, class_counts, first_nan, first_inf, first_nonfinite,
-    locate_nan, locate_inf, locate_nonfinite)}
+#: Every public function by name, for dask arrays.
+_PUBLIC = {name: _entry_point(name) for name in KIND}
+globals().update(_PUBLIC)
 
 __all__ = ["dispatch", "is_dask_collection", "scan", *_PUBLIC]
 

@@ -14,7 +14,7 @@ from typing import Callable
 import dask
 import numpy as np
 
-from ..operators import queries as numpy_path
+from ..facade import implementation
 from .inputs import as_dask_array, block_offsets, known_shape, probe
 
 #: A block without a hit reports this position; it is larger than any real one.
@@ -92,36 +92,19 @@ def _locate(name, locate: Callable, x, limit, split_every):
     return dask.delayed(_as_indices, pure=True)(parts[0] if parts else np.empty(0, np.int64), shape)
 
 
-def _inf(detect_negative, detect_positive):
-    return partial(numpy_path.locate_inf, detect_negative=detect_negative,
-                   detect_positive=detect_positive)
+def _search(name: str, flags: dict) -> Callable:
+    """The NumPy locate_* query that finds what `name` (first_* or locate_*) looks for."""
+    query = implementation("locate_" + name.partition("_")[2])
+    return partial(query, **flags) if flags else query
 
 
-def first_nan(x, *, split_every=None):
-    """Delayed global N-d index of the first NaN in C order, or None."""
-    return _first("first_nan", numpy_path.locate_nan, x, split_every)
+def first(name: str, x, *, split_every=None, **flags):
+    """Lazy fpclass.`name` (first_*): a Delayed global N-d index of the first hit in C order, or
+    None."""
+    return _first(name, _search(name, flags), x, split_every)
 
 
-def first_inf(x, *, detect_negative=True, detect_positive=True, split_every=None):
-    """Delayed global N-d index of the first selected infinity in C order, or None."""
-    return _first("first_inf", _inf(detect_negative, detect_positive), x, split_every)
-
-
-def first_nonfinite(x, *, split_every=None):
-    """Delayed global N-d index of the first NaN or Inf in C order, or None."""
-    return _first("first_nonfinite", numpy_path.locate_nonfinite, x, split_every)
-
-
-def locate_nan(x, limit=None, *, split_every=None):
-    """Delayed (k, ndim) int64 indices of the first `limit` NaNs (None: all) in C order."""
-    return _locate("locate_nan", numpy_path.locate_nan, x, limit, split_every)
-
-
-def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True, split_every=None):
-    """Delayed (k, ndim) int64 indices of the first `limit` selected infinities in C order."""
-    return _locate("locate_inf", _inf(detect_negative, detect_positive), x, limit, split_every)
-
-
-def locate_nonfinite(x, limit=None, *, split_every=None):
-    """Delayed (k, ndim) int64 indices of the first `limit` NaNs and Infs in C order."""
-    return _locate("locate_nonfinite", numpy_path.locate_nonfinite, x, limit, split_every)
+def locate(name: str, x, limit=None, *, split_every=None, **flags):
+    """Lazy fpclass.`name` (locate_*): Delayed (k, ndim) int64 indices of the first `limit` hits
+    (None: all) in C order."""
+    return _locate(name, _search(name, flags), x, limit, split_every)

@@ -14,7 +14,8 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ..operators import queries as numpy_path
+from ..facade import implementation
+from ..operators.queries import ClassCounts
 from .inputs import as_dask_array, probe
 
 
@@ -27,20 +28,16 @@ def _merge(how: Callable, x, axis, keepdims):
     return how(x, axis=axis, keepdims=keepdims)
 
 
-#: name -> (numpy query, how partial answers merge, result dtype).
-_REDUCTIONS = {
-    "any_nan": (numpy_path.any_nan, np.any, np.dtype(bool)),
-    "any_inf": (numpy_path.any_inf, np.any, np.dtype(bool)),
-    "any_nonfinite": (numpy_path.any_nonfinite, np.any, np.dtype(bool)),
-    "all_finite": (numpy_path.all_finite, np.all, np.dtype(bool)),
-    "count_nan": (numpy_path.count_nan, np.sum, np.dtype(np.int64)),
-    "count_inf": (numpy_path.count_inf, np.sum, np.dtype(np.int64)),
-    "count_nonfinite": (numpy_path.count_nonfinite, np.sum, np.dtype(np.int64)),
-}
+#: How partial answers merge, by the query's first word (any_*, all_*, count_*), and the dtype of
+#: the answer.
+_MERGES = {"any": (np.any, np.dtype(bool)), "all": (np.all, np.dtype(bool)),
+           "count": (np.sum, np.dtype(np.int64))}
 
 
-def _reduce(name, x, axis, keepdims, split_every, **flags) -> da.Array:
-    query, how, dtype = _REDUCTIONS[name]
+def reduce(name: str, x, axis=None, keepdims=False, *, split_every=None, **flags) -> da.Array:
+    """Lazy fpclass.`name` (a per-axis query): the NumPy query of the same name per block, the
+    partial answers merged by a tree of `split_every`."""
+    query, (how, dtype) = implementation(name), _MERGES[name.partition("_")[0]]
     x = as_dask_array(x, name)
     query(probe(x), axis=axis if x.ndim else None, keepdims=keepdims, **flags)  # errors now
     merge = partial(_merge, how)
@@ -49,64 +46,26 @@ def _reduce(name, x, axis, keepdims, split_every, **flags) -> da.Array:
                         name=f"fpclass-{name}", meta=np.empty((0,) * x.ndim, dtype))
 
 
-def any_nan(x, axis=None, keepdims=False, *, split_every=None) -> da.Array:
-    """Lazy numpy-equivalent of isnan(x).any(axis, keepdims=keepdims)."""
-    return _reduce("any_nan", x, axis, keepdims, split_every)
-
-
-def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True,
-            split_every=None) -> da.Array:
-    """Lazy isinf(x, detect_negative=..., detect_positive=...).any(axis)."""
-    return _reduce("any_inf", x, axis, keepdims, split_every, detect_negative=detect_negative,
-                   detect_positive=detect_positive)
-
-
-def any_nonfinite(x, axis=None, keepdims=False, *, split_every=None) -> da.Array:
-    """Lazy (~isfinite(x)).any(axis)."""
-    return _reduce("any_nonfinite", x, axis, keepdims, split_every)
-
-
-def all_finite(x, axis=None, keepdims=False, *, split_every=None) -> da.Array:
-    """Lazy isfinite(x).all(axis)."""
-    return _reduce("all_finite", x, axis, keepdims, split_every)
-
-
-def count_nan(x, axis=None, keepdims=False, *, split_every=None) -> da.Array:
-    """Lazy int64 count_nonzero(isnan(x), axis)."""
-    return _reduce("count_nan", x, axis, keepdims, split_every)
-
-
-def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True,
-              split_every=None) -> da.Array:
-    """Lazy int64 count_nonzero(isinf(x, ...), axis) for the selected signs."""
-    return _reduce("count_inf", x, axis, keepdims, split_every, detect_negative=detect_negative,
-                   detect_positive=detect_positive)
-
-
-def count_nonfinite(x, axis=None, keepdims=False, *, split_every=None) -> da.Array:
-    """Lazy int64 count_nonzero(~isfinite(x), axis)."""
-    return _reduce("count_nonfinite", x, axis, keepdims, split_every)
-
-
 # -- class histogram ---------------------------------------------------------------------------
 
-_FIELDS = len(numpy_path.ClassCounts._fields)
+_FIELDS = len(ClassCounts._fields)
 
 
 def _block_class_counts(block: np.ndarray) -> np.ndarray:
     """One block's histogram as a (1, ..., 1, 9) int64 array, ready for dask's tree sum."""
-    return np.array(numpy_path.class_counts(block), np.int64).reshape((1,) * block.ndim + (-1,))
+    counts = implementation("class_counts")(block)
+    return np.array(counts, np.int64).reshape((1,) * block.ndim + (-1,))
 
 
-def _as_class_counts(totals: np.ndarray) -> numpy_path.ClassCounts:
-    return numpy_path.ClassCounts(*(int(n) for n in totals))
+def _as_class_counts(totals: np.ndarray) -> ClassCounts:
+    return ClassCounts(*(int(n) for n in totals))
 
 
-def class_counts(x, *, split_every=None):
-    """Lazy fpclass.class_counts of the whole array: a dask Delayed computing to a ClassCounts.
-    Each block yields its 9 counts; dask tree-sums them (`split_every` inputs per step)."""
-    x = as_dask_array(x, "class_counts")
-    numpy_path.class_counts(probe(x))  # complex / integer / datetime raise TypeError now
+def class_counts(name: str, x, *, split_every=None):
+    """Lazy fpclass.class_counts (`name`) of the whole array: a dask Delayed computing to a
+    ClassCounts. Each block yields its 9 counts; dask tree-sums them (`split_every` per step)."""
+    x = as_dask_array(x, name)
+    implementation(name)(probe(x))  # complex / integer / datetime raise TypeError now
     per_block = x.map_blocks(
         _block_class_counts, dtype=np.int64, new_axis=x.ndim,
         chunks=tuple((1,) * len(c) for c in x.chunks) + ((_FIELDS,),),

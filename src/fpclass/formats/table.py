@@ -1,8 +1,9 @@
 """The format table: how every supported storage format encodes NaN, ±Inf, zero and subnormals.
 
-This is the one place in fpclass that decides what a NaN is. Each row reads like
-../shared/notes/formats.md; everything else (kernels, operators, queries, dialects, scan, dask) asks
-this table. Rows are keyed by NumPy dtype name, so looking a format up never imports ml_dtypes.
+This is the one place in fpclass that decides what a NaN is. docs/formats.md lists the stored bit
+patterns each row means (tests/test_formats_doc.py checks them); everything else (kernels,
+operators, queries, dialects, scan, dask) asks this table. Rows are keyed by NumPy dtype name, so
+looking a format up never imports ml_dtypes.
 """
 
 from __future__ import annotations

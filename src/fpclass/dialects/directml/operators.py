@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...operators.elementwise import isinf, isnan
+import fpclass
+
 from .buffers import check_length, raw_bytes, tensor_view
 from .enums import LATEST_FEATURE_LEVEL, FeatureLevel, IsInfinityMode, TensorDataType, as_member
 from .errors import DirectMLError
@@ -72,8 +73,8 @@ class ElementWiseIsInfinityOperatorDesc(_OperatorDesc):
 
     def _classify(self, source, out):
         mode = IsInfinityMode(self.infinity_mode)
-        isinf(source, out=out, detect_negative=mode is not IsInfinityMode.POSITIVE,
-                    detect_positive=mode is not IsInfinityMode.NEGATIVE)
+        fpclass.isinf(source, out=out, detect_negative=mode is not IsInfinityMode.POSITIVE,
+                      detect_positive=mode is not IsInfinityMode.NEGATIVE)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class ElementWiseIsNanOperatorDesc(_OperatorDesc):
     OUTPUT_TYPES = (TensorDataType.UINT8, TensorDataType.UINT32)
 
     def _classify(self, source, out):
-        isnan(source, out=out)
+        fpclass.isnan(source, out=out)
 
 
 class Operator:

@@ -20,7 +20,8 @@ from onnx.backend.base import Device, DeviceType, namedtupledict
 
 from .evaluator import Evaluator
 from .nodes import NodeSemantics
-from .schema import DEFAULT_DOMAINS, OPERATORS, type_name
+from .schema import (DEFAULT_DOMAINS, OPERATORS, canonical_domains, canonical_node,
+                     default_opset, type_name)
 from .tensors import element_type_of, to_array
 
 #: Above this a ModelProto cannot be serialized, so onnx's checker cannot take it in memory.
@@ -107,7 +108,7 @@ class Backend(_BaseBackend):
         if kwargs:
             raise TypeError(f"unexpected options {sorted(kwargs)}; prepare accepts base_dir")
         _check_device(device)
-        model = _load(model, base_dir)
+        model = canonical_domains(_load(model, base_dir))  # the default domain as "", not "ai.onnx"
         _check_fpclass_nodes(model)  # first, so its errors name node and version
         if model.ByteSize() <= _PROTOBUF_LIMIT:
             onnx.checker.check_model(model)
@@ -117,6 +118,7 @@ class Backend(_BaseBackend):
     def run_node(cls, node: onnx.NodeProto, inputs, device: str = "CPU", outputs_info=None, **kwargs):
         """Outputs of one node for `inputs` (in node.input order) at `opset_version` (default: the
         newest the installed onnx knows)."""
+        node = canonical_node(node)  # the default domain as "", which onnx's checker wants
         super().run_node(node, inputs, device=device, outputs_info=outputs_info, **kwargs)
         _check_device(device)
         opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
@@ -179,6 +181,6 @@ def _check_fpclass_nodes(model: onnx.ModelProto) -> None:
         return
     known = _declared_types(model)
     for node in nodes:
-        semantics = NodeSemantics.from_proto(node, opsets.get(node.domain, opsets.get("ai.onnx", 0)))
+        semantics = NodeSemantics.from_proto(node, default_opset(opsets) or 0)
         if node.input and node.input[0] in known:
             semantics.check_type(known[node.input[0]], f"input X ({node.input[0]!r})")

@@ -7,6 +7,7 @@ IsNaN-9/13/20 and IsInf-10/20 come from `onnx.defs`, so the dialect follows the 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 import onnx
@@ -17,7 +18,8 @@ from .errors import NodeVersionError
 #: The operators fpclass evaluates itself (default ONNX domain); every other one goes elsewhere.
 OPERATORS = ("IsNaN", "IsInf")
 
-#: Domains that name the default ONNX operator set.
+#: Domains that name the default ONNX operator set: "" is canonical, "ai.onnx" its spelled-out
+#: name, which onnx's checker and onnxruntime accept in opset imports and onnxruntime in nodes.
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 #: 'float8e4m3fn' -> TensorProto.FLOAT8E4M3FN: the schema's type strings are the lower-cased
@@ -95,3 +97,71 @@ def op_version(op_type: str, opset: int) -> OpVersion:
     }
     admitted = tuple(_element_type(t) for t in constraint.allowed_type_strs)
     return OpVersion(op_type, schema.since_version, admitted, attributes)
+
+
+# -- the default domain, however a model spells it -------------------------------------------------
+
+def default_opset(opsets: Mapping[str, int]) -> int | None:
+    """The default domain's version in `opsets` (domain -> version), imported as "" or "ai.onnx"."""
+    return opsets.get("", opsets.get("ai.onnx"))
+
+
+def canonical_domains(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with the default domain spelled "" everywhere: the opset imports of the model and of
+    its functions, and the domain of every node (subgraphs and functions included). onnx's checker
+    and ReferenceEvaluator know only "" in some of these places. `model` itself when it never says
+    "ai.onnx", otherwise a copy. NodeVersionError where one import list names the default domain
+    twice with different versions (onnxruntime then takes the last, the checker says nothing)."""
+    lists = [model.opset_import, *(f.opset_import for f in model.functions)]
+    if not any(o.domain == "ai.onnx" for imports in lists for o in imports) \
+            and not any(n.domain == "ai.onnx" for n in _every_node(model)):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for imports in [copy.opset_import, *(f.opset_import for f in copy.functions)]:
+        _merge_default_imports(imports)
+    for node in _every_node(copy):
+        if node.domain == "ai.onnx":
+            node.domain = ""
+    return copy
+
+
+def canonical_node(node: onnx.NodeProto) -> onnx.NodeProto:
+    """`node`, or a copy of it in domain "" if it names the default domain "ai.onnx"."""
+    if node.domain != "ai.onnx":
+        return node
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.domain = ""
+    return copy
+
+
+def _merge_default_imports(imports) -> None:
+    versions = {o.domain: o.version for o in imports if o.domain in DEFAULT_DOMAINS}
+    if len(set(versions.values())) > 1:
+        raise NodeVersionError(
+            f"the default ONNX domain is imported twice with different versions, as '' (opset "
+            f"{versions['']}) and 'ai.onnx' (opset {versions['ai.onnx']}); import it once")
+    others = [o for o in imports if o.domain not in DEFAULT_DOMAINS]
+    del imports[:]
+    if versions:
+        imports.add(domain="", version=next(iter(versions.values())))
+    imports.extend(others)
+
+
+def _every_node(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    yield from _nodes(model.graph.node)
+    for function in model.functions:
+        yield from _nodes(function.node)
+
+
+def _nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
+    """`nodes` and the nodes of their subgraphs (If, Loop, Scan bodies), depth first."""
+    for node in nodes:
+        yield node
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(attribute.g.node)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for graph in attribute.graphs:
+                    yield from _nodes(graph.node)

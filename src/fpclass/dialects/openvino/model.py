@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...operators.outputs import empty_mask
-
 from .errors import InputError
 from .shapes import PartialShape
 from .types import ElementType
@@ -120,9 +118,12 @@ class Model:
             if node.kind.evaluate is None or node.layer.id not in self._needed:
                 continue
             x = values[node.source]
-            out = empty_mask(x.shape)  # recycled memory for large masks: no page faults
-            node.kind.evaluate(x, out, node.options)
-            values[(node.layer.id, *node.layer.outputs)] = out
+            # OpenVINO's output tensors are dense C-order. For C-order x, no out=: fpclass then
+            # answers a large mask from recycled memory (a fresh 64 MiB one would spend a third
+            # of the call in page faults, measured); other layouts get a C-order out=.
+            out = None if x.flags.c_contiguous else np.empty(x.shape, bool)
+            y = np.asarray(node.kind.evaluate(x, out, node.options))  # 0-d x: a NumPy scalar
+            values[(node.layer.id, *node.layer.outputs)] = y
         results, handed_out = [], set(values) - self._computed
         for node in self._program.results:
             # every Result owns its array, as OpenVINO's output tensors do

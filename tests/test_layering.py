@@ -1,0 +1,127 @@
+"""The layers of fpclass, read from the import statements of its source files (ast; nothing is
+imported to find them): the core imports nothing above it, the dialects use the core's public
+functions only, and fpclass.dask is made from the one table of public functions."""
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import fpclass
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "fpclass"
+
+#: The core: formats -> kernels -> operators.
+CORE = ("fpclass.formats", "fpclass.kernels", "fpclass.operators")
+#: What the core must never import: the layers built on it.
+ABOVE_THE_CORE = ("fpclass.dask", "fpclass.adapters", "fpclass.facade", "fpclass.dialects",
+                  "fpclass.scan")
+#: Modules of fpclass the dialects may import besides their own package and the public API.
+DIALECT_INFRASTRUCTURE = {
+    "fpclass._optional": "require(): the ImportError that names the extra (fpclass[onnx])",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_package(name: str) -> bool:
+    return (SRC / name.replace(".", "/") / "__init__.py").exists()
+
+
+def sources(*packages):
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        if name.startswith(tuple(p + "." for p in packages)) or name in packages:
+            yield name, path
+
+
+def imports(name: str, path: Path):
+    """(line, imported module, imported name or None) for every import in the file, anywhere in
+    it (function-level imports too), relative ones resolved. `from pkg import sub` of a
+    submodule yields the submodule."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")
+                base = base[:len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                if is_package(sub) or (SRC / (sub.replace(".", "/") + ".py")).exists():
+                    yield node.lineno, sub, None
+                else:
+                    yield node.lineno, module, alias.name
+
+
+def within(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_the_source_tree_is_where_the_test_looks():
+    assert Path(fpclass.__file__).resolve().parent == PACKAGE
+    assert len(list(sources(*CORE))) > 10 and len(list(sources("fpclass.dialects"))) > 20
+
+
+@pytest.mark.parametrize("core", CORE)
+def test_the_core_imports_nothing_above_it(core):
+    upward = [f"{path.relative_to(SRC)}:{line} imports {module}"
+              for name, path in sources(core) for line, module, _ in imports(name, path)
+              if within(module, ABOVE_THE_CORE) or module == "fpclass"]
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize("dialect", ["onnx", "openvino", "directml"])
+def test_dialects_use_public_core_functions_only(dialect):
+    own = f"fpclass.dialects.{dialect}"
+    public = set(fpclass.__all__)
+    bad = []
+    for name, path in sources(own):
+        where = path.relative_to(SRC)
+        for line, module, imported in imports(name, path):
+            if not within(module, ("fpclass",)) or within(module, (own,)):
+                continue
+            if module in DIALECT_INFRASTRUCTURE:
+                continue
+            if module == "fpclass" and (imported is None or imported in public):
+                continue
+            if module == "fpclass.formats" and imported is not None and not imported.startswith("_"):
+                continue
+            bad.append(f"{where}:{line} imports {module}" + (f".{imported}" if imported else ""))
+        # `import fpclass` then fpclass.<private or internal module>: the same reach, spelled later
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "fpclass" and node.attr not in public:
+                bad.append(f"{where}:{node.lineno} uses fpclass.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def test_dask_entry_points_are_made_from_the_public_table():
+    import fpclass.dask as fd
+    from fpclass import facade
+    # no function of the table is written out in fpclass.dask: each is made from the table
+    tree = ast.parse((PACKAGE / "dask" / "__init__.py").read_text(encoding="utf-8"))
+    written = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert not written & set(facade.KIND), written & set(facade.KIND)
+    for name in facade.KIND:
+        entry, numpy = getattr(fd, name), getattr(fpclass, name)
+        assert entry.__name__ == name and entry.__module__ == "fpclass.dask"
+        numpy_params = list(inspect.signature(numpy).parameters.values())
+        dask_params = list(inspect.signature(entry).parameters.values())
+        extra = [] if name in facade.ELEMENTWISE else ["split_every"]
+        assert dask_params[:len(numpy_params)] == numpy_params
+        assert [p.name for p in dask_params[len(numpy_params):]] == extra
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in dask_params[len(numpy_params):])
+        assert f"fpclass.{name}" in entry.__doc__ and ("split_every" in entry.__doc__) == bool(extra)
+    assert set(fd.__all__) == {"dispatch", "is_dask_collection", "scan", *facade.KIND}
