@@ -13,8 +13,11 @@ import fpclass
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "fpclass"
 
-#: The core: formats -> kernels -> operators.
-CORE = ("fpclass.formats", "fpclass.kernels", "fpclass.operators")
+#: The core: formats -> kernels -> operators, with the plain-NumPy twin and the ClassCounts type
+#: beside them.
+CORE = ("fpclass.formats", "fpclass.kernels", "fpclass.operators", "fpclass.twin", "fpclass.counts")
+#: The core's own order: each may import only those before it.
+CORE_ORDER = ("fpclass.formats", "fpclass.kernels", "fpclass.operators")
 #: What the core must never import: the layers built on it.
 ABOVE_THE_CORE = ("fpclass.dask", "fpclass.adapters", "fpclass.facade", "fpclass.dialects",
                   "fpclass.scan")
@@ -79,6 +82,15 @@ def test_the_core_imports_nothing_above_it(core):
     upward = [f"{path.relative_to(SRC)}:{line} imports {module}"
               for name, path in sources(core) for line, module, _ in imports(name, path)
               if within(module, ABOVE_THE_CORE) or module == "fpclass"]
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize("layer", CORE_ORDER)
+def test_each_core_layer_imports_only_those_below_it(layer):
+    later = CORE_ORDER[CORE_ORDER.index(layer) + 1:]
+    upward = [f"{path.relative_to(SRC)}:{line} imports {module}"
+              for name, path in sources(layer) for line, module, _ in imports(name, path)
+              if within(module, later)]
     assert not upward, "\n".join(upward)
 
 
