@@ -75,7 +75,7 @@ def _public(impl):
 def _public_small(impl, fast, answer):
     """`impl` behind the router, with the small-input answer inlined for a plain ndarray and no
     other argument: at ten elements the calls between here and NumPy are most of the cost.
-    `answer(hit)` turns the operator's mask (from `fast`, an elementwise._Fast) into the result;
+    `answer(hit)` turns the operator's mask (from `fast`, an elementwise.SmallPath) into the result;
     the same mask and result the full path gives (tests/test_first_contact.py)."""
     name = impl.__name__
     by_dtype, bits, limit = fast.by_dtype, numpy_bits, elementwise.SMALL_ELEMENTS
@@ -115,12 +115,12 @@ def _count_not(hit):
 
 
 #: The small-input answers: (the operator whose mask it reads, how the mask becomes the answer).
-_SMALL = {"isnan": (elementwise._FAST_NAN, _same), "isinf": (elementwise._FAST_BOTH_SIGNS, _same),
-          "isfinite": (elementwise._FAST_FINITE, _same),
-          "any_nan": (elementwise._FAST_NAN, lambda hit: hit.any()),
-          "all_finite": (elementwise._FAST_FINITE, lambda hit: hit.all()),
-          "count_nan": (elementwise._FAST_NAN, _count),
-          "count_nonfinite": (elementwise._FAST_FINITE, _count_not)}
+_SMALL = {"isnan": (elementwise.SMALL_NAN, _same), "isinf": (elementwise.SMALL_INF, _same),
+          "isfinite": (elementwise.SMALL_FINITE, _same),
+          "any_nan": (elementwise.SMALL_NAN, lambda hit: hit.any()),
+          "all_finite": (elementwise.SMALL_FINITE, lambda hit: hit.all()),
+          "count_nan": (elementwise.SMALL_NAN, _count),
+          "count_nonfinite": (elementwise.SMALL_FINITE, _count_not)}
 
 
 def _route(name):

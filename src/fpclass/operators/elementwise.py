@@ -12,7 +12,7 @@ from .inputs import as_source, check_flag, check_out
 from .outputs import empty_mask
 
 #: The masks of the formats classified by value (long double): the NumPy twin's.
-_BY_VALUE = {Query.NAN: twin.isnan, Query.NONFINITE: lambda a: ~twin.isfinite(a), Query.INF: twin.isinf,
+BY_VALUE = {Query.NAN: twin.isnan, Query.NONFINITE: lambda a: ~twin.isfinite(a), Query.INF: twin.isinf,
              Query.POSINF: twin.isposinf, Query.NEGINF: twin.isneginf}
 
 
@@ -22,7 +22,7 @@ _BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)
 SMALL_ELEMENTS = _SMALL = 1 << 15
 
 
-class _Fast:
+class SmallPath:
     """One operator's small-array path: its query, whether it negates, and per input dtype the
     word, bit test and lanes (or False where the path does not apply), plus the flat kernel's
     test words once the kernel is used. Keyed by id(dtype): hashing a dtype or an Enum costs more
@@ -76,7 +76,7 @@ _NUMPY_IEEE = {np.dtype(t).type for t in (np.float16, np.float32, np.float64, np
                                           np.complex128)}
 
 
-def _one_call(src, fast: _Fast, test):
+def _one_call(src, fast: SmallPath, test):
     """A one-call answer for small inputs, or None: numpy's own ufunc where the format table says
     the format is IEEE and numpy stores it (numpy implements exactly the table's definition), else
     for formats of at most 16 bits a lookup table of every stored pattern, built from the bit test
@@ -97,12 +97,14 @@ def _one_call(src, fast: _Fast, test):
     return None
 
 
-_FAST_NAN, _FAST_FINITE = _Fast(Query.NAN, False), _Fast(Query.NONFINITE, True)
-_FAST_BOTH_SIGNS = _Fast(Query.INF, False)
-_FAST_INF = {Query.POSINF: _Fast(Query.POSINF, False), Query.NEGINF: _Fast(Query.NEGINF, False)}
+#: The small-array paths of isnan, isfinite and isinf (the public façade inlines them too).
+SMALL_NAN, SMALL_FINITE = SmallPath(Query.NAN, False), SmallPath(Query.NONFINITE, True)
+SMALL_INF = SmallPath(Query.INF, False)
+SMALL_SIGNED_INF = {Query.POSINF: SmallPath(Query.POSINF, False),
+                    Query.NEGINF: SmallPath(Query.NEGINF, False)}
 
 
-def _small(x, fast: _Fast, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np.ndarray,
+def _small(x, fast: SmallPath, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarray=np.ndarray,
            _bits=numpy_bits):
     """The common case of a small, C-contiguous ndarray with no or a plain `out`: the same bit
     test as the general path, minus its planning; up to numpy_bits.SMALL_BYTES evaluated by NumPy
@@ -171,7 +173,7 @@ def _classify(x, query: Query | None, negate: bool, out):
         pass
     elif src.by_value:
         with np.errstate(all="ignore"):
-            target[...] = _BY_VALUE[query](a) ^ negate if query is not None else negate
+            target[...] = BY_VALUE[query](a) ^ negate if query is not None else negate
     elif test is None:  # the format has no such values: answer without reading the data
         target[...] = negate
     else:
@@ -204,7 +206,7 @@ _LAUNCH = _FLAT = None
 def isnan(x, out=None):
     """True where `x` is NaN (any sign, payload or quietness); NaT for datetimes; either part for
     complex. Same shape as `x`; a NumPy bool scalar for scalar input; writes into `out` if given."""
-    if (done := _small(x, _FAST_NAN, out)) is not None:
+    if (done := _small(x, SMALL_NAN, out)) is not None:
         return done
     return _classify(x, Query.NAN, False, out)
 
@@ -213,15 +215,15 @@ def isinf(x, out=None, *, detect_negative=True, detect_positive=True):
     """True where `x` is an infinity of a selected sign (ONNX / OpenVINO IsInf attributes).
     Both flags false gives all False. Complex: either part infinite (both signs only)."""
     both = detect_negative is True and detect_positive is True  # the default, checked cheaply
-    if both and (done := _small(x, _FAST_BOTH_SIGNS, out)) is not None:
+    if both and (done := _small(x, SMALL_INF, out)) is not None:
         return done
-    query = _inf_query(x, "isinf", detect_negative, detect_positive)
-    if query not in (None, Query.INF) and (done := _small(x, _FAST_INF[query], out)) is not None:
+    query = inf_query(x, "isinf", detect_negative, detect_positive)
+    if query not in (None, Query.INF) and (done := _small(x, SMALL_SIGNED_INF[query], out)) is not None:
         return done
     return _classify(x, query, False, out)
 
 
-def _inf_query(x, what, detect_negative, detect_positive) -> Query | None:
+def inf_query(x, what, detect_negative, detect_positive) -> Query | None:
     """The query for the selected signs; complex input with one or no sign is refused, as in
     numpy's isposinf (which part's sign would count?)."""
     neg = check_flag("detect_negative", detect_negative)
@@ -234,7 +236,7 @@ def _inf_query(x, what, detect_negative, detect_positive) -> Query | None:
 
 def isfinite(x, out=None):
     """True where `x` is neither NaN nor ±Inf (complex: both parts finite; NaT is not finite)."""
-    if (done := _small(x, _FAST_FINITE, out)) is not None:
+    if (done := _small(x, SMALL_FINITE, out)) is not None:
         return done
     return _classify(x, Query.NONFINITE, True, out)
 

@@ -12,7 +12,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from .. import twin
 from ..counts import ClassCounts
 from ..formats import Kind, Query
-from .elementwise import _BY_VALUE, _FAST_BOTH_SIGNS, _FAST_FINITE, _FAST_NAN, _inf_query, launcher
+from .elementwise import BY_VALUE, SMALL_INF, SMALL_FINITE, SMALL_NAN, inf_query, launcher
 from .inputs import as_source
 
 
@@ -44,7 +44,7 @@ def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool):
     if a.size == 0 or query is None or (test is None and not src.by_value):
         result = np.zeros(kept, bool if any_mode else np.int64)
     elif src.by_value:
-        hit = _BY_VALUE[query](a)
+        hit = BY_VALUE[query](a)
         result = (hit.any(axis=axes, keepdims=True) if any_mode
                   else np.count_nonzero(hit, axis=axes, keepdims=True).astype(np.int64, copy=False))
     else:
@@ -75,7 +75,7 @@ def _positions(x, query: Query | None, limit):
     if a.size == 0 or query is None or limit == 0:
         flat = np.empty(0, np.int64)
     elif src.by_value:
-        flat = np.flatnonzero(_BY_VALUE[query](a))[:limit]
+        flat = np.flatnonzero(BY_VALUE[query](a))[:limit]
     elif test is None:
         flat = np.empty(0, np.int64)
     else:
@@ -105,7 +105,7 @@ def _locate(x, query, limit):
 def any_nan(x, axis=None, keepdims=False):
     """Same as numpy's isnan(x).any(axis, keepdims=keepdims), in one pass that stops at the first
     NaN. Empty input gives False."""
-    if (hit := _small(_FAST_NAN, x, axis, keepdims)) is not None:
+    if (hit := _small(SMALL_NAN, x, axis, keepdims)) is not None:
         return hit.any()
     return _any(x, Query.NAN, axis, keepdims)
 
@@ -113,21 +113,21 @@ def any_nan(x, axis=None, keepdims=False):
 def any_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as isinf(x, detect_negative=..., detect_positive=...).any(axis), without the mask."""
     if detect_negative is True and detect_positive is True and \
-            (hit := _small(_FAST_BOTH_SIGNS, x, axis, keepdims)) is not None:
+            (hit := _small(SMALL_INF, x, axis, keepdims)) is not None:
         return hit.any()
-    return _any(x, _inf_query(x, "any_inf", detect_negative, detect_positive), axis, keepdims)
+    return _any(x, inf_query(x, "any_inf", detect_negative, detect_positive), axis, keepdims)
 
 
 def any_nonfinite(x, axis=None, keepdims=False):
     """Same as (~isfinite(x)).any(axis): is there a NaN or an Inf? Empty input gives False."""
-    if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
+    if (finite := _small(SMALL_FINITE, x, axis, keepdims)) is not None:
         return ~finite.all()
     return _any(x, Query.NONFINITE, axis, keepdims)
 
 
 def all_finite(x, axis=None, keepdims=False):
     """Same as isfinite(x).all(axis): no NaN and no Inf. Empty input gives True."""
-    if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
+    if (finite := _small(SMALL_FINITE, x, axis, keepdims)) is not None:
         return finite.all()
     return ~_any(x, Query.NONFINITE, axis, keepdims)
 
@@ -136,19 +136,19 @@ def all_finite(x, axis=None, keepdims=False):
 
 def count_nan(x, axis=None, keepdims=False):
     """Same as count_nonzero(isnan(x), axis): int64 counts. Empty input gives 0."""
-    if (hit := _small(_FAST_NAN, x, axis, keepdims)) is not None:
+    if (hit := _small(SMALL_NAN, x, axis, keepdims)) is not None:
         return np.int64(np.count_nonzero(hit))
     return _count(x, Query.NAN, axis, keepdims)
 
 
 def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as count_nonzero(isinf(x, ...), axis), for the selected signs."""
-    return _count(x, _inf_query(x, "count_inf", detect_negative, detect_positive), axis, keepdims)
+    return _count(x, inf_query(x, "count_inf", detect_negative, detect_positive), axis, keepdims)
 
 
 def count_nonfinite(x, axis=None, keepdims=False):
     """Same as count_nonzero(~isfinite(x), axis)."""
-    if (finite := _small(_FAST_FINITE, x, axis, keepdims)) is not None:
+    if (finite := _small(SMALL_FINITE, x, axis, keepdims)) is not None:
         return np.int64(finite.size - np.count_nonzero(finite))
     return _count(x, Query.NONFINITE, axis, keepdims)
 
@@ -184,19 +184,19 @@ def class_counts(x) -> ClassCounts:
 
 def first_nan(x):
     """The N-d index (a tuple) of the first NaN in C order, or None. Stops at the first hit."""
-    if (hit := _small(_FAST_NAN, x, None, False)) is not None:
+    if (hit := _small(SMALL_NAN, x, None, False)) is not None:
         return _first_of(hit, True)
     return _first(x, Query.NAN)
 
 
 def first_inf(x, *, detect_negative=True, detect_positive=True):
     """The N-d index of the first infinity of a selected sign in C order, or None."""
-    return _first(x, _inf_query(x, "first_inf", detect_negative, detect_positive))
+    return _first(x, inf_query(x, "first_inf", detect_negative, detect_positive))
 
 
 def first_nonfinite(x):
     """The N-d index of the first NaN or Inf in C order, or None."""
-    if (finite := _small(_FAST_FINITE, x, None, False)) is not None:
+    if (finite := _small(SMALL_FINITE, x, None, False)) is not None:
         return _first_of(finite, False)
     return _first(x, Query.NONFINITE)
 
@@ -209,7 +209,7 @@ def locate_nan(x, limit=None):
 
 def locate_inf(x, limit=None, *, detect_negative=True, detect_positive=True):
     """Indices of the selected infinities in C order, (k, ndim), at most `limit`."""
-    return _locate(x, _inf_query(x, "locate_inf", detect_negative, detect_positive), limit)
+    return _locate(x, inf_query(x, "locate_inf", detect_negative, detect_positive), limit)
 
 
 def locate_nonfinite(x, limit=None):
