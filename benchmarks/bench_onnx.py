@@ -5,9 +5,12 @@
 
 Prints best-of-N wall times and ratios (x = the peer's time / fpclass's time; above 1 fpclass is
 faster). Targets: >= 1.0x onnxruntime; >= 10x onnx.reference on float16, bfloat16 and float8.
-onnxruntime is timed on OrtValues made before the clock starts (bfloat16 / float8 have to go that
-way); its output is left inside onnxruntime, so its number excludes the copy out that fpclass
-includes.
+The three run in turn, the same number of times (common.alternated). Each answers into an array
+that is already in memory or comes from the caller: onnxruntime through an IOBinding (input and
+output OrtValues over NumPy arrays made before the clock starts; it writes the answer into the
+preallocated output), fpclass into its recycled mask memory (no page faults), onnx.reference into
+whatever NumPy allocates (it has no other path). Before timing, both onnxruntime's and
+onnx.reference's answers are compared with fpclass's.
 """
 
 from __future__ import annotations
@@ -16,12 +19,11 @@ import argparse
 
 import ml_dtypes
 import numpy as np
-import onnxruntime as ort
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import fpclass.onnx
-from common import best_time
+from common import alternated, ort_bound_run, ort_session
 
 DTYPES = {
     "float16": (np.dtype(np.float16), TensorProto.FLOAT16),
@@ -58,12 +60,11 @@ def parse_size(text: str) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="64Mi", help="elements per tensor (e.g. 64Mi, 1M, 1000)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs of fpclass and onnxruntime")
-    parser.add_argument("--reference-repeat", type=int, default=3, help="timed runs of onnx.reference")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of each side, in turn")
     args = parser.parse_args(argv)
     n = parse_size(args.size)
-    print(f"{n:,} elements, one-node opset-20 model, best of {args.repeat} "
-          f"(onnx.reference: {args.reference_repeat})")
+    print(f"{n:,} elements, one-node opset-20 model, best of {args.repeat} each, alternated; "
+          f"onnxruntime writes into a preallocated output (IOBinding)")
     header = f"{'dtype':<14}{'op':<7}{'fpclass ms':>11}{'ort ms':>9}{'ref ms':>10}{'vs ort':>9}{'vs ref':>9}"
     print(header)
     print("-" * len(header))
@@ -73,21 +74,17 @@ def main(argv=None) -> int:
             m = model(op, element_type)
             rep = fpclass.onnx.Backend.prepare(m)
             ours = rep.run([x])[0]
-            options = ort.SessionOptions()
-            # onnxruntime's idle workers otherwise spin for a while after each run and steal
-            # the cores from whatever is timed next (measured: fpclass 2x slower right after).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(m.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
-            value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x.view(f"u{dtype.itemsize}"), element_type)
-            theirs = session.run_with_ort_values(["y"], {"x": value})[0].numpy()
+            theirs = np.empty(n, bool)
+            ort_run = ort_bound_run(ort_session(m), x, element_type, theirs)
+            ort_run()
             if not np.array_equal(ours, theirs):
                 raise SystemExit(f"{op} {name}: fpclass and onnxruntime disagree")
             reference = ReferenceEvaluator(m)
-            t_fp = best_time(lambda: rep.run([x]), args.repeat)
-            t_ort = best_time(lambda: session.run_with_ort_values(["y"], {"x": value}), args.repeat)
             with np.errstate(all="ignore"):
-                t_ref = best_time(lambda: reference.run(None, {"x": x}), args.reference_repeat)
+                if not np.array_equal(ours, reference.run(None, {"x": x})[0]):
+                    raise SystemExit(f"{op} {name}: fpclass and onnx.reference disagree")
+                t_fp, t_ort, t_ref = alternated(lambda: rep.run([x]), ort_run,
+                                                lambda: reference.run(None, {"x": x}), repeat=args.repeat)
             print(f"{name:<14}{op:<7}{t_fp * 1e3:>11.1f}{t_ort * 1e3:>9.1f}{t_ref * 1e3:>10.1f}"
                   f"{t_ort / t_fp:>8.2f}x{t_ref / t_fp:>8.1f}x", flush=True)
     return 0

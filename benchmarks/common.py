@@ -1,7 +1,8 @@
 """Shared benchmark helpers: timing, the machine's own bandwidth baselines, and table printing.
 
 Timings on a shared 2-core machine are noisy, so every number is the best of several runs and
-every result is reported as a ratio against a baseline measured in the same run.
+every result is reported as a ratio against a baseline measured in the same run. fpclass and
+whatever it is compared with are timed by `alternated`: the same repeat count, in turn.
 """
 
 from __future__ import annotations
@@ -24,19 +25,27 @@ def best_time(fn, repeat=5, warmup=1) -> float:
     return best
 
 
-def paired_times(fn, baseline, repeat=7) -> tuple[float, float]:
-    """Best wall times of `fn()` and `baseline()`, run alternately: on a machine whose memory
-    bandwidth drifts with its neighbours' load, a ratio of the two then compares like with like."""
-    fn(), baseline()
-    best_fn = best_base = float("inf")
+def alternated(*fns, repeat=5, warmup=1) -> list[float]:
+    """Best wall time of each of `fns` in seconds, run in turn, one round after another, `repeat`
+    rounds after `warmup`: every side gets the same repeat count and the same stretch of this
+    machine's drifting bandwidth, so a ratio of two of the results compares like with like. The
+    one helper for timing fpclass against a peer or a baseline."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        baseline()
-        t1 = time.perf_counter()
-        fn()
-        t2 = time.perf_counter()
-        best_base, best_fn = min(best_base, t1 - t0), min(best_fn, t2 - t1)
-    return best_fn, best_base
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def paired_times(fn, baseline, repeat=7) -> tuple[float, float]:
+    """Best wall times of `fn()` and `baseline()`, run alternately (`alternated`, baseline first)."""
+    t_base, t_fn = alternated(baseline, fn, repeat=repeat)
+    return t_fn, t_base
 
 
 def read_baseline(nbytes: int):
@@ -134,3 +143,31 @@ def ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None:
         return "—"
     return f"{b / a:.1f}×"
+
+
+def ort_session(model):
+    """An onnxruntime CPU session for the ModelProto `model`. Its idle workers do not spin:
+    spinning after each run steals the cores from whatever is timed next (measured: fpclass 2x
+    slower right after)."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def ort_bound_run(session, x: np.ndarray, onnx_type: int, out: np.ndarray):
+    """A function running the one-input, one-output `session` on `x` (any dtype, passed as its
+    words with the ONNX element type `onnx_type`: bfloat16 and float8 have to go that way) that
+    writes the output into `out` through an IOBinding: onnxruntime's preallocated-output path,
+    nothing allocated or copied per call."""
+    import onnxruntime as ort
+    binding = session.io_binding()
+    values = (ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x.view(f"u{x.dtype.itemsize}"), onnx_type),
+              ort.OrtValue.ortvalue_from_numpy(out))  # they wrap x's and out's memory
+    binding.bind_ortvalue_input(session.get_inputs()[0].name, values[0])
+    binding.bind_ortvalue_output(session.get_outputs()[0].name, values[1])
+
+    def run():
+        session.run_with_iobinding(binding)
+        return values  # kept alive with the binding
+    return run
