@@ -3,6 +3,12 @@
 (+ml_dtypes ufuncs), onnxruntime, torch, bottleneck and the machine's own bandwidth, in one run.
 
     python benchmarks/bench_core.py [--elements 67108864] [--quick]
+
+fpclass and its peers run in turn, the same number of times (common.alternated), each on its
+preallocated-output path where it has one: numpy's out=, onnxruntime's IOBinding, torch's out=
+(the comparison table's torch column: isposinf, isneginf, and isnan as torch.ne(t, t, out=)).
+torch's isinf and isfinite take no out=, so against them fpclass allocates its answer too, from
+the same torch tensor.
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import ml_dtypes
 import numpy as np
@@ -21,8 +26,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 # the comparison table the tests read too: every public function's numpy / torch / bottleneck peer
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
 import fpclass  # noqa: E402
-from common import bandwidth, best_time, paired_times, ratio, read_baseline, table  # noqa: E402
-from comparisons import COMPARISONS, runner  # noqa: E402
+from common import (alternated, bandwidth, best_time, ort_bound_run, ort_session, paired_times, ratio,  # noqa: E402
+                    read_baseline, table)
+from comparisons import COMPARISONS, runner, tensor  # noqa: E402
 
 FORMATS = ["float64", "float32", "float16", "bfloat16", "float8_e5m2", "float8_e4m3", "float8_e3m4",
            "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
@@ -57,10 +63,10 @@ def reads_data(dtype, op) -> bool:
 
 # -- peers ---------------------------------------------------------------------------------------
 
-def ort_runner(dtype, op):
-    """A callable running the op in onnxruntime (opset 20), or None where ORT cannot."""
+def ort_runner(x, op):
+    """A function running the op in onnxruntime (opset 20) on `x`, writing into a preallocated
+    output (IOBinding), or None where ORT cannot."""
     try:
-        import onnxruntime as ort
         from onnx import TensorProto, helper
     except ImportError:
         return None
@@ -68,7 +74,7 @@ def ort_runner(dtype, op):
                  "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
                  "float8_e4m3fn": TensorProto.FLOAT8E4M3FN, "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
                  "float8_e5m2": TensorProto.FLOAT8E5M2, "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ
-                 }.get(dtype.name)
+                 }.get(x.dtype.name)
     if onnx_type is None or op == "isfinite":
         return None
     attrs = {"isposinf": {"detect_negative": 0}, "isneginf": {"detect_positive": 0}}.get(op, {})
@@ -76,21 +82,37 @@ def ort_runner(dtype, op):
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, [None])],
                               [helper.make_tensor_value_info("y", TensorProto.BOOL, [None])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+    out = np.empty(x.shape, bool)
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        run = ort_bound_run(ort_session(model), x, onnx_type, out)
+        run()
     except Exception:
         return None
-
-    def run(x):
-        words = x.view(f"u{x.dtype.itemsize}")
-        value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx_type)
-        return sess.run_with_ort_values(["y"], {"x": value})[0]
-    try:
-        got = run(np.array([0, np.nan], dtype=dtype) if dtype.name != "float8_e4m3fn" else np.zeros(2, dtype))
-        got.numpy()
-    except Exception:
-        return None
+    if not np.array_equal(out, getattr(fpclass, op)(x)):
+        raise SystemExit(f"{op} {x.dtype}: fpclass and onnxruntime disagree")
     return run
+
+
+def torch_pair(x, op):
+    """(fpclass, torch) functions answering the op for the same torch tensor over `x`'s memory:
+    both into one preallocated mask where the table's torch expression takes out=, both
+    allocating where it does not; None where torch cannot."""
+    try:
+        import torch
+        t = tensor(x)
+    except (ImportError, TypeError):
+        return None
+    mask = torch.empty(t.shape, dtype=torch.bool)
+    ours = COMPARISONS[op]["fpclass"]
+    if theirs := runner(op, "torch", x, out=mask):
+        pair = (lambda: ours(t, out=mask)), theirs
+    elif theirs := runner(op, "torch", x):
+        pair = (lambda: ours(t)), theirs
+    else:
+        return None
+    if not torch.equal(theirs(), ours(t)):
+        raise SystemExit(f"{op} {x.dtype}: fpclass and torch disagree")
+    return pair
 
 
 # -- sections ------------------------------------------------------------------------------------
@@ -103,21 +125,24 @@ def operators_section(n, bw, quick):
         out = np.empty(n, bool)
         moved = x.nbytes + n
         for op in OPS:
-            f = getattr(fpclass, op)
-            t_fp = best_time(lambda: f(x, out=out))
-            np_op = runner(op, "numpy", x, out=out)
-            t_np = best_time(np_op, repeat=1 if quick else 3) if np_op else None
-            ort = ort_runner(dt, op)
-            t_ort = best_time(lambda: ort(x), repeat=3) if ort else None
-            tch = runner(op, "torch", x)
-            t_torch = best_time(tch, repeat=3) if tch else None
+            ours = COMPARISONS[op]["fpclass"]
+            sides = {"fpclass": lambda: ours(x, out=out)}
+            if np_op := runner(op, "numpy", x, out=out):
+                sides["numpy"] = np_op
+            if ort := ort_runner(x, op):
+                sides["onnxruntime"] = ort
+            if tch := torch_pair(x, op):
+                sides["fpclass on the torch tensor"], sides["torch"] = tch
+            t = dict(zip(sides, alternated(*sides.values(), repeat=3 if quick else 5)))
+            t_fp = t["fpclass"]
             if reads_data(dt, op):
                 share = (f"{100 * moved / t_fp / bw['copy_numpy']:.0f}%",
                          f"{100 * moved / t_fp / bw['copy']:.0f}%")
             else:
                 share = ("no read", "no read")
             rows.append([name, op, f"{n / t_fp / 1e9:.2f}", f"{moved / t_fp / 1e9:.1f}", *share,
-                         ratio(t_fp, t_np), ratio(t_fp, t_ort), ratio(t_fp, t_torch)])
+                         ratio(t_fp, t.get("numpy")), ratio(t_fp, t.get("onnxruntime")),
+                         ratio(t.get("fpclass on the torch tensor"), t.get("torch"))])
         print(f"  {name} done", file=sys.stderr, flush=True)
     return table(["format", "op", "Gelem/s", "GB/s moved", "% np.copyto bw", "% 2-thread copy bw",
                   "vs numpy", "vs onnxruntime", "vs torch"], rows)
@@ -128,17 +153,16 @@ def call_overhead_section():
     out = np.empty(1024, bool)
     loops = 20000
 
-    def per_call(fn):
-        fn()
-        t0 = time.perf_counter()
-        for _ in range(loops):
-            fn()
-        return (time.perf_counter() - t0) / loops
+    def calls(fn):
+        def run():
+            for _ in range(loops):
+                fn()
+        return run
     rows = []
     for op in ("isnan", "isinf", "isfinite", "isposinf"):
         ours, numpy = COMPARISONS[op]["fpclass"], COMPARISONS[op]["numpy"]
-        t_fp = min(per_call(lambda: ours(x, out=out)) for _ in range(3))
-        t_np = min(per_call(lambda: numpy(x, out=out)) for _ in range(3))
+        t_fp, t_np = (t / loops for t in alternated(calls(lambda: ours(x, out=out)),
+                                                    calls(lambda: numpy(x, out=out)), repeat=3))
         rows.append([op, f"{t_fp * 1e6:.2f}", f"{t_np * 1e6:.2f}", f"{(t_fp - t_np) * 1e6:+.2f}"])
     return table(["1 Ki float32", "fpclass µs/call", "numpy µs/call", "difference µs"], rows)
 
@@ -152,15 +176,16 @@ def queries_section(n, bw, quick):
         read_x = read_baseline(x.nbytes)
         with np.errstate(all="ignore"):
             t_nonfinite, t_read_nonfinite = paired_times(lambda: fpclass.any_nonfinite(x), read_x)
-            t_any = best_time(lambda: fpclass.any_nan(x))
-            t_np_any = best_time(runner("any_nan", "numpy", x), repeat=1 if quick else 3)
-            bn_any = runner("any_nan", "bottleneck", x) if name in ("float64", "float32", "float16") \
-                else None
-            t_bn = best_time(bn_any) if bn_any else None
+            peers = [runner("any_nan", "numpy", x)]
+            if name in ("float64", "float32", "float16") and (bn_any := runner("any_nan", "bottleneck", x)):
+                peers.append(bn_any)
+            t_any, t_np_any, *t_bn = alternated(lambda: fpclass.any_nan(x), *peers, repeat=3 if quick else 5)
+            t_bn = t_bn[0] if t_bn else None
             t_first = best_time(lambda: fpclass.first_nonfinite(x))
             t_hist, t_read_hist = paired_times(lambda: fpclass.class_counts(x), read_x)
             # numpy has no one-liner: the plain-numpy code is fpclass.twin's
-            t_np_hist = best_time(runner("class_counts", "numpy", x), repeat=1)
+            t_hist_np, t_np_hist = alternated(lambda: fpclass.class_counts(x), runner("class_counts", "numpy", x),
+                                              repeat=1 if quick else 3)
             t_early = None
             if fmt.has_nan:
                 early = x.copy()
@@ -169,7 +194,7 @@ def queries_section(n, bw, quick):
         rows.append([name, f"{100 * t_read_nonfinite / t_nonfinite:.0f}%" if fmt.has_nan or fmt.has_inf
                      else "no read", ratio(t_any, t_np_any) if fmt.has_nan else "no read",
                      ratio(t_any, t_bn), "—" if t_early is None else f"{t_early * 1e6:.1f}",
-                     f"{100 * t_read_hist / t_hist:.0f}%", ratio(t_hist, t_np_hist),
+                     f"{100 * t_read_hist / t_hist:.0f}%", ratio(t_hist_np, t_np_hist),
                      f"{t_first / t_nonfinite:.2f}" if fmt.has_nan or fmt.has_inf else "—"])
         print(f"  {name} queries done", file=sys.stderr, flush=True)
     return table(["format", "any_nonfinite % read bw", "any_nan vs numpy isnan().any()",

@@ -5,9 +5,11 @@ COMPARISONS[name][library] is a function taking the input the library takes (see
 the keyword arguments its signature names:
 - "fpclass": the public function; "twin": its plain-NumPy twin (fpclass.twin), the oracle;
 - "numpy": what a NumPy user would write (class_counts has no one-liner: the twin is that code);
-- "torch": the torch expression, on a tensor over the same memory (`prepare`), where torch has one;
+- "torch": the torch expression, on a tensor over the same memory (`prepare`), where torch has one
+  (taking `out=` where torch has a preallocated form: the benchmarks time that one);
 - "bottleneck": bottleneck's function, where it has one (anynan).
-A peer takes only the arguments in its signature (torch and bottleneck: no `out`, default signs).
+A peer takes only the arguments in its signature (torch and bottleneck: default signs; `out` only
+where torch takes it).
 
 It lives beside the tests, not in the package: it names torch and bottleneck, which fpclass does
 not need. The benchmarks put this directory on sys.path, as tests/conftest.py does.
@@ -56,6 +58,20 @@ def _torch(mask):
     }
 
 
+def _torch_isnan(t, out=None):
+    """torch.isnan takes no out=; it is t != t, which does."""
+    import torch
+    return torch.ne(t, t, out=out)
+
+
+def _torch_sign_inf(name):
+    """torch.isposinf / torch.isneginf, with their out=."""
+    def one_sign(t, out=None):
+        import torch
+        return getattr(torch, name)(t, out=out)
+    return one_sign
+
+
 _NUMPY = {"nan": _numpy(np.isnan), "inf": _numpy(np.isinf),
           "nonfinite": _numpy(lambda a: ~np.isfinite(a))}
 _TORCH = {"nan": _torch(lambda t: t.isnan()), "inf": _torch(lambda t: t.isinf()),
@@ -68,11 +84,11 @@ def _entry(name, **peers):
 
 COMPARISONS = {
     # numpy's own functions, not wrapped: the call-overhead benchmark times them as they are
-    "isnan": _entry("isnan", numpy=np.isnan, torch=lambda t: t.isnan()),
+    "isnan": _entry("isnan", numpy=np.isnan, torch=_torch_isnan),
     "isinf": _entry("isinf", numpy=np.isinf, torch=lambda t: t.isinf()),
     "isfinite": _entry("isfinite", numpy=np.isfinite, torch=lambda t: t.isfinite()),
-    "isposinf": _entry("isposinf", numpy=np.isposinf, torch=lambda t: t.isposinf()),
-    "isneginf": _entry("isneginf", numpy=np.isneginf, torch=lambda t: t.isneginf()),
+    "isposinf": _entry("isposinf", numpy=np.isposinf, torch=_torch_sign_inf("isposinf")),
+    "isneginf": _entry("isneginf", numpy=np.isneginf, torch=_torch_sign_inf("isneginf")),
     "any_nan": _entry("any_nan", numpy=_NUMPY["nan"]["any"], torch=_TORCH["nan"]["any"],
                       bottleneck=lambda a, axis=None: _bottleneck().anynan(a, axis=axis)),
     "any_inf": _entry("any_inf", numpy=_NUMPY["inf"]["any"], torch=_TORCH["inf"]["any"]),
