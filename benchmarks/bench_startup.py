@@ -8,7 +8,8 @@ compared with (`python -c "import numpy"`: no NumPy program starts faster on thi
   scan, warm cache    the same with the cache left by an earlier run
   first call          isnan / any_nonfinite / class_counts / first_nan on 100 bfloat16 values,
                       empty cache, measured inside the process after `import fpclass`
-  10-element call     a warm call vs numpy's equivalent (best of many, in process)
+  10-element call     a warm call vs numpy's equivalent (in process, best of 7 x 1000 calls
+                      each, the two alternated)
   large input         isnan / any_nonfinite / class_counts on 64 Mi bfloat16 values, warm cache,
                       as % of the speed before the small-input path (measured in benchmarks/
                       bench_core.py and bench_queries; quoted here from the same run of run_all)
@@ -92,7 +93,7 @@ def first_calls(repeat: int) -> list:
 def small_calls() -> list:
     import numpy as np
     import fpclass
-    from common import best_time
+    from common import alternated
     x = np.linspace(-1, 1, 10)
     x[3] = np.nan
     pairs = [("isnan", lambda: fpclass.isnan(x), lambda: np.isnan(x)),
@@ -104,8 +105,7 @@ def small_calls() -> list:
     for name, ours, theirs in pairs:
         def many(f):
             return lambda: [f() for _ in range(1000)]
-        t_ours = best_time(many(ours), repeat=7) / 1000
-        t_np = best_time(many(theirs), repeat=7) / 1000
+        t_ours, t_np = (t / 1000 for t in alternated(many(ours), many(theirs), repeat=7))
         rows.append((name, t_ours, t_np))
     return rows
 
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
         ok = "" if target is None else ("met" if t <= target else "MISSED")
         rows.append([name, f"{t * 1000:.0f} ms", f"<= {target * 1000:.0f} ms {ok}" if target else ""])
     print(table(["what", "time", "target"], rows))
-    print("\n### A 10-element call, warm (in process, best of 7 x 1000 calls)\n")
+    print("\n### A 10-element call, warm (in process, best of 7 x 1000 calls each, alternated)\n")
     rows = [[name, f"{ours * 1e6:.2f} us", f"{np_t * 1e6:.2f} us", f"{ours / np_t:.2f}x",
              "met" if ours <= 2 * np_t else "MISSED"] for name, ours, np_t in small_calls()]
     print(table(["call", "fpclass", "numpy equivalent", "fpclass / numpy", "<= 2x"], rows))
