@@ -15,13 +15,18 @@ process (9 with the one holding the NaN/-Inf) and hands out read-only views of t
 array far larger than the caches. "file" writes the same chunks to one .npy file first (in --dir;
 it stays in the page cache) and each task memory-maps its chunk of the file, as a worker reading
 a shared filesystem would. For both, nothing is generated while timed: end to end is the ratio.
-Memory: peak RSS growth of this process (threads) or the largest worker's peak RSS, sampled every
-10 ms, next to its RSS before the case ran (cluster). Mapped file pages count in RSS while mapped.
+Timing: the cases run in turn, --repeat rounds, best time of each (the threaded scheduler and one
+2-process cluster alike), so fpclass and dask see the same stretch of the machine's load.
+Memory: peak RSS growth of this process over the rounds (threads), or the largest worker's peak
+RSS in one more untimed run of the case on a cluster of its own, next to its RSS before the case
+ran (cluster: a fresh one per case, so no case inherits another's memory). Sampled every 10 ms.
+Mapped file pages count in RSS while mapped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
@@ -58,6 +63,15 @@ CASES = {
     "dask isnan.sum,isinf.sum": lambda x: (da.isnan(x).sum(), da.isinf(x).sum()),
     "fpclass count_nan,count_inf": lambda x: (fd.count_nan(x), fd.count_inf(x)),
 }
+
+
+def _warm_kernels():
+    """Loads numba and every kernel the cases use, as dask runs them (chunks above the 16 KiB
+    that the small-input path answers without numba), before anything is measured."""
+    x = da.ones(1 << 17, chunks=1 << 15, dtype=np.float32)
+    for name, build in CASES.items():
+        if name.startswith("fpclass"):
+            dask.compute(build(x), scheduler="sync")
 
 
 class PeakRSS:
@@ -100,36 +114,45 @@ def _stop_sampler(dask_worker):
 
 
 def run_threads(x, repeat):
-    rows = {}
-    for name, build in CASES.items():
-        best = float("inf")
-        for _ in range(repeat):
+    best = dict.fromkeys(CASES, float("inf"))
+    growth = dict.fromkeys(CASES, 0)
+    for _ in range(repeat):
+        for name, build in CASES.items():
             with PeakRSS() as mem:
                 t = time.perf_counter()
                 dask.compute(build(x), scheduler="threads")
-                best = min(best, time.perf_counter() - t)
-        rows[name] = (best, mem.growth)
-    return rows
+                best[name] = min(best[name], time.perf_counter() - t)
+            growth[name] = max(growth[name], mem.growth)
+    return {name: (best[name], growth[name]) for name in CASES}
+
+
+@contextlib.contextmanager
+def cluster_client(warm=None):
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None, host="127.0.0.1") as cluster, Client(cluster) as c:
+        c.run(_add_to_path, HERE)  # the workers import dask_sources, never get it by value
+        c.run(_warm_kernels)
+        if warm is not None:
+            c.run(warm)
+        yield c
 
 
 def run_cluster(x, repeat, warm=None):
-    from distributed import Client, LocalCluster
-    rows = {}
-    for name, build in CASES.items():  # a fresh cluster per case: worker peaks are per case
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=None, host="127.0.0.1") as cluster, Client(cluster) as c:
-            c.run(_add_to_path, HERE)  # the workers import dask_sources, never get it by value
-            c.run(lambda: fd.any_nonfinite(da.ones(8, chunks=4)).compute(scheduler="sync"))  # JIT warm
-            if warm is not None:
-                c.run(warm)
-            c.run(_start_sampler)
-            best = float("inf")
-            for _ in range(repeat):
+    best = dict.fromkeys(CASES, float("inf"))
+    with cluster_client(warm):  # timing: every case in turn on one cluster
+        for _ in range(repeat):
+            for name, build in CASES.items():
                 t = time.perf_counter()
                 dask.compute(build(x))
-                best = min(best, time.perf_counter() - t)
+                best[name] = min(best[name], time.perf_counter() - t)
+    rows = {}
+    for name, build in CASES.items():  # memory: a fresh cluster per case, one untimed run
+        with cluster_client(warm) as c:
+            c.run(_start_sampler)
+            dask.compute(build(x))
             peak, base = max(c.run(_stop_sampler).values())
-        rows[name] = (best, peak, base)
+        rows[name] = (best[name], peak, base)
     return rows
 
 
@@ -155,7 +178,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=8.0, help="array size in GiB (default 8)")
     parser.add_argument("--chunk-mib", type=int, default=64, help="chunk size in MiB (default 64)")
-    parser.add_argument("--repeat", type=int, default=2, help="best of N runs (default 2)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of every case, in turn (default 3)")
     parser.add_argument("--skip-cluster", action="store_true")
     parser.add_argument("--source", choices=("generate", "memory", "file"), default="generate")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where --source file writes")
@@ -184,6 +207,7 @@ def run(x, args):
         warm = functools.partial(fill_pool, 0, x.chunks[0][0])
         warm()
     nbytes = x.nbytes
+    _warm_kernels()
     # the answers agree before anything is timed
     assert fd.any_nonfinite(x[: x.chunks[0][0] * 4]).compute()
     cc = fd.class_counts(x[: x.chunks[0][0] * 4]).compute()
