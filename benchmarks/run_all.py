@@ -49,6 +49,11 @@ over both cores, the stricter ceiling. "no read" rows are formats that cannot ho
 the format table answers without touching the data. Ratios "N×" are peer time / fpclass time.
 "% read bw" in the queries table compares with reading the same bytes (a uint64 sum over both
 cores), timed alternately with the query, since this machine's bandwidth drifts from minute to minute.
+fpclass and every peer it is compared with run in turn, the same number of times (best of each), on
+each side's no-copy, preallocated-output path where its API has one: numpy's `out=`, onnxruntime's
+IOBinding, OpenVINO's shared input and output tensors, torch's `out=`; where a peer must allocate
+its answer (torch's isinf / isfinite, onnx.reference), fpclass allocates its answer too. fpclass.onnx
+and fpclass.openvino take no `out=`: their masks come from recycled memory, which faults in no pages.
 """
 
 
