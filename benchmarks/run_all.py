@@ -70,7 +70,8 @@ def _sections(text: str) -> dict[str, str]:
             lines.append(line)
     if name:
         found[name] = "".join(lines)
-    return found
+    # one blank line between sections, however many an earlier write left
+    return {n: text.rstrip("\n") + "\n" for n, text in found.items()}
 
 
 def main() -> int:
