@@ -133,7 +133,7 @@ def tensor(a: np.ndarray):
     name = a.dtype.name
     if name not in _TORCH_DTYPES or not a.dtype.isnative:
         raise TypeError(f"torch has no dtype for {a.dtype}")
-    if a.dtype.kind in "fc":
+    if a.dtype.type.__module__ == "numpy":  # not by kind: ml_dtypes' float8_e5m2 has kind "f"
         return torch.from_numpy(a)
     return torch.from_numpy(a.view(f"u{a.dtype.itemsize}")).view(getattr(torch, name))
 
