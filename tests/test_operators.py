@@ -189,6 +189,22 @@ def test_out_overlapping_the_input():
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("dtype", [ml_dtypes.float8_e5m2, ml_dtypes.bfloat16, np.float16, np.float32],
+                         ids=str)
+def test_small_bool_out_over_the_input(dtype):
+    # small inputs answer in one NumPy call (a ufunc or a lookup table) straight into a bool out=,
+    # here the input's own first bytes
+    x = samples.random_bits(np.dtype(dtype), 2000, seed=3)
+    x[::7] = np.nan
+    x[3::7] = np.inf
+    for op, truth in ((fpclass.isnan, twin.isnan), (fpclass.isfinite, twin.isfinite)):
+        y = x.copy()
+        want = truth(y)
+        out = y.view(bool)[:y.size]
+        assert op(y, out=out) is out
+        np.testing.assert_array_equal(out, want)
+
+
 @pytest.mark.parametrize("out, error, match", [
     (np.zeros(3, np.int32), TypeError, "bool or uint8"),
     (np.zeros(4, bool), ValueError, "shape"),

@@ -77,11 +77,11 @@ _NUMPY_IEEE = {np.dtype(t).type for t in (np.float16, np.float32, np.float64, np
 
 
 def _one_call(src, fast: SmallPath, test):
-    """A one-call answer for small inputs, or None: numpy's own ufunc where the format table says
-    the format is IEEE and numpy stores it (numpy implements exactly the table's definition), else
-    for formats of at most 16 bits a lookup table of every stored pattern, built from the bit test
-    itself. Either agrees with the kernels on every input (tests/test_operators.py, both
-    launchers)."""
+    """A one-call answer for small inputs, taking out= too, or None: numpy's own ufunc where the
+    format table says the format is IEEE and numpy stores it (numpy implements exactly the table's
+    definition), else for formats of at most 16 bits a lookup table of every stored pattern, built
+    from the bit test itself. Either agrees with the kernels on every input
+    (tests/test_operators.py, both launchers)."""
     ufunc = _IEEE_UFUNCS.get((fast.query, fast.negate))
     word_format = src.word_format
     if (ufunc is not None and src.array.dtype.type in _NUMPY_IEEE and word_format.inf
@@ -93,7 +93,8 @@ def _one_call(src, fast: SmallPath, test):
         if fast.negate:
             table = ~table
         word = src.word
-        return lambda x: table.take(x.view(word))
+        # take's out= is buffered (mode "raise"): an out over x's own memory is safe
+        return lambda x, out=None: table.take(x.view(word), out=out)
     return None
 
 
@@ -137,6 +138,9 @@ def _small(x, fast: SmallPath, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarra
         result = out
     else:
         return None
+    if tiny and entry[5] is not None and result.dtype is _bool:
+        entry[5](x, out=result)  # the ufunc or the lookup table; both allow out over x
+        return result
     if tiny and not np.may_share_memory(x, result):
         hit = matches(x, word, entry[3], entry[2])
         np.copyto(result, ~hit if fast.negate else hit, casting="unsafe")
