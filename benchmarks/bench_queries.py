@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-axis queries against numpy's equivalents and the machine's read bandwidth (issue 16).
 
-    python benchmarks/bench_queries.py [--rows 4096] [--cols 8192] [--repeat 5]
+    python benchmarks/bench_queries.py [--rows 4096] [--cols 8192] [--repeat 7]
 
 For each format, query and axis: fpclass and numpy's expression timed alternately (best of the
 same number of runs each), and fpclass alternated with a read of the same bytes over all cores.
@@ -83,7 +83,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=4096)
     p.add_argument("--cols", type=int, default=8192)
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=7)
     args = p.parse_args()
     print(f"{args.rows}×{args.cols} arrays; numba threads {fpclass.get_num_threads()}; best of "
           f"{args.repeat}, fpclass alternated with each baseline\n")
