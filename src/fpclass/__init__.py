@@ -13,6 +13,7 @@ from .facade import (
 )
 from .counts import ClassCounts
 from .kernels.threads import get_num_threads, set_num_threads
+from .operators.outputs import release_idle as release_idle_masks
 
 __version__ = "0.1.0"
 
@@ -29,5 +30,5 @@ __all__ = [
     "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "check", "class_counts",
     "count_inf", "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite",
     "formats", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
-    "locate_nonfinite", "get_num_threads", "set_num_threads",
+    "locate_nonfinite", "get_num_threads", "release_idle_masks", "set_num_threads",
 ]
