@@ -1,6 +1,7 @@
 """The thread policy: the user's cap, and one thread inside foreign workers (dask's threads and
 processes schedulers), checked by whether numba's thread pool was ever started."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -21,8 +22,11 @@ def no_cap(monkeypatch):
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
 def test_a_bad_cap_is_refused(bad):
-    with pytest.raises(ValueError, match="integer >= 1"):
+    with pytest.raises(ValueError if isinstance(bad, int) and not isinstance(bad, bool) else TypeError,
+                       match="integer >= 1"):
         fpclass.set_num_threads(bad)
+    fpclass.set_num_threads(np.int64(1))  # any integer type
+    assert fpclass.get_num_threads() == 1
 
 
 def test_a_bad_environment_cap_names_the_variable(monkeypatch):
@@ -31,9 +35,50 @@ def test_a_bad_environment_cap_names_the_variable(monkeypatch):
         fpclass.get_num_threads()
 
 
+def test_a_bad_environment_cap_fails_the_import():
+    env = {**os.environ, threads.ENV: "0"}
+    out = subprocess.run([sys.executable, "-c", "import fpclass"], capture_output=True, text=True,
+                         env=env)
+    assert out.returncode != 0 and threads.ENV in out.stderr and "'0'" in out.stderr
+
+
+def test_numbas_own_count_bounds_a_call_and_is_left_as_it_was():
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here")
+    x = np.zeros(threads.PARALLEL_MIN, np.float32)
+    x[-1] = np.nan
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)                     # the user's own numba setting
+        assert threads.threads_for(x.size) == 1
+        assert fpclass.count_nan(x) == 1 and numba.get_num_threads() == 1
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_the_cap_lowers_numbas_count_for_the_call_only():
+    # four numba threads (more than this machine may have: numba allows it), a cap of two
+    code = textwrap.dedent("""
+        import numba, numpy as np, fpclass
+        from fpclass.kernels import threads
+        fpclass.set_num_threads(2)
+        x = np.zeros(threads.PARALLEL_MIN, np.float16)
+        x[-1] = np.nan
+        print(threads.threads_for(x.size), fpclass.count_nan(x), fpclass.isnan(x).sum(),
+              fpclass.count_nan(x.reshape(1024, -1), axis=1).sum(), numba.get_num_threads())
+    """)
+    env = {**os.environ, "NUMBA_NUM_THREADS": "4"}
+    env.pop(threads.ENV, None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "1", "1", "1", "4"]
+
+
 def test_the_cap_bounds_a_large_call(monkeypatch):
     import numba
-    available = numba.config.NUMBA_NUM_THREADS
+    available = numba.get_num_threads()
     assert threads.threads_for(threads.PARALLEL_MIN) == available
     fpclass.set_num_threads(1)
     assert threads.threads_for(threads.PARALLEL_MIN) == 1

@@ -29,6 +29,6 @@ def __getattr__(name):
 __all__ = [
     "ClassCounts", "all_finite", "any_inf", "any_nan", "any_nonfinite", "check", "class_counts",
     "count_inf", "count_nan", "count_nonfinite", "first_inf", "first_nan", "first_nonfinite",
-    "formats", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "locate_inf", "locate_nan",
-    "locate_nonfinite", "get_num_threads", "release_idle_masks", "set_num_threads",
+    "formats", "get_num_threads", "isfinite", "isinf", "isnan", "isneginf", "isposinf",
+    "locate_inf", "locate_nan", "locate_nonfinite", "release_idle_masks", "set_num_threads",
 ]

@@ -27,7 +27,8 @@ RUN_BYTES = 1 << 16
 def _stream(src, s0, vectors, base, counts, tiny_mask2, tiny_value2):
     """counts[0:6] += the base counts of the 64 * vectors words from src[s0]. Only TINY may be a
     two-clause test, its second clause passed apart: None for one-clause tests, so numba
-    compiles a loop without it (launch.histogram asserts that no other test has two)."""
+    compiles a loop without it (launch_reduce.histogram counts any other two-clause format test
+    by test instead)."""
     nonfinite = tiny = negative = zero = signed_tiny = signed_zero = np.uint64(0)
     m0, v0, m1, v1 = base[NONFINITE, 0], base[NONFINITE, 1], base[TINY, 0], base[TINY, 1]
     m2, v2, m3, v3 = base[NEGATIVE, 0], base[NEGATIVE, 1], base[ZERO, 0], base[ZERO, 1]

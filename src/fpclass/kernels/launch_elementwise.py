@@ -12,7 +12,7 @@ from . import elementwise
 from .constants import flat_test_words, scalars
 from .layout import as_words, plan, source_plan
 from .pieces import fresh_copy, part, pieces
-from .threads import threads_for
+from .threads import parallel, threads_for
 
 U8 = np.dtype(np.uint8)
 #: Elements per parallel task.
@@ -43,6 +43,7 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     m, v, m2, v2 = scalars(test, word)
     common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape)
     if threads > 1:
-        elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK, stream)
+        with parallel(threads):
+            elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK, stream)
     else:
         elementwise.mask_range(*common, 0, p.size, m, v, m2, v2, lanes, negate, stream)

@@ -12,7 +12,7 @@ from . import reductions
 from .constants import scalars
 from .layout import source_plan
 from .pieces import first_flat, fresh_copy, pieces
-from .threads import threads_for
+from .threads import parallel, threads_for
 
 #: Words searched serially before the threads are woken: an early hit answers in microseconds.
 PREFIX = 1 << 16
@@ -44,7 +44,8 @@ def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndar
     if limit == 1:
         threads = threads_for(p.size)
         if threads > 1:
-            return _first_in_rounds(args, (m, v, m2, v2, lanes), p.size, threads)
+            with parallel(threads):
+                return _first_in_rounds(args, (m, v, m2, v2, lanes), p.size, threads)
     found = np.empty(min(limit, p.size), np.int64)
     n = reductions.find_range(*args, 0, p.size, m, v, m2, v2, lanes, found)
     return found[:n]

@@ -19,13 +19,10 @@ from .constants import scalars, table
 from .launch_find import find
 from .layout import as_words, plan, source_plan
 from .pieces import fresh_copy, part, pieces
-from .threads import threads_for
+from .threads import parallel, threads_for
 
 #: Elements per parallel task of a whole-array count.
 BLOCK = 1 << 16
-#: Parts per thread when a per-slice reduction splits an outer kept axis: slices that stop at an
-#: early hit leave their thread idle, and more, smaller parts rebalance that.
-PARTS_PER_THREAD = 4
 #: Split points along a kept innermost axis are multiples of this many elements, so that each
 #: part's rows start on whole vectors.
 ALIGN = 64
@@ -58,20 +55,22 @@ def histogram(a: np.ndarray, word: np.dtype, base: list, special: list) -> np.nd
                   (table(base, word), table(special, word)))
 
 
-def _whole(a, word, lanes, width, serial, parallel, args) -> np.ndarray:
+def _whole(a, word, lanes, width, serial, parallel_kernel, args) -> np.ndarray:
     """`width` counts over all of `a` from a counting kernel pair: serial(flat, offset, strides,
-    shape, start, stop, *args, counts) and parallel(flat, offset, strides, shape, *args, block,
-    rows), rows holding one row of counts per block."""
+    shape, start, stop, *args, counts) and parallel_kernel(flat, offset, strides, shape, *args,
+    block, rows), rows holding one row of counts per block."""
     flat, p = source_plan(a, word, lanes)
     if flat is None:
         total = np.zeros(width, np.int64)
         for ix in pieces(a.shape):
-            total += _whole(fresh_copy(a[ix]), word, lanes, width, serial, parallel, args)
+            total += _whole(fresh_copy(a[ix]), word, lanes, width, serial, parallel_kernel, args)
         return total
     common = (flat, p.offsets[0], p.strides[0], p.shape)
-    if threads_for(p.size) > 1:
+    threads = threads_for(p.size)
+    if threads > 1:
         rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, width), np.int64)
-        parallel(*common, *args, BLOCK, rows)
+        with parallel(threads):
+            parallel_kernel(*common, *args, BLOCK, rows)
         return rows.sum(axis=0)
     counts = np.zeros(width, np.int64)
     serial(*common, 0, p.size, *args, counts)
@@ -122,26 +121,27 @@ def _reduce_into(a, word, lanes, test, cells, any_mode) -> None:
     if split is None:
         slices.reduce_plan(*common)
     else:
-        slices.reduce_parallel(*common, *split)
+        with parallel(threads):
+            slices.reduce_parallel(*common, *split)
 
 
 def _split(shape, cell_strides, threads):
-    """(plan axis, bounds) cutting a per-slice reduction into parts that write disjoint cells: the
-    outermost kept axis long enough to give every thread several parts, else the longest kept
-    axis; None when no kept axis has two indices."""
+    """(plan axis, bounds) cutting a per-slice reduction into parts that write disjoint cells, or
+    None; one part per thread (numba hands each thread its block of a prange up front, so more
+    parts would not rebalance). Candidates are the kept axes: first the outermost with an index
+    for every thread, then the others, longest first. The innermost axis is cut only at multiples
+    of ALIGN elements, so parts never share a cache line of cells; a kept innermost axis of at
+    most ALIGN elements is never cut."""
     kept = [ax for ax in range(shape.size) if cell_strides[ax] != 0 and shape[ax] > 1]
-    if not kept:
-        return None
-    axis = next((ax for ax in kept if shape[ax] >= PARTS_PER_THREAD * threads),
-                max(kept, key=lambda ax: shape[ax]))
-    n = int(shape[axis])
-    if axis == shape.size - 1:  # the rows' own axis: one part per thread, whole vectors each
-        cuts = [min(n, -(-n * t // threads // ALIGN) * ALIGN) for t in range(threads + 1)]
-    else:
-        parts = min(n, PARTS_PER_THREAD * threads)
-        cuts = [n * t // parts for t in range(parts + 1)]
-    bounds = np.unique(np.array(cuts, np.int64))
-    return (axis, bounds) if bounds.size > 2 else None
+    roomy = [ax for ax in kept if shape[ax] >= threads][:1]
+    for axis in roomy + sorted(set(kept) - set(roomy), key=lambda ax: -shape[ax]):
+        n = int(shape[axis])
+        align = ALIGN if axis == shape.size - 1 else 1  # the rows' own axis: whole vectors
+        cuts = [min(n, -(-n * t // threads // align) * align) for t in range(threads + 1)]
+        bounds = np.unique(np.array(cuts, np.int64))
+        if bounds.size > 2:
+            return axis, bounds
+    return None
 
 
 def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, test) -> np.ndarray:
@@ -155,7 +155,8 @@ def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, te
         return counts
     m, v, m2, v2 = scalars(test, word)
     like = _LIKE.setdefault(word, np.empty(0, word))
-    if threads_for(int(lengths.sum())) == 1:
+    threads = threads_for(int(lengths.sum()))
+    if threads == 1:
         buffers.count_at(addresses, lengths, like, m, v, m2, v2, counts)
         return counts
     pieces_of = np.maximum(-(-lengths // BLOCK), 1)
@@ -165,7 +166,8 @@ def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, te
     starts = addresses[owner] + k * BLOCK * word.itemsize
     sizes = np.minimum(lengths[owner] - k * BLOCK, BLOCK)
     found = np.empty(owner.size, np.int64)
-    buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
+    with parallel(threads):
+        buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
     return np.add.reduceat(found, first)
 
 

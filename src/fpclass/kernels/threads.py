@@ -5,17 +5,21 @@ main thread of a process that no pool started. Inside a foreign worker (a dask, 
 or scan thread; a worker *process* of dask's "processes" scheduler, multiprocessing or
 concurrent.futures) the pool already spreads work over the cores, and threads inside each of its
 workers would multiply: N workers x all cores. The user's cap (`set_num_threads`, or the
-environment variable FPCLASS_NUM_THREADS) bounds the rest. Importing this module does not import
-numba.
+environment variable FPCLASS_NUM_THREADS) and numba's own count for the calling thread
+(`numba.set_num_threads`, NUMBA_NUM_THREADS) bound the rest; a call lowers numba's count for its
+duration only (`parallel`). Importing this module does not import numba.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
+import operator
 import os
+import sys
 import threading
 
-#: The environment variable that caps the threads of one call (read once, at first use).
+#: The environment variable that caps the threads of one call: checked when fpclass is imported
+#: and read again at every call that could use threads, so a change takes effect at once.
 ENV = "FPCLASS_NUM_THREADS"
 #: Below this many elements one thread is faster than waking numba's pool (measured: see
 #: docs/benchmarks.md).
@@ -25,9 +29,15 @@ _cap: int | None = None  # set_num_threads's cap; None: not set
 
 
 def _checked(n, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{what} must be an integer >= 1 (or None: no cap), got {n!r}")
-    return int(n)
+    try:
+        if isinstance(n, bool):
+            raise TypeError
+        count = operator.index(n)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer >= 1 or None (no cap), got {n!r}") from None
+    if count < 1:
+        raise ValueError(f"{what} must be an integer >= 1 or None (no cap), got {n!r}")
+    return count
 
 
 def _env_cap() -> int | None:
@@ -35,42 +45,61 @@ def _env_cap() -> int | None:
     if not text:
         return None
     try:
-        return _checked(int(text), ENV)
+        count = int(text)
     except ValueError:
-        raise ValueError(f"{ENV} must be an integer >= 1, got {text!r}") from None
+        count = 0
+    if count < 1:
+        raise ValueError(f"the environment variable {ENV} must be an integer >= 1, got {text!r}")
+    return count
 
 
 def set_num_threads(n: int | None) -> None:
     """Cap the threads one fpclass call may use at `n` (>= 1), over FPCLASS_NUM_THREADS; None
-    removes the cap. Numba's own count (NUMBA_NUM_THREADS, the cores by default) still bounds it."""
+    removes the cap. Numba's count for the calling thread still bounds it."""
     global _cap
     _cap = None if n is None else _checked(n, "set_num_threads's argument")
 
 
 def get_num_threads() -> int:
-    """The threads a large call from the main thread would use now: the cap, at most numba's
-    thread count (imports numba to read it)."""
+    """The threads a large call from this thread would use if it were the main thread of a main
+    process: the cap, at most numba's count for this thread (imports numba to read it)."""
     import numba
     cap = _cap if _cap is not None else _env_cap()
-    available = numba.config.NUMBA_NUM_THREADS
+    available = numba.get_num_threads()
     return available if cap is None else min(cap, available)
 
 
 def in_foreign_worker() -> bool:
     """Is this call running inside someone else's pool: not on the main thread, or in a process
     that multiprocessing (and so concurrent.futures and dask's process pools) started?"""
-    return (threading.current_thread() is not threading.main_thread()
-            or multiprocessing.parent_process() is not None)
+    if threading.current_thread() is not threading.main_thread():
+        return True
+    # a process that multiprocessing started has imported it: no import needed to ask
+    process = sys.modules.get("multiprocessing")
+    return process is not None and process.parent_process() is not None
 
 
 def threads_for(elements: int) -> int:
     """How many threads a kernel over `elements` elements may use: 1 below PARALLEL_MIN and in a
-    foreign worker, else get_num_threads(). Applies the count to numba's pool when it is > 1, so
-    the caller's parallel kernel uses exactly that many."""
+    foreign worker, else get_num_threads(). Run the kernel inside `parallel(n)`."""
     if elements < PARALLEL_MIN or in_foreign_worker():
         return 1
+    return get_num_threads()
+
+
+@contextlib.contextmanager
+def parallel(n: int):
+    """Numba's thread count for this thread lowered to `n` (from threads_for) for the duration,
+    then restored: the user's own numba setting is never changed by a call."""
     import numba
-    n = get_num_threads()
-    if n > 1 and numba.get_num_threads() != n:  # numba's count is per calling thread
+    before = numba.get_num_threads()
+    if n < before:
         numba.set_num_threads(n)
-    return n
+    try:
+        yield
+    finally:
+        if n < before:
+            numba.set_num_threads(before)
+
+
+_env_cap()  # a bad FPCLASS_NUM_THREADS fails `import fpclass`, not some later large call

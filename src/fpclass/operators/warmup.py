@@ -31,9 +31,11 @@ def compile_kernels() -> float:
         for threshold in (parallel, 0):  # serial kernels, then the threaded ones
             threads.PARALLEL_MIN = threshold
             for name in _DTYPES:
-                # 300 rows: per-column counts of 1-byte words take 2-byte cells
-                for x in (np.zeros((3, 64), getattr(ml_dtypes, name, name)),
-                          np.zeros((300, 64), getattr(ml_dtypes, name, name))):
+                # per-column counts of 300 rows of 1-byte words take 2-byte cells, of 70,000 rows
+                # of 1- or 2-byte words 4-byte cells (wider words: cells as wide as the word)
+                dtype = np.dtype(getattr(ml_dtypes, name, name))
+                shapes = [(3, 64), (300, 64)] + ([(70_000, 128)] if dtype.itemsize <= 2 else [])
+                for x in (np.zeros(shape, dtype) for shape in shapes):
                     ops.isnan(x), ops.isinf(x), ops.isfinite(x), ops.isnan(x.T)
                     q.any_nan(x), q.first_nonfinite(x), q.locate_nan(x, 2)
                     q.count_nan(x), q.count_nonfinite(x, axis=1), q.count_nonfinite(x, axis=0)
