@@ -14,7 +14,7 @@ from numba import njit, prange
 
 from .reductions import count_run
 from .vectors import VECTOR, match_bits
-from .walk import JIT, advance, element_hit, hit, word_at
+from .walk import JIT, element_hit, hit, word_at
 
 #: Vectors `any_run` tests before it looks at whether one had a hit: one branch per 256 words
 #: costs nothing measurable, and a hit is still found within 1 KiB of float32.
@@ -119,40 +119,60 @@ def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
 
 
 @njit(**JIT)
+def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, lanes, any_mode):
+    """reduce_plan over the plan's two innermost axes: `rows` runs of `run` elements, the runs
+    s1 words and d1 cells apart, their elements ss words and ds cells apart. A tight loop: with
+    short runs, walking the plan's index per run would cost more than the run."""
+    if ds != 0:
+        i = 0
+        if d1 == 0 and ds == 1 and ss == 1 and lanes == 1:
+            # rows that add into the same cells go four at a time
+            while i + 4 <= rows:
+                _add_four_rows(src, sp + i * s1, s1, cells, dp, run, m, v, m2, v2, any_mode)
+                i += 4
+        while i < rows:
+            _add_run(src, sp + i * s1, ss, cells, dp + i * d1, ds, run, m, v, m2, v2, lanes, any_mode)
+            i += 1
+    elif any_mode:
+        for i in range(rows):
+            c = dp + i * d1
+            if cells[c] == 0:  # a slice with a hit is never read again
+                cells[c] = any_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
+    elif d1 == 0:  # every row counts into one cell
+        total = 0
+        for i in range(rows):
+            total += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
+        cells[dp] += total
+    else:
+        for i in range(rows):
+            cells[dp + i * d1] += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
+
+
+@njit(**JIT)
 def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode):
     """cells[c] += the matches among the elements of slice c (any_mode: cells[c] = 1 if there is
     one), over the whole plan. `cells` are the output's words, at stride 0 on the reduced axes;
     they must be wide enough for every count (the caller's duty)."""
-    idx = np.zeros(shape.size, np.int64)
     last = shape.size - 1
-    ss = s_str[last]
-    ds = d_str[last]
-    run = shape[last]
-    rows = 1
-    for ax in range(last):
-        rows *= shape[ax]
-    # Consecutive rows that add into the same cells (the axis outside the rows is reduced) go
-    # four at a time where the rows are unit-stride.
-    fours = last > 0 and d_str[last - 1] == 0 and ds == 1 and ss == 1 and lanes == 1
-    row = s_str[last - 1] if last > 0 else 0
-    r = 0
-    while r < rows:
-        sp = word_at(idx, s_str, s_off)
-        dp = word_at(idx, d_str, d_off)
-        if fours and idx[last - 1] + 4 <= shape[last - 1]:
-            _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode)
-            for _ in range(3):
-                advance(idx, shape, run)
-            r += 3
-        elif ds != 0:
-            _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode)
-        elif any_mode:
-            if cells[dp] == 0:  # a slice with a hit is never read again
-                cells[dp] = any_run(src, sp, ss, run, m, v, m2, v2, lanes)
-        else:
-            cells[dp] += count_run(src, sp, ss, run, m, v, m2, v2, lanes)
-        advance(idx, shape, run)
-        r += 1
+    if last == 0:
+        _reduce_rows(src, s_off, 0, s_str[0], cells, d_off, 0, d_str[0], 1, shape[0], m, v, m2, v2,
+                     lanes, any_mode)
+        return
+    blocks = 1
+    for ax in range(last - 1):
+        blocks *= shape[ax]
+    idx = np.zeros(shape.size, np.int64)  # the two innermost stay 0: a block's first element
+    for _ in range(blocks):
+        _reduce_rows(src, word_at(idx, s_str, s_off), s_str[last - 1], s_str[last], cells,
+                     word_at(idx, d_str, d_off), d_str[last - 1], d_str[last], shape[last - 1],
+                     shape[last], m, v, m2, v2, lanes, any_mode)
+        ax = last - 2
+        while ax >= 0:
+            idx[ax] += 1
+            if idx[ax] < shape[ax]:
+                break
+            idx[ax] = 0
+            ax -= 1
 
 
 @njit(parallel=True, **JIT)
