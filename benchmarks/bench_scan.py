@@ -41,6 +41,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import table  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
+from protobuf_writer import field as pb_field  # noqa: E402  (the tests' writer)
 
 TENSOR_BYTES = 64 << 20
 DTYPES = [("BF16", 2), ("F16", 2), ("F32", 4)]
@@ -252,28 +254,13 @@ def npz_benign(path, size):
     return 4
 
 
-def _pb(number, wire, payload) -> bytes:
-    """One protobuf field: varint/LEN payload already encoded (LEN: the bytes)."""
-    def varint(v):
-        out = bytearray()
-        while True:
-            out.append(v & 0x7F | (0x80 if v > 0x7F else 0))
-            v >>= 7
-            if not v:
-                return bytes(out)
-    key = varint(number << 3 | wire)
-    if wire == 2:
-        return key + varint(len(payload)) + payload
-    return key + varint(payload)
-
-
 def _onnx(graph_fields: bytes) -> bytes:
-    opset = _pb(8, 2, _pb(1, 2, b"") + _pb(2, 0, 18))
-    return _pb(1, 0, 8) + _pb(7, 2, graph_fields) + opset
+    opset = pb_field(8, 2, pb_field(1, 2, b"") + pb_field(2, 0, 18))
+    return pb_field(1, 0, 8) + pb_field(7, 2, graph_fields) + opset
 
 
 def _initializer(name: bytes, raw: bytes) -> bytes:
-    return _pb(5, 2, _pb(1, 0, len(raw) // 4) + _pb(2, 0, 1) + _pb(8, 2, name) + _pb(9, 2, raw))
+    return pb_field(5, 2, pb_field(1, 0, len(raw) // 4) + pb_field(2, 0, 1) + pb_field(8, 2, name) + pb_field(9, 2, raw))
 
 
 def onnx_small_initializers(path, n):
@@ -281,16 +268,16 @@ def onnx_small_initializers(path, n):
     one = np.ones(1, np.float32).tobytes()
     body = b"".join(_initializer(b"i%x" % i, one) for i in range(n))
     with open(path, "wb") as f:
-        f.write(_onnx(_pb(2, 2, b"g") + body))
+        f.write(_onnx(pb_field(2, 2, b"g") + body))
     return n
 
 
 def onnx_field_flood(path, n):
     """A graph holding n unknown 3-byte varint fields (protobuf keeps unknown fields; onnx.load
     accepts them) and one initializer."""
-    flood = _pb(100, 0, 1) * n
+    flood = pb_field(100, 0, 1) * n
     with open(path, "wb") as f:
-        f.write(_onnx(_pb(2, 2, b"g") + flood + _initializer(b"w", np.ones(4, np.float32).tobytes())))
+        f.write(_onnx(pb_field(2, 2, b"g") + flood + _initializer(b"w", np.ones(4, np.float32).tobytes())))
     return 1
 
 
@@ -298,7 +285,7 @@ def onnx_benign(path, size):
     n = size // 4 // 4
     body = b"".join(_initializer(b"w%d" % i, np.ones(n, np.float32).tobytes()) for i in range(4))
     with open(path, "wb") as f:
-        f.write(_onnx(_pb(2, 2, b"g") + body))
+        f.write(_onnx(pb_field(2, 2, b"g") + body))
     return 4
 
 

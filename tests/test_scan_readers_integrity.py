@@ -13,6 +13,7 @@ import pytest
 
 from fpclass.scan import ExitCode, engine, scan
 from test_scan_support import gguf_bytes, safetensors_bytes
+from protobuf_writer import field as pb_field
 
 NAN_F32 = np.array([np.nan, np.nan], np.float32).tobytes()
 
@@ -927,21 +928,6 @@ def test_onnx_schema_is_the_installed_onnx_schema():
     assert SCHEMA == expected
 
 
-def _pb(number, wire, payload=b"") -> bytes:
-    """One protobuf field: a LEN payload (bytes), a varint (int) or raw bytes (other wires)."""
-    def varint(v):
-        out = bytearray()
-        while True:
-            out.append(v & 0x7F | (0x80 if v > 0x7F else 0))
-            v >>= 7
-            if not v:
-                return bytes(out)
-    key = varint(number << 3 | wire)
-    if wire == 2:
-        return key + varint(len(payload)) + payload
-    return key + (varint(payload) if wire == 0 else payload)
-
-
 def _onnx_verdicts(path):
     """(None when onnx.load reads the model at `path`, else its error; the scan's report)."""
     onnx = pytest.importorskip("onnx")
@@ -956,50 +942,50 @@ def _onnx_verdicts(path):
 def _nested_types(sequences, shape=False) -> bytes:
     """A TypeProto of `sequences` nested sequence types of a tensor type (with a shape): in a
     graph input, its innermost message is 4 + 2 * sequences (+ 1) levels below the model."""
-    t = _pb(1, 2, _pb(2, 2, b"") if shape else b"")   # tensor_type { shape {} }
+    t = pb_field(1, 2, pb_field(2, 2, b"") if shape else b"")   # tensor_type { shape {} }
     for _ in range(sequences):
-        t = _pb(4, 2, _pb(1, 2, t))                   # sequence_type { elem_type { ... } }
+        t = pb_field(4, 2, pb_field(1, 2, t))                   # sequence_type { elem_type { ... } }
     return t
 
 
-_INIT = _pb(5, 2, _pb(1, 0, 2) + _pb(2, 0, 1) + _pb(8, 2, b"W")
-            + _pb(9, 2, np.array([1, np.nan], np.float32).tobytes()))
+_INIT = pb_field(5, 2, pb_field(1, 0, 2) + pb_field(2, 0, 1) + pb_field(8, 2, b"W")
+            + pb_field(9, 2, np.array([1, np.nan], np.float32).tobytes()))
 
 
 def _model(*graph_fields, top=b"") -> bytes:
     """A ModelProto: opset 18, a graph of `graph_fields` and the NaN initializer W."""
-    return (_pb(1, 0, 8) + _pb(8, 2, _pb(2, 0, 18)) + top
-            + _pb(7, 2, _pb(2, 2, b"g") + b"".join(graph_fields) + _INIT))
+    return (pb_field(1, 0, 8) + pb_field(8, 2, pb_field(2, 0, 18)) + top
+            + pb_field(7, 2, pb_field(2, 2, b"g") + b"".join(graph_fields) + _INIT))
 
 
 ONNX_WIRE_CASES = {   # name: (model bytes, whether onnx.load reads it)
-    "output type truncated": (_model(_pb(12, 2, _pb(1, 2, b"y") + _pb(2, 2, b"\x0a"))), False),
-    "value_info type garbage": (_model(_pb(13, 2, _pb(2, 2, b"\xff"))), False),
-    "opset_import runs past": (_model(top=_pb(8, 2, b"\x0a\x05ab")), False),
-    "metadata_props bad key": (_model(top=_pb(14, 2, b"\x00\x01")), False),
-    "doc string of a node's attribute's graph": (_model(_pb(1, 2, _pb(5, 2, _pb(1, 2, b"a") + _pb(
-        6, 2, _pb(10, 2, b"doc") + _pb(13, 2, b"\x12"))))), False),
-    "node device configuration sharding": (_model(_pb(1, 2, _pb(10, 2, _pb(2, 2, _pb(
+    "output type truncated": (_model(pb_field(12, 2, pb_field(1, 2, b"y") + pb_field(2, 2, b"\x0a"))), False),
+    "value_info type garbage": (_model(pb_field(13, 2, pb_field(2, 2, b"\xff"))), False),
+    "opset_import runs past": (_model(top=pb_field(8, 2, b"\x0a\x05ab")), False),
+    "metadata_props bad key": (_model(top=pb_field(14, 2, b"\x00\x01")), False),
+    "doc string of a node's attribute's graph": (_model(pb_field(1, 2, pb_field(5, 2, pb_field(1, 2, b"a") + pb_field(
+        6, 2, pb_field(10, 2, b"doc") + pb_field(13, 2, b"\x12"))))), False),
+    "node device configuration sharding": (_model(pb_field(1, 2, pb_field(10, 2, pb_field(2, 2, pb_field(
         2, 2, b"\x80"))))), False),
-    "attribute ints packed": (_model(_pb(1, 2, _pb(5, 2, _pb(8, 2, b"\x80")))), False),
-    "attribute floats packed": (_model(_pb(1, 2, _pb(5, 2, _pb(7, 2, b"abc")))), False),
-    "sparse indices": (_model(_pb(15, 2, _pb(2, 2, b"\x0a\x05"))), False),
-    "tensor segment": (_model(_pb(5, 2, _pb(3, 2, b"\x08"))), False),
-    "tensor float_data of 5 bytes": (_model(_pb(5, 2, _pb(4, 2, bytes(5)))), False),
-    "tensor int64_data unterminated": (_model(_pb(5, 2, _pb(7, 2, b"\x01\x80"))), False),
-    "tensor int32_data varint of 11 bytes": (_model(_pb(5, 2, _pb(5, 2, b"\x80" * 10 + b"\x01"))),
+    "attribute ints packed": (_model(pb_field(1, 2, pb_field(5, 2, pb_field(8, 2, b"\x80")))), False),
+    "attribute floats packed": (_model(pb_field(1, 2, pb_field(5, 2, pb_field(7, 2, b"abc")))), False),
+    "sparse indices": (_model(pb_field(15, 2, pb_field(2, 2, b"\x0a\x05"))), False),
+    "tensor segment": (_model(pb_field(5, 2, pb_field(3, 2, b"\x08"))), False),
+    "tensor float_data of 5 bytes": (_model(pb_field(5, 2, pb_field(4, 2, bytes(5)))), False),
+    "tensor int64_data unterminated": (_model(pb_field(5, 2, pb_field(7, 2, b"\x01\x80"))), False),
+    "tensor int32_data varint of 11 bytes": (_model(pb_field(5, 2, pb_field(5, 2, b"\x80" * 10 + b"\x01"))),
                                              False),
     "key of 6 bytes": (_model(bytes([0x80 | 0x50, 0x80, 0x80, 0x80, 0x80, 0, 1])), False),
     "key over 32 bits": (_model(bytes([0xF8, 0xFF, 0xFF, 0xFF, 0x1F, 0])), False),
-    "length of 6 bytes": (_model(_pb(99, 2, b"")[:-1] + b"\x80\x80\x80\x80\x80\x00"), False),
-    "types nested 101 deep": (_model(_pb(11, 2, _pb(2, 2, _nested_types(48, True)))), False),
-    "types nested 100 deep": (_model(_pb(11, 2, _pb(2, 2, _nested_types(48)))), True),
-    "graph as a varint": (_model(top=_pb(7, 0, 5)), True),
-    "ir_version as bytes": (_model(top=_pb(1, 2, b"\xff\xff")), True),
-    "float_data as a varint too": (_model(_pb(5, 2, _pb(1, 0, 1) + _pb(2, 0, 1) + _pb(8, 2, b"F")
-                                             + _pb(4, 0, 3)
-                                             + _pb(4, 2, np.float32(np.inf).tobytes()))), True),
-    "opaque type with an unknown field": (_model(_pb(11, 2, _pb(2, 2, _pb(7, 2, _pb(
+    "length of 6 bytes": (_model(pb_field(99, 2, b"")[:-1] + b"\x80\x80\x80\x80\x80\x00"), False),
+    "types nested 101 deep": (_model(pb_field(11, 2, pb_field(2, 2, _nested_types(48, True)))), False),
+    "types nested 100 deep": (_model(pb_field(11, 2, pb_field(2, 2, _nested_types(48)))), True),
+    "graph as a varint": (_model(top=pb_field(7, 0, 5)), True),
+    "ir_version as bytes": (_model(top=pb_field(1, 2, b"\xff\xff")), True),
+    "float_data as a varint too": (_model(pb_field(5, 2, pb_field(1, 0, 1) + pb_field(2, 0, 1) + pb_field(8, 2, b"F")
+                                             + pb_field(4, 0, 3)
+                                             + pb_field(4, 2, np.float32(np.inf).tobytes()))), True),
+    "opaque type with an unknown field": (_model(pb_field(11, 2, pb_field(2, 2, pb_field(7, 2, pb_field(
         3, 2, b"\xff"))))), True),
 }
 

@@ -52,7 +52,12 @@ def histogram(a, word, base, special) -> np.ndarray:
 def reduce(a, word, lanes, test, axes, any_mode) -> np.ndarray:
     """launch.reduce's per-slice answers along `axes`, shaped like `a` with 1 on the reduced axes:
     int64 counts, or with `any_mode` bool."""
-    hit = matches(a, word, lanes, test)
+    return reduce_mask(matches(a, word, lanes, test), axes, any_mode)
+
+
+def reduce_mask(hit: np.ndarray, axes: tuple, any_mode: bool) -> np.ndarray:
+    """A bool mask reduced along `axes` with kept dimensions: int64 counts, or with `any_mode`
+    bool "one is set"."""
     if any_mode:
         return hit.any(axis=axes, keepdims=True)
     return np.count_nonzero(hit, axis=axes, keepdims=True).astype(np.int64, copy=False)

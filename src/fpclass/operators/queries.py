@@ -12,6 +12,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from .. import twin
 from ..counts import ClassCounts
 from ..formats import Kind, Query
+from ..kernels.numpy_bits import reduce_mask
 from .elementwise import BY_VALUE, SMALL_INF, SMALL_FINITE, SMALL_NAN, inf_query, launcher
 from .inputs import as_source
 
@@ -44,9 +45,7 @@ def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool):
     if a.size == 0 or query is None or (test is None and not src.by_value):
         result = np.zeros(kept, bool if any_mode else np.int64)
     elif src.by_value:
-        hit = BY_VALUE[query](a)
-        result = (hit.any(axis=axes, keepdims=True) if any_mode
-                  else np.count_nonzero(hit, axis=axes, keepdims=True).astype(np.int64, copy=False))
+        result = reduce_mask(BY_VALUE[query](a), axes, any_mode)
     else:
         result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode)
     if keepdims:
