@@ -13,7 +13,7 @@ from .outputs import empty_mask
 
 #: The masks of the formats classified by value (long double): the NumPy twin's.
 BY_VALUE = {Query.NAN: twin.isnan, Query.NONFINITE: lambda a: ~twin.isfinite(a), Query.INF: twin.isinf,
-             Query.POSINF: twin.isposinf, Query.NEGINF: twin.isneginf}
+            Query.POSINF: twin.isposinf, Query.NEGINF: twin.isneginf}
 
 
 _BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)
