@@ -11,7 +11,7 @@ import numpy as np
 
 from . import ReaderError
 from ..dtypes import can_hold_nonfinite, component, np_dtype
-from ..tasks import CHECK, FILE, NOT_APPLICABLE, UNCHECKED, Task
+from ..tasks import CHECK, FILE, INLINE, NOT_APPLICABLE, UNCHECKED, Task
 
 
 def elements(shape) -> int:
@@ -121,3 +121,22 @@ def check_shape(shape, what="shape") -> tuple:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 0:
             raise ValueError(f"{what} must hold non-negative integers, got {list(shape)!r}")
     return tuple(int(d) for d in shape)
+
+
+def values_task(file, name, values, dtype_label: str = "") -> Task:
+    """A task for values a reader holds in memory (a pickled Python float, an attribute, an array
+    a format's own library decoded): checked from a copy of their bytes if floating point (complex
+    as its two parts), not applicable if integer, bool or text, unchecked (with the dtype named)
+    for anything else (objects, records, datetimes). The one way readers report in-memory values; empty input is checked as empty."""
+    a = np.asarray(values)
+    label = dtype_label or a.dtype.name
+    shape = tuple(a.shape)
+    if a.dtype.kind in "biu":
+        return not_applicable(file, name, label, shape)
+    if a.dtype.kind in "SU":
+        return not_applicable(file, name, label, shape, "text, not a floating-point type")
+    if a.dtype.kind not in "fc" or a.dtype.names is not None:
+        return unchecked(file, name, label, shape, f"values of type {a.dtype} cannot be classified")
+    data = np.ascontiguousarray(a).tobytes()
+    return float_task(file, name, label, shape, a.dtype.str, source=file, offset=0,
+                      nbytes=len(data), storage=INLINE, data=data)
