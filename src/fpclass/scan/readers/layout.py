@@ -127,7 +127,8 @@ def values_task(file, name, values, dtype_label: str = "") -> Task:
     """A task for values a reader holds in memory (a pickled Python float, an attribute, an array
     a format's own library decoded): checked from a copy of their bytes if floating point (complex
     as its two parts), not applicable if integer, bool or text, unchecked (with the dtype named)
-    for anything else (objects, records, datetimes). The one way readers report in-memory values; empty input is checked as empty."""
+    for anything else (objects, records, datetimes). The one way readers report in-memory values;
+    empty input is checked as empty."""
     a = np.asarray(values)
     label = dtype_label or a.dtype.name
     shape = tuple(a.shape)
