@@ -137,3 +137,14 @@ def test_dask_entry_points_are_made_from_the_public_table():
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in dask_params[len(numpy_params):])
         assert f"fpclass.{name}" in entry.__doc__ and ("split_every" in entry.__doc__) == bool(extra)
     assert set(fd.__all__) == {"dispatch", "is_dask_collection", "scan", *facade.KIND}
+
+
+@pytest.mark.parametrize("layer", ["fpclass.adapters", "fpclass.dask", "fpclass.catalogue"])
+def test_the_facade_is_imported_by_no_layer_it_routes_to(layer):
+    # the façade imports the adapters (to route to them); they read the catalogue, so the
+    # import graph has no façade <-> adapters cycle
+    upward = [f"{path.relative_to(SRC)}:{line} imports {module}"
+              for name, path in sources(layer) for line, module, imported in imports(name, path)
+              if within(module, ("fpclass.facade",))
+              or (module == "fpclass" and imported in {"facade", *fpclass.__all__})]
+    assert not upward, "\n".join(upward)

@@ -1,62 +1,23 @@
 """The public functions: one table of them, one router in front of them.
 
-`KINDS` is the one list of the public functions. NumPy input (and anything numpy.asarray takes)
+`catalogue.KINDS` is the one list of the public functions (re-exported here). NumPy input (and anything numpy.asarray takes)
 goes straight to the operator or query of the same name; a dask, torch, JAX / DLPack, xarray or
 pandas object goes to its adapter (`fpclass.adapters`, `fpclass.dask`), which answers in the
-caller's container, binding the arguments by the NumPy function's signature (`arguments`). The
-operators never know the adapters exist.
+caller's container, binding the arguments by the NumPy function's signature
+(`catalogue.arguments`). The operators never know the adapters exist, and the adapters never
+import this module (an xarray object's data is routed by `adapters.route`).
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-from typing import Callable
 
 import numpy as np
 
 from .adapters import adapter_for
+from .catalogue import ELEMENTWISE, KIND, KINDS, LOCATING, PER_AXIS, arguments, implementation
 from .kernels import numpy_bits
-from .operators import elementwise, queries
-
-#: Every public function, by kind. The NumPy implementation of each is the function of the same
-#: name in operators.elementwise (element-wise kind) or operators.queries (the others);
-#: fpclass.dask answers each kind with one lazy implementation, the adapters each with one rule.
-KINDS = {
-    "elementwise": ("isnan", "isinf", "isfinite", "isposinf", "isneginf"),
-    # queries with axis / keepdims: their per-axis answers follow the caller's container
-    "per_axis": ("any_nan", "any_inf", "any_nonfinite", "all_finite", "count_nan", "count_inf",
-                 "count_nonfinite"),
-    "histogram": ("class_counts",),
-    "first": ("first_nan", "first_inf", "first_nonfinite"),
-    "locate": ("locate_nan", "locate_inf", "locate_nonfinite"),
-}
-#: name -> kind, in KINDS order.
-KIND = {name: kind for kind, names in KINDS.items() for name in names}
-ELEMENTWISE, PER_AXIS = KINDS["elementwise"], KINDS["per_axis"]
-LOCATING = KINDS["first"] + KINDS["locate"]
-
-
-@functools.cache
-def implementation(name: str) -> Callable:
-    """The NumPy implementation of the public function `name`."""
-    if name not in KIND:
-        raise AttributeError(f"fpclass has no function {name!r}")
-    return getattr(elementwise if name in ELEMENTWISE else queries, name)
-
-
-@functools.cache
-def signature(name: str) -> inspect.Signature:
-    """The signature of the public function `name` (its NumPy implementation's)."""
-    return inspect.signature(implementation(name))
-
-
-def arguments(name: str, x, args, kwargs) -> dict:
-    """The public function's arguments by name, defaults filled in (TypeError as a call would)."""
-    bound = signature(name).bind(x, *args, **kwargs)
-    bound.apply_defaults()
-    return bound.arguments
-
+from .operators import elementwise
 
 def _public(impl):
     """`impl` behind the router: same name, signature and docstring."""
@@ -70,6 +31,10 @@ def _public(impl):
                 return adapter.dispatch(name, x, *args, **kwargs)
         return impl(x, *args, **kwargs)
     return public
+
+
+__all__ = ["KINDS", "KIND", "ELEMENTWISE", "PER_AXIS", "LOCATING", "PUBLIC", "arguments",
+           "implementation", *KIND]
 
 
 def _public_small(impl, fast, answer):

@@ -13,6 +13,8 @@ import importlib
 
 import numpy as np
 
+from ..catalogue import implementation
+
 #: The top-level package a type comes from -> the module that handles it.
 ADAPTERS = {
     "dask": "fpclass.dask", "distributed": "fpclass.dask",
@@ -44,3 +46,12 @@ def adapter_for(x):
             else:
                 return None
     return importlib.import_module(target)
+
+
+def route(name: str, x, *args, **kwargs):
+    """The public function `name` applied to `x`, whatever its container: its adapter's answer,
+    or the NumPy implementation's (what fpclass.`name` does; for adapters holding other arrays)."""
+    adapter = adapter_for(x)
+    if adapter is not None:
+        return adapter.dispatch(name, x, *args, **kwargs)
+    return implementation(name)(x, *args, **kwargs)

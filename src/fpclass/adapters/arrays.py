@@ -7,7 +7,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..facade import ELEMENTWISE, PER_AXIS, arguments, implementation
+from ..catalogue import ELEMENTWISE, PER_AXIS, arguments, implementation
 from ..operators import queries
 
 #: What a negated view (torch's lazy negation) turns each sign-specific question into.

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .. import facade
+from .. import catalogue
 from ..operators.queries import ClassCounts
 
 #: The element-wise question behind each query: (operator, negate).
@@ -62,7 +62,7 @@ def _named(column: _Column, call):
 def _mask(name: str, column: _Column, flags: dict):
     """The element-wise answer for one column: a bool ndarray, or a nullable boolean array with
     <NA> where the column is NA."""
-    values = _named(column, lambda: facade.implementation(name)(column.data, None, **flags))
+    values = _named(column, lambda: catalogue.implementation(name)(column.data, None, **flags))
     if column.missing is None:
         return values
     return pd.arrays.BooleanArray(values, column.missing.copy())
@@ -73,7 +73,7 @@ def _mask(name: str, column: _Column, flags: dict):
 def _hits(name: str, column: _Column, flags: dict) -> np.ndarray:
     """A bool mask of the values query `name` looks for, present values only."""
     op, negate = _HITS[name.rpartition("_")[2]]
-    found = facade.implementation(op)(column.data, None, **flags)
+    found = catalogue.implementation(op)(column.data, None, **flags)
     if negate:
         np.logical_not(found, out=found)
     if column.missing is not None:
@@ -88,7 +88,7 @@ def _has_missing(column: _Column) -> bool:
 def _query(name: str, column: _Column, given: dict):
     """Query `name` of one column over its present values (axis None)."""
     flags = {k: v for k, v in given.items() if k.startswith("detect_")}
-    impl = facade.implementation(name)
+    impl = catalogue.implementation(name)
     if not _has_missing(column):
         return _named(column, lambda: impl(column.data, **given))
     if name == "class_counts":
@@ -113,10 +113,10 @@ def _refuse_keepdims(given: dict) -> None:
 
 
 def _series(name: str, s: pd.Series, args, kwargs):
-    given = facade.arguments(name, s, args, kwargs)
+    given = catalogue.arguments(name, s, args, kwargs)
     del given["x"]
     column = _column(s, s.name)
-    if name in facade.ELEMENTWISE:
+    if name in catalogue.ELEMENTWISE:
         if given.pop("out") is not None:
             raise TypeError("out= is not supported for pandas objects; use the returned Series")
         return pd.Series(_mask(name, column, given), index=s.index, name=s.name, copy=False)
@@ -128,9 +128,9 @@ def _series(name: str, s: pd.Series, args, kwargs):
 
 
 def _frame(name: str, df: pd.DataFrame, args, kwargs):
-    given = facade.arguments(name, df, args, kwargs)
+    given = catalogue.arguments(name, df, args, kwargs)
     del given["x"]
-    if name in facade.ELEMENTWISE:
+    if name in catalogue.ELEMENTWISE:
         if given.pop("out") is not None:
             raise TypeError("out= is not supported for pandas objects; use the returned DataFrame")
         masks = {j: _mask(name, c, given) for j, c in enumerate(_columns(df))}
@@ -139,7 +139,7 @@ def _frame(name: str, df: pd.DataFrame, args, kwargs):
         return out
     _refuse_keepdims(given)
     axis = given.pop("axis", None)
-    if name in facade.PER_AXIS and axis is not None:
+    if name in catalogue.PER_AXIS and axis is not None:
         axes = {a % 2 for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
         if axes == {0}:
             values = [_query(name, c, given) for c in _columns(df)]

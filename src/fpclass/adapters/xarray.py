@@ -8,10 +8,13 @@ by variable: a Dataset for element-wise answers, {variable: answer} for queries.
 
 from __future__ import annotations
 
+import functools
+
 import xarray as xr
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from .. import facade
+from .. import catalogue
+from . import route
 
 
 def dispatch(name: str, x, *args, **kwargs):
@@ -25,13 +28,14 @@ def dispatch(name: str, x, *args, **kwargs):
 
 
 def _public(name):
-    return facade.PUBLIC[name]  # the routed function: x.data may be dask, numpy, a duck array
+    """fpclass.`name` for an xarray object's data, which may be dask, numpy or a duck array."""
+    return functools.partial(route, name)
 
 
 def _data_array(name, da, args, kwargs):
-    given = facade.arguments(name, da, args, kwargs)
+    given = catalogue.arguments(name, da, args, kwargs)
     del given["x"]
-    if name in facade.ELEMENTWISE:
+    if name in catalogue.ELEMENTWISE:
         if given.pop("out") is not None:
             raise TypeError("out= is not supported for xarray objects; use the returned DataArray")
         return xr.apply_ufunc(_public(name), da, kwargs=given, dask="allowed", keep_attrs=False)
@@ -71,6 +75,6 @@ def _dataset(name, ds, args, kwargs):
         except (TypeError, ValueError) as e:
             raise type(e)(f"fpclass.{name}: Dataset variable {key!r} ({variable.dtype}): {e}") \
                 from None
-    if name in facade.ELEMENTWISE:
+    if name in catalogue.ELEMENTWISE:
         return xr.Dataset(answers, coords=ds.coords)
     return answers

@@ -10,7 +10,7 @@
 Importing this package does not import dask; calling an entry point without dask installed raises
 ImportError naming the extra (fpclass[dask]).
 
-The entry points are made from the one table of public functions (`fpclass.facade.KINDS`): each
+The entry points are made from the one table of public functions (`fpclass.catalogue.KINDS`): each
 has the NumPy function's signature and takes its arguments by it; all but the element-wise ones
 add the keyword `split_every`, the fan-in of dask's tree of partial answers (None: dask's
 default; 8 for locate_*). Inside dask's worker threads the kernels run single-threaded (see
@@ -23,7 +23,7 @@ import importlib
 import inspect
 
 from .._optional import require
-from ..facade import KIND, implementation, signature
+from ..catalogue import KIND, implementation, signature
 
 
 def _load(module: str):

@@ -14,7 +14,7 @@ from typing import Callable
 import dask
 import numpy as np
 
-from ..facade import implementation
+from ..catalogue import implementation
 from .inputs import as_dask_array, block_offsets, known_shape, probe
 
 #: A block without a hit reports this position; it is larger than any real one.

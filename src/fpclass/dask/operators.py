@@ -6,7 +6,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
-from ..facade import implementation
+from ..catalogue import implementation
 from .inputs import as_dask_array, probe, refuse_out
 
 

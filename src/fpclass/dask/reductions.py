@@ -14,7 +14,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ..facade import implementation
+from ..catalogue import implementation
 from ..operators.queries import ClassCounts
 from .inputs import as_dask_array, probe
 
