@@ -203,7 +203,7 @@ def _series(name, s, limit):
     kind = getattr(dtype, "kind", "O")
     if kind in "biumMSU" or isinstance(dtype, pd.StringDtype):
         return TensorResult("", name, str(dtype), shape, NOT_APPLICABLE,
-                            reason=f"pandas {dtype} values: not a floating-point type")
+                            reason="not a floating-point type")
     return _unchecked(name, str(dtype), shape, f"pandas {dtype} values are not read by "
                       "fpclass.check: pass s.to_numpy() (float) or a nullable Float64 column")
 
