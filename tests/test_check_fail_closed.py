@@ -196,9 +196,15 @@ def test_objects_it_cannot_look_into_are_unchecked():
     class Config:
         threshold = float("nan")
 
-    report = fpclass.check({"config": Config(), "w": np.ones(2)})
-    config = report.tensors[0]
+    class Broken(dict):
+        def items(self):
+            raise RuntimeError("no items today")
+
+    report = fpclass.check({"config": Config(), "broken": Broken(a=1.0), "w": np.ones(2)})
+    config, broken, w = report.tensors
     assert config.status == "unchecked" and "Config" in config.reason
+    assert broken.status == "unchecked" and "no items today" in broken.reason
+    assert w.status == "checked"
     assert report.exit_code == ExitCode.INCONCLUSIVE
     with pytest.raises(TypeError, match="fpclass.check takes"):
         fpclass.check(3)

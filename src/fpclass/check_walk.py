@@ -92,12 +92,39 @@ def _classify(cls) -> int:
 
 
 def _name(node) -> str:
-    """The dotted name of a path node: (parent node, key), None for the object itself."""
+    """The dotted name of a path node: None for the object itself, the name itself while it is
+    short, (parent node, key) below (so a name 10^5 levels deep costs its length once, not at
+    every level)."""
+    if node is None or node.__class__ is str:
+        return node or ""
     keys = []
-    while node is not None:
+    while node.__class__ is tuple:
         node, key = node
         keys.append(key)
+    if node is not None:
+        keys.append(node)
     return ".".join(reversed(keys))
+
+
+def _child(node, key: str):
+    if node is None:
+        return key
+    if node.__class__ is str and len(node) < _SHORT:
+        return f"{node}.{key}"
+    return (node, key)
+
+
+def _children(node, pairs) -> list:
+    """(child node, value) for the (key, value) `pairs` of a container at `node`."""
+    if node is None:
+        return [(f"{k}", v) for k, v in pairs]
+    if node.__class__ is str and len(node) < _SHORT:
+        return [(f"{node}.{k}", v) for k, v in pairs]
+    return [((node, f"{k}"), v) for k, v in pairs]
+
+
+#: Names up to this long are built as the walk goes down; longer ones only for what is reported.
+_SHORT = 1000
 
 
 def _type_name(x) -> str:
@@ -119,40 +146,55 @@ def items(obj, grads: bool, limit: int):
         obj = list(obj)
     stack = [(None, obj)]
     seen = set()  # ids of the containers walked: each once (the objects are alive in `obj`)
+    kinds = _KINDS
     while stack:
         node, value = stack.pop()
-        kind = _kind(type(value))
+        kind = kinds.get(type(value))
+        if kind is None:
+            kind = _kind(type(value))
         if kind is _ARRAY:
-            yield _name(node), value
+            yield node if node.__class__ is str else _name(node), value
             grad = getattr(value, "grad", None) if grads else None
             if grad is not None:
-                yield _name((node, "grad")), grad
+                yield _name(_child(node, "grad")), grad
             continue
         if kind in _CONTAINERS:
             if id(value) in seen:
                 continue
             seen.add(id(value))
-        if kind is _MAPPING:
-            children = [((node, f"{k}"), v) for k, v in value.items()]
-        elif kind is _SEQUENCE:
-            children = [((node, f"{i}"), v) for i, v in enumerate(value)]
-        elif kind is _MODULE:
+        if kind is _MODULE:
             yield from _module(_name(node), value, grads)
             continue
-        elif kind is _FRAME:
-            children = [((node, f"{value.columns[j]}"), value.iloc[:, j])
-                        for j in range(value.shape[1])]
-        elif kind is _DATASET:
-            children = [((node, f"{k}"), v) for k, v in value.data_vars.items()]
-        elif kind is _ENUM:
-            children = [(node, value.value)]
-        else:
-            if kind is not _SKIP:
-                name = _name(node)
-                leaf = _leaf(kind, name, value, limit)
-                yield name, Done(leaf) if isinstance(leaf, TensorResult) else leaf
+        if kind is _SKIP:
             continue
-        stack.extend(reversed(children))
+        try:
+            children = _expand(kind, node, value, limit)
+        except Exception as e:  # a mapping or an object whose own methods fail: reported
+            name = _name(node)
+            yield name, Done(_unchecked(name, _type_name(value), (),
+                                        f"cannot read it: {type(e).__name__}: {e}"))
+            continue
+        if children.__class__ is list:
+            stack.extend(reversed(children))
+        else:
+            name = _name(node)
+            yield name, Done(children) if isinstance(children, TensorResult) else children
+
+
+def _expand(kind, node, value, limit):
+    """The (node, value) children of a container, or a leaf's result (or array)."""
+    if kind is _MAPPING:
+        return _children(node, value.items())
+    if kind is _SEQUENCE:
+        return _children(node, enumerate(value))
+    if kind is _FRAME:
+        return _children(node, ((value.columns[j], value.iloc[:, j])
+                                for j in range(value.shape[1])))
+    if kind is _DATASET:
+        return _children(node, value.data_vars.items())
+    if kind is _ENUM:
+        return [(node, value.value)]
+    return _leaf(kind, _name(node), value, limit)
 
 
 def _module(prefix: str, module, grads: bool):
