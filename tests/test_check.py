@@ -157,7 +157,9 @@ def test_nested_state_dicts_and_what_cannot_be_read():
              "fp4": torch.zeros(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)}
     report = fpclass.check(state)
     by_name = {t.name: t for t in report.tensors}
-    assert set(by_name) == {"model.w", "optimizer.state.0.exp_avg", "meta", "sparse", "steps", "fp4"}
+    assert set(by_name) == {"model.w", "optimizer.state.0.exp_avg", "optimizer.param_groups.0.lr",
+                            "meta", "sparse", "steps", "fp4"}
+    assert by_name["optimizer.param_groups.0.lr"].status == "checked"  # a Python float: a value
     assert by_name["meta"].status == "unchecked" and ".cpu()" in by_name["meta"].reason
     assert by_name["sparse"].status == "unchecked" and "values()" in by_name["sparse"].reason
     assert by_name["steps"].status == "not_applicable"

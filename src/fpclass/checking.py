@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from . import check_walk
 from .adapters import adapter_for, arrays
 from .facade import count_inf, count_nan, isnan, isposinf, locate_nonfinite
 from .formats import Kind, component_format, format_of
 from .operators.buffers import count_nonfinite_words
 from .scan.dtypes import np_dtype
+from .scan.engine import run_task
+from .scan.readers.layout import values_task
 from .scan.report import CHECKED, Location, ScanReport, TensorResult, parse_fail_on
 from .scan.tasks import NOT_APPLICABLE, UNCHECKED
+
+_Done = check_walk.Done
 
 DEFAULT_MAX_LOCATIONS = 5
 #: What an array's dtype asks for: a count, nothing (integers and bool: not applicable), or a
@@ -31,14 +35,20 @@ _COUNT, _NOT_APPLICABLE, _NOTHING_TO_READ = "count", "not applicable", "nothing 
 
 def check(obj, fail_on="nan,inf", *, grads: bool = False,
           max_locations: int = DEFAULT_MAX_LOCATIONS) -> ScanReport:
-    """Check every array in `obj` for NaN and ±Inf: a torch nn.Module (its parameters and buffers,
-    and with `grads` each parameter's .grad), a mapping of names to arrays (nested mappings and
-    lists are walked, names joined with "."), an iterable of arrays (named "0", "1", ...), or one
-    array (named ""). Arrays: torch tensors, NumPy, JAX / DLPack arrays, anything numpy.asarray
-    takes; values that hold no array (numbers, strings, None) are skipped. Returns the ScanReport
-    fpclass scan gives (counts, first `max_locations` locations, status, exit_code, to_json());
-    `fail_on` as in scan. Arrays that cannot be read in place (off the host, sparse) are
-    unchecked, with the reason."""
+    """Check every array and number in `obj` for NaN and ±Inf: a torch nn.Module (its parameters
+    and buffers, and with `grads` each parameter's .grad), a mapping of names to values, an
+    iterable (named "0", "1", ...), a pandas DataFrame or Series, an xarray Dataset or DataArray,
+    or one array (named "", its .grad with `grads` named "grad"). Mappings, lists, tuples and sets
+    are walked at any depth (names joined with "."), and everything above found inside them:
+    modules, frames (column by column), datasets (variable by variable), Python floats and
+    complex numbers (checked as values). Each container is walked once, under the first name that
+    reaches it (cycles end; the same model twice is reported once); arrays are reported under
+    every name. Integers, bool, text, None are skipped as values, not applicable as arrays.
+    pd.NA is missing, never NaN: counted as `missing` (a fail_on class), not as `nan`.
+    Unchecked, with the reason (exit code 2), never raised: arrays that cannot be read in place
+    (off the host, sparse, lazy dask / dask-backed xarray data, never computed), object arrays,
+    objects of other types. Returns the ScanReport fpclass scan gives (counts, first
+    `max_locations` locations, status, exit_code, to_json()); `fail_on` as in scan."""
     classes = parse_fail_on(fail_on)
     if not isinstance(max_locations, int) or isinstance(max_locations, bool) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
@@ -49,58 +59,11 @@ def check(obj, fail_on="nan,inf", *, grads: bool = False,
     # check (measured: 1.3-2x at 10,000 tiny tensors).
     gc.disable()
     try:
-        tensors = _Checker(max_locations).run(_items(obj, grads))
+        tensors = _Checker(max_locations).run(check_walk.items(obj, grads, max_locations))
     finally:
         if collecting:
             gc.enable()
     return ScanReport(tensors=tensors, fail_on=classes, seconds=time.perf_counter() - start)
-
-
-# -- what to check -------------------------------------------------------------------------------
-
-def _is_array(x, _known={}) -> bool:
-    """Has a shape and a dtype (answered once per type: a model has thousands of tensors)."""
-    cls = type(x)
-    known = _known.get(cls)
-    if known is None:
-        known = _known[cls] = hasattr(x, "shape") and hasattr(x, "dtype")
-    return known
-
-
-def _items(obj, grads: bool) -> list:
-    """(name, array) for every array in `obj`, in order."""
-    if callable(getattr(obj, "named_parameters", None)) \
-            and callable(getattr(obj, "named_buffers", None)):
-        out = []
-        for name, p in obj.named_parameters():
-            out.append((name, p))
-            if grads and p.grad is not None:
-                out.append((name + ".grad", p.grad))
-        out += list(obj.named_buffers())
-        return out
-    if _is_array(obj):
-        return [("", obj)]
-    if isinstance(obj, Mapping):
-        return list(_walk(obj.items(), "", grads))
-    if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes)):
-        return list(_walk(enumerate(obj), "", grads))
-    raise TypeError("fpclass.check takes an nn.Module, a mapping of names to arrays, an iterable "
-                    f"of arrays, or one array; got {type(obj).__module__}.{type(obj).__qualname__}")
-
-
-def _walk(pairs, prefix: str, grads: bool):
-    for key, value in pairs:
-        name = f"{prefix}{key}"
-        if _is_array(value):
-            yield name, value
-            grad = getattr(value, "grad", None) if grads else None
-            if grad is not None:
-                yield name + ".grad", grad
-        elif isinstance(value, Mapping):
-            yield from _walk(value.items(), name + ".", grads)
-        elif isinstance(value, (list, tuple)):
-            yield from _walk(enumerate(value), name + ".", grads)
-        # anything else holds no array (a learning rate, a step count as int, None): skipped
 
 
 # -- checking --------------------------------------------------------------------------------------
@@ -125,7 +88,9 @@ class _Checker:
             from_torch = is_torch.get(cls)
             if from_torch is None:
                 from_torch = is_torch[cls] = cls.__module__.partition(".")[0] == "torch"
-            if not (from_torch and self._torch_fast(name, x)):
+            if cls is _Done:
+                self.results.append(x.result)
+            elif not (from_torch and self._torch_fast(name, x)):
                 self._general(name, x)
         for dtype, slots, addresses, lengths, sources in self.batches.values():
             counts = count_nonfinite_words(dtype, addresses, lengths)
@@ -203,13 +168,19 @@ class _Checker:
         dname = str(getattr(x, "dtype", "")).removeprefix("torch.")
         try:
             view = _view(x)
-        except TypeError as e:
-            self.results.append(TensorResult("", name, dname, shape, UNCHECKED, reason=str(e)))
+        except Exception as e:  # whatever the object's own conversion raises: unchecked
+            reason = str(e) if isinstance(e, TypeError) else \
+                f"cannot read {_type_name(x)} as an array: {type(e).__name__}: {e}"
+            self.results.append(TensorResult("", name, dname, shape, UNCHECKED, reason=reason))
             return
         a = view.array
         if not isinstance(x, np.ndarray) and type(x).__module__.partition(".")[0] != "torch":
             dname = str(a.dtype)
-        what, lanes = self._kind(a.dtype)
+        try:
+            what, lanes = self._kind(a.dtype)
+        except TypeError:  # text, objects, records: not applicable or unchecked, as the scan says
+            self.results.append(run_task(values_task("", name, a, dname), self.limit))
+            return
         if what is not _COUNT:
             self._answer(what, name, dname, shape, a.size)
             return
@@ -259,8 +230,11 @@ def _view(x) -> arrays.View:
     try:
         return arrays.View(np.asarray(x))
     except (TypeError, ValueError) as e:
-        kind = f"{type(x).__module__}.{type(x).__qualname__}"
-        raise TypeError(f"cannot read {kind} as an array: {e}") from None
+        raise TypeError(f"cannot read {_type_name(x)} as an array: {e}") from None
+
+
+def _type_name(x) -> str:
+    return f"{type(x).__module__}.{type(x).__qualname__}"
 
 
 def _parts(a: np.ndarray) -> np.ndarray:

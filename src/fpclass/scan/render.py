@@ -4,8 +4,27 @@ then)."""
 
 from __future__ import annotations
 
+import re
+
 from .._optional import require
 from .report import ScanReport, TensorResult
+from .tasks import NOT_APPLICABLE, UNCHECKED
+
+#: A not-applicable reason that only names the kind of the data (integers, text, bool, times, ...):
+#: not printed, so that ordinary integer tensors do not flood the output. Any other reason (a
+#: pickle naming a foreign global, a packed or scaled variable, a structured type) is printed.
+_KIND_ONLY = re.compile(
+    r"(?:(?:text|strings?|integers?|booleans?|bool|bit fields|time values|"
+    r"enumerated integers)(?: \([^)]*\))?[:,]?\s*)?"
+    r"(?:not a floating-point type)?", re.IGNORECASE)
+
+
+def reason_shown(t: TensorResult) -> bool:
+    """Whether plain output and the table list `t` with its reason: every unchecked tensor, and
+    every not-applicable one whose reason says more than the kind of its data."""
+    if t.status == UNCHECKED:
+        return True
+    return t.status == NOT_APPLICABLE and not _KIND_ONLY.fullmatch(t.reason)
 
 
 def printable(text: str) -> str:
@@ -55,7 +74,7 @@ def summary_line(report: ScanReport) -> str:
             f"{s['not_applicable']} not applicable, {s['unchecked']} unchecked), "
             f"{_size(s['bytes_checked'])} checked in {s['seconds']:.2f} s{rate}; "
             f"{s['nan']} NaN, {s['posinf']} +Inf, {s['neginf']} -Inf"
-            + (f", {s['missing']} missing (NaN blanks)" if s["missing"] else "")
+            + (f", {s['missing']} missing (declared blanks)" if s["missing"] else "")
             + f" in {s['tensors_with_findings']} tensors")
     if s["problems"]:
         text += f"; {s['problems']} file problems"
@@ -69,8 +88,9 @@ def summary_line(report: ScanReport) -> str:
 
 
 def plain_lines(report: ScanReport):
-    """Yield one line per tensor with findings, per unchecked tensor, per problem, per skipped
-    file, then the summary. Names are escaped (`printable`), so each item is one line."""
+    """Yield one line per tensor with findings, per unchecked tensor, per not-applicable tensor
+    whose reason says more than its kind (reason_shown), per problem, per skipped file, then the
+    summary. Names are escaped (`printable`), so each item is one line."""
     def head(t):
         where = f"{printable(t.file)}: " if t.file else ""   # fpclass.check's arrays: no file
         return f"{where}{_name(t)}: {printable(t.dtype)}{_shape(t)}"
@@ -79,8 +99,9 @@ def plain_lines(report: ScanReport):
             missing = f" missing={t.missing}" if t.missing else ""
             yield (f"found: {head(t)}: nan={t.nan} posinf={t.posinf} neginf={t.neginf}{missing} "
                    f"of {t.elements}: at {_locations(t)}")
-        elif t.status == "unchecked":
-            yield f"unchecked: {head(t)}: {printable(t.reason)}"
+        elif reason_shown(t):
+            tag = "unchecked" if t.status == UNCHECKED else "not applicable"
+            yield f"{tag}: {head(t)}: {printable(t.reason)}"
     for p in report.problems:
         yield f"problem: {printable(p.path)}: {printable(p.reason)}"
     for p in report.skipped:
@@ -89,7 +110,8 @@ def plain_lines(report: ScanReport):
 
 
 #: ANSI SGR codes of colored plain lines: the tag of each line, the summary by its verdict.
-_TAG_COLORS = {"found": "31", "unchecked": "33", "problem": "33", "skipped": "2"}
+_TAG_COLORS = {"found": "31", "unchecked": "33", "problem": "33", "skipped": "2",
+               "not applicable": "2"}
 _VERDICT_COLORS = {"clean": "32", "found": "31"}   # inconclusive, interrupted: yellow
 
 
@@ -130,8 +152,9 @@ def _console(stream, color):
 
 
 def rich_table(report: ScanReport, stream, color: bool | None = None) -> None:
-    """Print a table of findings, unchecked tensors and problems, then the summary, with rich,
-    colored as `color` says (see _console)."""
+    """Print a table of findings, unchecked tensors, not-applicable ones whose reason says more
+    than their kind, and problems, then the summary, with rich, colored as `color` says (see
+    _console)."""
     console = _console(stream, color)
     from rich.markup import escape
     from rich.table import Table
@@ -139,7 +162,7 @@ def rich_table(report: ScanReport, stream, color: bool | None = None) -> None:
     def cell(text: str) -> str:
         return escape(printable(text))
 
-    rows = [t for t in report.tensors if t.nonfinite or t.status == "unchecked"]
+    rows = [t for t in report.tensors if t.nonfinite or reason_shown(t)]
     if rows or report.problems or report.skipped:
         table = Table(show_lines=False)
         blanks = any(t.missing for t in rows)
@@ -150,7 +173,9 @@ def rich_table(report: ScanReport, stream, color: bool | None = None) -> None:
         for t in rows:
             bad = bool(t.nonfinite)
             numbers = (t.nan, t.posinf, t.neginf) + ((t.missing,) if blanks else ())
-            table.add_row("[red]found[/]" if bad else "[yellow]unchecked[/]", cell(t.file),
+            tag = "[red]found[/]" if bad else "[yellow]unchecked[/]" if t.status == UNCHECKED \
+                else "[dim]not applicable[/]"
+            table.add_row(tag, cell(t.file),
                           escape(_name(t)), cell(t.dtype), _shape(t), *map(str, numbers),
                           escape(_locations(t)) if bad else cell(t.reason))
         for p in report.problems:
