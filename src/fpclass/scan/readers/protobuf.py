@@ -4,8 +4,9 @@ file offsets of length-delimited values, so large byte fields are located but ne
 It refuses what protobuf's own parser (upb, behind the Python package) refuses: keys over 5
 bytes or 32 bits, field number 0, lengths over 5 bytes, varints over 10 bytes, wire types 6 and 7,
 values that run past their message, and (`check_message`) sub-messages nested over 100 deep or
-malformed anywhere in the tree, packed repeated fields included. Groups (wire types 3 and 4),
-which protobuf still parses as unknown fields, are refused too.
+malformed anywhere in the tree, packed repeated fields included (walked with an explicit stack:
+no recursion per level). Groups (wire types 3 and 4), which protobuf still parses as unknown
+fields, are refused too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ VARINT, I64, LEN, I32 = 0, 1, 2, 5
 #: Kinds of packed repeated scalar fields, for `check_message` schemas (a sub-message is named by
 #: its message name instead).
 PACKED_VARINT, PACKED_FIXED32, PACKED_FIXED64 = "packed varint", "packed fixed32", "packed fixed64"
+_PACKED = (PACKED_VARINT, PACKED_FIXED32, PACKED_FIXED64)
 #: Sub-messages protobuf parses below the top-level message (its default recursion limit).
 MAX_DEPTH = 100
 _MASK64 = (1 << 64) - 1
@@ -98,15 +100,21 @@ def check_message(buf, start: int, end: int, schema: dict, message: str, depth: 
     top-level message is 0), as protobuf parses it: `schema` maps each message name to
     {field number: sub-message name, or the PACKED_* kind of a repeated scalar field}. A field
     of another wire type than its declaration is an unknown field to protobuf, so is not
-    checked further; nor are strings (proto2 does not check their UTF-8)."""
-    if depth > MAX_DEPTH:
-        raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {start}")
-    table = schema[message]
-    for number, wire, _, a, b in fields(buf, start, end):
-        if wire == LEN:
-            kind = table.get(number)
-            if kind is not None:
-                check_field(buf, a, b, schema, kind, depth + 1)
+    checked further; nor are strings (proto2 does not check their UTF-8). The sub-messages wait
+    on an explicit stack, so nesting costs no recursion."""
+    stack = [(start, end, message, depth)]
+    while stack:
+        start, end, message, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {start}")
+        table = schema[message]
+        for number, wire, _, a, b in fields(buf, start, end):
+            if wire == LEN:
+                kind = table.get(number)
+                if kind in _PACKED:
+                    check_field(buf, a, b, schema, kind, depth + 1)
+                elif kind is not None:
+                    stack.append((a, b, kind, depth + 1))
 
 
 def check_field(buf, start: int, end: int, schema: dict, kind: str, depth: int) -> None:

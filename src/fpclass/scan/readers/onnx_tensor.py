@@ -1,0 +1,300 @@
+"""ONNX TensorProtos: where a tensor's data lies (raw_data, a packed typed field, an external data
+file) and whether it holds what its shape needs; and the TensorProto files of ONNX's test data
+(`test_data_set_0/input_0.pb`), one serialized tensor per file.
+
+A tensor may be given in pieces (a singular message field repeated): protobuf merges them as if
+their bytes were one message, so a tensor is read from a list of byte ranges, in order.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+
+from . import ReaderError
+from ..tasks import RAW, VARINT, Task
+from .layout import elements, float_task, marker, not_applicable, packed_task, unchecked
+from .onnx_schema import (FIXED_SIZE, FLOATS, NAMES, OTHERS, SCHEMA, STRING, TENSOR_WIRES,
+                          TYPED, TYPED_WIRE)
+from .protobuf import (LEN, MAX_DEPTH, VARINT as WIRE_VARINT, ProtobufError, check_field,
+                       fields, open_map, packed_varints, varint)
+
+
+class Tensor:
+    """The fields of one TensorProto that say where its data is: value ranges of the file.
+    `typed`: packed runs of each typed field, as (start, end, values); `single`: how many values
+    of each typed field were given one per field (unpacked)."""
+
+    __slots__ = ("dims", "type", "name", "raw", "typed", "single", "external", "location",
+                 "segment")
+
+    def __init__(self):
+        self.dims, self.type, self.name, self.raw = [], 0, "", None
+        self.typed, self.single, self.external = {}, {}, {}
+        self.location, self.segment = 0, False
+
+
+class TensorReader:
+    """Reads the TensorProtos of the file at `path` (mapped as `buf`) into tasks; external data
+    files are looked for beside it."""
+
+    def __init__(self, path, buf):
+        self.path, self.buf = path, buf
+        self.folder = os.path.dirname(path)
+        self.real_folder = os.path.realpath(self.folder or ".")
+        self.external_files: dict = {}
+        self.shapes: dict = {}
+
+    def text(self, a, b) -> str:
+        return self.buf[a:b].decode("utf-8", "replace")
+
+    def read(self, ranges, depth) -> Tensor:
+        """The TensorProto merged from the byte ranges `ranges` (an iterable of (start, end)),
+        at nesting level `depth`; ProtobufError where protobuf would refuse it."""
+        if depth > MAX_DEPTH:
+            raise ProtobufError(f"messages nested over {MAX_DEPTH} deep")
+        t = Tensor()
+        for start, end in ranges:
+            self._read(t, start, end, depth)
+        return t
+
+    def _read(self, t, start, end, depth):
+        buf = self.buf
+        for number, wire, value, a, b in fields(buf, start, end):
+            if number == 1:
+                if wire == WIRE_VARINT:
+                    t.dims.append(_signed(value))
+                elif wire == LEN:
+                    pos = a
+                    while pos < b:
+                        v, pos = varint(buf, pos, b)
+                        t.dims.append(_signed(v))
+            elif number == 2 and wire == WIRE_VARINT:
+                t.type = value
+            elif number == 3 and wire == LEN:
+                t.segment = True
+                check_field(buf, a, b, SCHEMA, "TensorProto.Segment", depth + 1)
+            elif number == 8 and wire == LEN:
+                t.name = self.text(a, b)
+            elif number == 9 and wire == LEN:
+                t.raw = (a, b)
+            elif number in TYPED_WIRE:
+                if wire == LEN and number != 6:   # a packed run of values
+                    size = FIXED_SIZE.get(number)
+                    if size and (b - a) % size:
+                        raise ProtobufError(f"{TYPED[number]} holds {b - a} bytes, not whole "
+                                            f"{size}-byte values")
+                    count = (b - a) // size if size else packed_varints(buf, a, b)
+                    t.typed.setdefault(number, []).append((a, b, count))
+                elif wire == TYPED_WIRE[number]:  # one value (else an unknown field)
+                    t.single[number] = t.single.get(number, 0) + 1
+            elif number == 13 and wire == LEN:
+                if depth + 1 > MAX_DEPTH:
+                    raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {a}")
+                key = val = ""
+                for n2, w2, _, a2, b2 in fields(buf, a, b):
+                    if w2 == LEN and n2 == 1:
+                        key = self.text(a2, b2)
+                    elif w2 == LEN and n2 == 2:
+                        val = self.text(a2, b2)
+                t.external[key] = val
+            elif number == 14 and wire == WIRE_VARINT:
+                t.location = value
+            elif wire == LEN:
+                kind = SCHEMA["TensorProto"].get(number)
+                if kind is not None:
+                    check_field(buf, a, b, SCHEMA, kind, depth + 1)
+
+    def shape(self, t: Tensor):
+        """(the type's name, the shape (None if a dimension is negative), elements)."""
+        label = NAMES.get(t.type, f"data_type {t.type}")
+        if any(d < 0 for d in t.dims):
+            return label, None, 0
+        shape = tuple(t.dims)
+        return label, self.shapes.setdefault(shape, shape), elements(shape)
+
+    def mismatch(self, t: Tensor) -> str:
+        """Why tensor `t` does not hold the data its type and shape need ("" when it does, or
+        when its data is external: that is looked at by `task`)."""
+        label, shape, n = self.shape(t)
+        if shape is None:
+            return f"negative dimension in {t.dims}"
+        if t.type == STRING:
+            strings = t.single.get(6, 0)
+            if strings != n and t.location != 1:
+                return f"string_data holds {strings} strings, shape {list(shape)} needs {n}"
+            return ""
+        if t.type in FLOATS:
+            _, bits, typed_field = FLOATS[t.type]
+        elif t.type in OTHERS:
+            bits, typed_field = OTHERS[t.type]
+        else:
+            return f"unknown ONNX data_type {t.type}"
+        if t.location == 1:
+            return ""
+        if t.raw is not None:
+            need = (n * bits + 7) // 8
+            if t.raw[1] - t.raw[0] != need:
+                return (f"raw_data holds {t.raw[1] - t.raw[0]} bytes, {label} shape "
+                        f"{list(shape)} needs {need}")
+        elif t.typed or t.single:
+            return self._typed_count_mismatch(t, typed_field, bits, n, label, shape)
+        elif n:
+            return "no data for the tensor"
+        return ""
+
+    def task(self, name, t: Tensor) -> Task:
+        """The task for tensor `t`, named `name`."""
+        path = self.path
+        label, shape, n = self.shape(t)
+        if t.segment and shape is not None:
+            return unchecked(path, name, label, shape, "segmented tensors are not supported")
+        why = self.mismatch(t)
+        if why:
+            return unchecked(path, name, label, shape or (), why)
+        if t.type == STRING:
+            return not_applicable(path, name, label, shape)
+        if t.type in FLOATS:
+            element, bits, typed_field = FLOATS[t.type]
+        else:
+            element, (bits, typed_field) = None, OTHERS[t.type]
+        need = (n * bits + 7) // 8
+        source, offset, storage = path, 0, RAW
+        if t.location == 1:
+            found = self._external(t.external, label, shape, need)
+            if isinstance(found, str):
+                return unchecked(path, name, label, shape, found)
+            source, offset = found
+        elif t.raw is not None:
+            offset = t.raw[0]
+        elif (t.typed or t.single) and element is not None and bits >= 8:
+            runs = t.typed.get(typed_field, ())
+            if len(runs) != 1 or t.single:
+                return unchecked(path, name, label, shape, "typed data is not one packed "
+                                 "field (unpacked or split fields are not supported)")
+            offset, end, _ = runs[0]
+            if typed_field == 5:
+                storage, need = VARINT, end - offset
+        if element is None:
+            return not_applicable(path, name, label, shape)
+        if bits < 8:
+            return packed_task(path, name, label, shape, element)
+        return float_task(path, name, label, shape, element, source=source, offset=offset,
+                          nbytes=need, storage=storage)
+
+    def _typed_count_mismatch(self, t, field, bits, n, label, shape) -> str:
+        """Why the typed data of a tensor does not hold its `n` elements ("" when it does)."""
+        wrong = next((f for f in (*t.typed, *t.single) if f != field), None)
+        if wrong is not None:
+            return f"data in {TYPED[wrong]}, which {label} does not use"
+        if t.type in (14, 15):       # complex: real and imaginary part
+            values = 2 * n
+        elif bits in (2, 4):         # packed four or two to an int32_data value
+            values = -(-n // (8 // bits))
+        else:
+            values = n
+        count = sum(c for _, _, c in t.typed.get(field, ())) + t.single.get(field, 0)
+        if count != values:
+            return (f"{TYPED[field]} holds {count} values, {label} shape {list(shape)} needs "
+                    f"{values}")
+        return ""
+
+    def _external(self, ext, label, shape, need):
+        """(file, offset) of a tensor's external data, or the reason it cannot be read."""
+        loc = ext.get("location", "")
+        if not loc:
+            return "external data without a location"
+        if "\0" in loc:
+            return f"external data location {loc!r} holds a NUL byte"
+        if os.path.isabs(loc) or ".." in loc.replace("\\", "/").split("/"):
+            return f"external data location {loc!r} leaves the model's directory"
+        try:   # as onnx reads them: a key given with an empty value is not 0
+            offset = int(ext["offset"]) if "offset" in ext else 0
+            length = int(ext["length"]) if "length" in ext else None
+        except ValueError:
+            return f"external data offset/length not integers: {ext}"
+        if offset < 0 or (length or 0) < 0:
+            return f"external data offset {offset} or length {length} is negative"
+        found = self.external_files.get(loc)
+        if found is None:
+            found = self.external_files[loc] = self._external_file(loc)
+        if isinstance(found, str):
+            return found
+        full, size = found
+        if length is not None and length != need:
+            return f"external data length {length}, {label} shape {list(shape)} needs {need} bytes"
+        if offset + need > size:
+            return (f"external data [{offset}, {offset + need}) lies outside {loc} ({size} bytes; "
+                    "truncated?)")
+        if length is None and offset + need != size:
+            return (f"external data without a length runs from byte {offset} to the end of "
+                    f"{loc}: {size - offset} bytes, {label} shape {list(shape)} needs {need}")
+        return full, offset
+
+    def _external_file(self, loc):
+        """(real path, size) of external data file `loc`, or the reason it cannot be read. As
+        onnx does, the file must resolve (symbolic links followed) inside the model's folder."""
+        real = os.path.realpath(os.path.join(self.folder, loc))
+        if os.path.commonpath([self.real_folder, real]) != self.real_folder:
+            return f"external data location {loc!r} resolves outside the model's directory"
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            return f"external data file {loc}: {e.strerror}"
+        if not stat.S_ISREG(st.st_mode):
+            return f"external data location {loc!r} is not a regular file"
+        return real, st.st_size
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+# ---------------------------------------------------------------------------------------------
+# TensorProto files (.pb): ONNX's backend test data, one tensor per file.
+
+def is_tensor_file(path: str) -> bool:
+    """Whether the file at `path` is an ONNX TensorProto, strictly: only TensorProto fields,
+    each of a wire type protobuf accepts, well-formed, a known data type, and data that fits
+    the shape (or external data). Decides for detect (.pb files) and `plan`."""
+    try:
+        buf = open_map(path)
+    except OSError:
+        return False
+    try:
+        return _strict(TensorReader(path, buf)) is not None
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+
+
+def _strict(reader: TensorReader):
+    """The Tensor in `reader`'s whole file when it is strictly a TensorProto, else None."""
+    buf = reader.buf
+    try:
+        for number, wire, *_ in fields(buf, 0, len(buf)):
+            if wire not in TENSOR_WIRES.get(number, ()):
+                return None
+        t = reader.read([(0, len(buf))], 0)
+    except ProtobufError:
+        return None
+    if t.type not in NAMES or reader.mismatch(t):
+        return None
+    if t.location == 1 and (t.raw is not None or t.typed or t.single or not t.external):
+        return None
+    return t
+
+
+def plan(path: str) -> list:
+    """The task of the one tensor of an ONNX TensorProto file, named by its `name` field."""
+    buf = open_map(path)
+    try:
+        reader = TensorReader(path, buf)
+        t = _strict(reader)
+        if t is None:
+            raise ReaderError("not a valid ONNX TensorProto")
+        return [marker(path, "onnx"), reader.task(t.name, t)]
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
