@@ -100,10 +100,9 @@ class _Walker:
             yield from fields(self.buf, start, end)
 
     def _pieces(self, ranges, number):
-        """The byte ranges of every length-delimited field `number` of the message `ranges`."""
-        for n, wire, _, a, b in self._fields(ranges):
-            if n == number and wire == LEN:
-                yield a, b
+        """The byte ranges of every length-delimited field `number` of the message `ranges`,
+        found anew each time they are iterated."""
+        return _Field(self, ranges, number)
 
     def model(self, ranges, depth, _):
         seen_graph = False
@@ -263,6 +262,21 @@ class _Walker:
             self.unnamed += 1
             name = f"<unnamed tensor {self.unnamed}>"
         self.tasks.append(self.tensors.task(name + suffix, t))
+
+
+class _Field:
+    """The byte ranges of field `number` of a message (`ranges`): an iterable that can be gone
+    over more than once, each time reading the message's fields again."""
+
+    __slots__ = ("walker", "ranges", "number")
+
+    def __init__(self, walker, ranges, number):
+        self.walker, self.ranges, self.number = walker, ranges, number
+
+    def __iter__(self):
+        for n, wire, _, a, b in self.walker._fields(self.ranges):
+            if n == self.number and wire == LEN:
+                yield a, b
 
 
 class _Pieces:
