@@ -27,13 +27,15 @@ from ..tasks import problem
 from .layout import check_count, float_task, marker, values_task
 from .onnx_schema import SCHEMA  # noqa: F401  (the schema is read from here by the tests)
 from .onnx_tensor import TensorReader, is_tensor_file, plan as plan_tensor
-from .protobuf import I32, LEN, MAX_DEPTH, ProtobufError, check_field, fields, open_map
+from .protobuf import (I32, LEN, MAX_DEPTH, RUN32, Budget, ProtobufError, TooManyMessages,
+                       check_field, fields, open_map)
 
 #: Characters of a node or function name kept in the names of its attributes' values (a value's
 #: name repeats it, and a node may have many attributes).
 NAME_CHARS = 200
-#: Most graphs, nodes, attributes and tensors one model may hold: each costs the walk about 2 us,
-#: so a model of at most 64 MB is walked within 10 s (real models hold a few hundred thousand).
+#: Most messages (graphs, nodes, attributes, tensors, types, ...) one model may hold: each costs
+#: the walk 1 to 2 us, so a model of at most 64 MB is walked within 10 s (real models hold a few
+#: hundred thousand; one with millions of tiny messages is refused).
 MAX_MESSAGES = 4_000_000
 
 
@@ -47,6 +49,8 @@ def plan(path: str) -> list:
         tasks = [marker(path, "onnx")]
         _Walker(path, buf, tasks).run()
         return tasks
+    except TooManyMessages as e:
+        raise ReaderError(f"the model holds {e}") from None
     except ProtobufError as e:
         raise ReaderError(f"not a valid ONNX model: {e}") from None
     finally:
@@ -68,13 +72,13 @@ class _Walker:
 
     def __init__(self, path, buf, tasks):
         self.path, self.buf, self.tasks = path, buf, tasks
-        self.tensors = TensorReader(path, buf)
+        self.budget = Budget(MAX_MESSAGES)
+        self.tensors = TensorReader(path, buf, self.budget)
         self.text = self.tensors.text
         self.unnamed = 0
 
     def run(self):
         stack = [self.model(((0, len(self.buf)),), 0, None)]
-        visited = 0
         while stack:
             child = next(stack[-1], None)
             if child is None:
@@ -83,21 +87,20 @@ class _Walker:
             handler, ranges, depth, context = child
             if depth > MAX_DEPTH:
                 raise ProtobufError(f"messages nested over {MAX_DEPTH} deep")
-            visited += 1
-            if visited > MAX_MESSAGES:
-                raise ReaderError(f"the model holds over {MAX_MESSAGES} graphs, nodes, "
-                                  "attributes and tensors, over the limit")
+            self.budget.spend()
             stack.append(handler(ranges, depth, context))
 
     def _check(self, message, number, a, b, depth):
         """ProtobufError unless field `number` of `message`, buf[a:b], is well-formed."""
         kind = SCHEMA[message].get(number)
         if kind is not None:
-            check_field(self.buf, a, b, SCHEMA, kind, depth)
+            self.budget.spend()
+            check_field(self.buf, a, b, SCHEMA, kind, depth, self.budget)
 
     def _fields(self, ranges):
+        """The fields of the message in `ranges`; runs of unpacked floats as one (RUN32)."""
         for start, end in ranges:
-            yield from fields(self.buf, start, end)
+            yield from fields(self.buf, start, end, runs=True)
 
     def _pieces(self, ranges, number):
         """The byte ranges of every length-delimited field `number` of the message `ranges`,
@@ -125,7 +128,7 @@ class _Walker:
             if wire != LEN:
                 continue
             if number in (1, 2):
-                yield self.graph, ((a, b),), depth + 1, prefix
+                yield self.graph, ((a, b),), depth + 1, ""
             else:
                 self._check("TrainingInfoProto", number, a, b, depth + 1)
 
@@ -185,14 +188,16 @@ class _Walker:
         prefix, label = context
         name, f, floats = "", None, _Pieces()
         t = sparse = False
-        for number, wire, _, a, b in self._fields(ranges):
-            if number == 2 and wire == I32:
-                f = a
+        for number, wire, value, a, b in self._fields(ranges):
+            if number == 2 and wire in (I32, RUN32):   # the last one counts
+                f = b - 4
             elif number == 7 and wire in (I32, LEN):
                 if (b - a) % 4:
                     raise ProtobufError(f"packed field of {b - a} bytes at byte {a} is not "
                                         "whole 4-byte values")
                 floats.add(self.buf, a, b)
+            elif number == 7 and wire == RUN32:
+                floats.add_run(self.buf, a, b, value)
             elif wire != LEN:
                 continue
             elif number == 1:
@@ -254,6 +259,8 @@ class _Walker:
         check_count(len(self.tasks))
         try:
             t = self.tensors.read(ranges, depth)
+        except TooManyMessages:
+            raise
         except ProtobufError as e:
             self.tasks.append(problem(self.path, f"malformed tensor in {where or 'graph'}: {e}"))
             return
@@ -280,8 +287,9 @@ class _Field:
 
 
 class _Pieces:
-    """The float32 values of a FLOATS attribute, given in pieces (packed runs or one value per
-    field): the byte range of the first piece; the bytes of all once there is a second."""
+    """The float32 values of a FLOATS attribute, given in pieces (packed runs, or one value per
+    field as onnx writes them): the byte range of the first piece while it is the only packed
+    one; the bytes of all once there are more, or values one per field."""
 
     def __init__(self):
         self.first, self.data, self.found = None, None, False
@@ -290,13 +298,25 @@ class _Pieces:
         if not self.found:
             self.first, self.found = (a, b), True
             return
-        if self.data is None:
-            self.data = bytearray(buf[self.first[0]:self.first[1]])
+        self._copy(buf)
         self.data += buf[a:b]
 
+    def add_run(self, buf, a, b, count):
+        """`count` fields of one value each in buf[a:b], evenly spaced, each value last."""
+        self._copy(buf)
+        step = (b - a) // count
+        rows = np.frombuffer(buf, np.uint8, b - a, a).reshape(count, step)
+        self.data += rows[:, step - 4:].tobytes()
+        del rows   # no view of the memory map may outlive the walk
+        self.found = True
+
+    def _copy(self, buf):
+        if self.data is None:
+            self.data = bytearray(buf[self.first[0]:self.first[1]] if self.first else b"")
+
     def task(self, path, name):
-        """Values in one contiguous little-endian run are read in the file; values in pieces
-        are checked from their copy."""
+        """Values in one contiguous little-endian run are read in the file; the others are
+        checked from their copy."""
         if self.data is None:
             a, b = self.first
             return float_task(path, name, "FLOAT", ((b - a) // 4,), "<f4", source=path,

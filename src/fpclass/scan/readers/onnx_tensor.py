@@ -17,8 +17,11 @@ from ..tasks import RAW, VARINT, Task
 from .layout import elements, float_task, marker, not_applicable, packed_task, unchecked
 from .onnx_schema import (FIXED_SIZE, FLOATS, NAMES, OTHERS, SCHEMA, STRING, TENSOR_WIRES,
                           TYPED, TYPED_WIRE)
-from .protobuf import (LEN, MAX_DEPTH, VARINT as WIRE_VARINT, ProtobufError, check_field,
+from .protobuf import (LEN, MAX_DEPTH, Budget, VARINT as WIRE_VARINT, ProtobufError, check_field,
                        fields, open_map, packed_varints, varint)
+
+#: Messages one TensorProto file may hold (its own, its external data entries, segment).
+_FILE_MESSAGES = 1_000_000
 
 
 class Tensor:
@@ -37,10 +40,10 @@ class Tensor:
 
 class TensorReader:
     """Reads the TensorProtos of the file at `path` (mapped as `buf`) into tasks; external data
-    files are looked for beside it."""
+    files are looked for beside it. Every message read is taken from `budget` (a Budget)."""
 
-    def __init__(self, path, buf):
-        self.path, self.buf = path, buf
+    def __init__(self, path, buf, budget):
+        self.path, self.buf, self.budget = path, buf, budget
         self.folder = os.path.dirname(path)
         self.real_folder = os.path.realpath(self.folder or ".")
         self.external_files: dict = {}
@@ -56,13 +59,17 @@ class TensorReader:
             raise ProtobufError(f"messages nested over {MAX_DEPTH} deep")
         t = Tensor()
         for start, end in ranges:
+            self.budget.spend()
             self._read(t, start, end, depth)
         return t
 
     def _read(self, t, start, end, depth):
-        buf = self.buf
-        for number, wire, value, a, b in fields(buf, start, end):
-            if number == 1:
+        buf, budget = self.buf, self.budget
+        for number, wire, value, a, b in fields(buf, start, end, runs=True):
+            if wire < 0:   # a run of unpacked float_data (double_data) values
+                if TYPED_WIRE.get(number) == -wire:
+                    t.single[number] = t.single.get(number, 0) + value
+            elif number == 1:
                 if wire == WIRE_VARINT:
                     t.dims.append(_signed(value))
                 elif wire == LEN:
@@ -74,7 +81,7 @@ class TensorReader:
                 t.type = value
             elif number == 3 and wire == LEN:
                 t.segment = True
-                check_field(buf, a, b, SCHEMA, "TensorProto.Segment", depth + 1)
+                check_field(buf, a, b, SCHEMA, "TensorProto.Segment", depth + 1, budget)
             elif number == 8 and wire == LEN:
                 t.name = self.text(a, b)
             elif number == 9 and wire == LEN:
@@ -92,6 +99,7 @@ class TensorReader:
             elif number == 13 and wire == LEN:
                 if depth + 1 > MAX_DEPTH:
                     raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {a}")
+                budget.spend()
                 key = val = ""
                 for n2, w2, _, a2, b2 in fields(buf, a, b):
                     if w2 == LEN and n2 == 1:
@@ -104,7 +112,7 @@ class TensorReader:
             elif wire == LEN:
                 kind = SCHEMA["TensorProto"].get(number)
                 if kind is not None:
-                    check_field(buf, a, b, SCHEMA, kind, depth + 1)
+                    check_field(buf, a, b, SCHEMA, kind, depth + 1, budget)
 
     def shape(self, t: Tensor):
         """(the type's name, the shape (None if a dimension is negative), elements)."""
@@ -263,7 +271,7 @@ def is_tensor_file(path: str) -> bool:
     except OSError:
         return False
     try:
-        return _strict(TensorReader(path, buf)) is not None
+        return _strict(TensorReader(path, buf, Budget(_FILE_MESSAGES))) is not None
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()
@@ -273,8 +281,8 @@ def _strict(reader: TensorReader):
     """The Tensor in `reader`'s whole file when it is strictly a TensorProto, else None."""
     buf = reader.buf
     try:
-        for number, wire, *_ in fields(buf, 0, len(buf)):
-            if wire not in TENSOR_WIRES.get(number, ()):
+        for number, wire, *_ in fields(buf, 0, len(buf), runs=True):
+            if abs(wire) not in TENSOR_WIRES.get(number, ()):
                 return None
         t = reader.read([(0, len(buf))], 0)
     except ProtobufError:
@@ -290,7 +298,7 @@ def plan(path: str) -> list:
     """The task of the one tensor of an ONNX TensorProto file, named by its `name` field."""
     buf = open_map(path)
     try:
-        reader = TensorReader(path, buf)
+        reader = TensorReader(path, buf, Budget(_FILE_MESSAGES))
         t = _strict(reader)
         if t is None:
             raise ReaderError("not a valid ONNX TensorProto")
