@@ -188,7 +188,8 @@ def _seeds_onnx():
     nodes = [helper.make_node("Constant", [], ["c"], name="const",
                               value=raw("", _arr((2,), np.float32, {1: -INF}, 4))),
              helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g,
-                              else_branch=else_g)]
+                              else_branch=else_g),
+             helper.make_node("Constant", [], ["cf"], value_floats=[1.0, NAN, 2.0])]
     graph = helper.make_graph(nodes, "g", [cond], [out], initializer=inits,
                               sparse_initializer=[sparse])
     inline = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])

@@ -155,3 +155,46 @@ def test_a_directory_of_test_data_is_found_not_clean(tmp_path):
     report = scan([tmp_path])
     assert sorted((t.name, t.nan) for t in report.tensors) == [("x", 0), ("y", 1)]
     assert report.exit_code == ExitCode.FOUND
+
+
+def test_a_sequence_or_optional_of_tensors_is_read_as_onnx_reads_it(tmp_path):
+    arrays = [np.array([1, NAN], np.float32), np.array([[INF]], np.float64),
+              np.array([1, 2], np.int64)]
+    (tmp_path / "input_0.pb").write_bytes(numpy_helper.from_list(arrays, "seq").SerializeToString())
+    (tmp_path / "input_1.pb").write_bytes(numpy_helper.from_optional(
+        np.array([NAN, -INF], np.float16), "opt").SerializeToString())
+    seq = onnx.SequenceProto.FromString((tmp_path / "input_0.pb").read_bytes())
+    opt = onnx.OptionalProto.FromString((tmp_path / "input_1.pb").read_bytes())
+    truth = {f"seq[{i}]": a for i, a in enumerate(numpy_helper.to_list(seq))}
+    truth["opt[0]"] = numpy_helper.to_optional(opt)
+    report = scan([tmp_path / "input_0.pb", tmp_path / "input_1.pb"])
+    found = {t.name: t for t in report.tensors}
+    assert sorted(found) == sorted(truth)
+    for name, a in truth.items():
+        if a.dtype.kind == "f":
+            assert found[name].status == "checked"
+            assert (found[name].nan, found[name].posinf, found[name].neginf) == _counts(a), name
+        else:
+            assert found[name].status == "not_applicable"
+    assert report.exit_code == ExitCode.FOUND
+
+
+def test_a_map_stays_unread_and_never_clean(tmp_path):
+    (tmp_path / "input_0.pb").write_bytes(numpy_helper.from_dict(
+        {1: np.array([NAN], np.float32)}, "m").SerializeToString())
+    report = scan([tmp_path / "input_0.pb"])
+    assert not report.tensors and report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_tensor_wire_types_are_the_installed_onnx_tensorproto():
+    from google.protobuf.descriptor import FieldDescriptor as F
+    from fpclass.scan.readers.onnx_schema import TENSOR_WIRES
+    wire = {F.TYPE_FLOAT: 5, F.TYPE_DOUBLE: 1, F.TYPE_STRING: 2, F.TYPE_BYTES: 2,
+            F.TYPE_MESSAGE: 2}
+    expected = {}
+    for field in TensorProto.DESCRIPTOR.fields:
+        one = wire.get(field.type, 0)
+        packable = field.is_repeated and field.type not in (F.TYPE_STRING, F.TYPE_BYTES,
+                                                            F.TYPE_MESSAGE)
+        expected[field.number] = (one, 2) if packable else (one,)
+    assert TENSOR_WIRES == expected

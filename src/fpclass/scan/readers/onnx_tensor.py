@@ -14,14 +14,20 @@ import stat
 
 from . import ReaderError
 from ..tasks import RAW, VARINT, Task
-from .layout import elements, float_task, marker, not_applicable, packed_task, unchecked
+from .layout import (check_count, elements, float_task, marker, not_applicable, packed_task,
+                     unchecked)
 from .onnx_schema import (FIXED_SIZE, FLOATS, NAMES, OTHERS, SCHEMA, STRING, TENSOR_WIRES,
                           TYPED, TYPED_WIRE)
 from .protobuf import (LEN, MAX_DEPTH, Budget, VARINT as WIRE_VARINT, ProtobufError, check_field,
                        fields, open_map, packed_varints, varint)
 
-#: Messages one TensorProto file may hold (its own, its external data entries, segment).
-_FILE_MESSAGES = 1_000_000
+#: Messages one TensorProto file may hold (its tensors, their external data entries).
+_FILE_MESSAGES = 100_000
+#: Most fields a TensorProto file may have at its top level, runs of unpacked floats counted as
+#: one (onnx writes a tensor in a handful: its typed data packed).
+_FILE_FIELDS = 1_000_000
+#: Most dimensions a tensor may have: numpy's limit, so onnx's to_array reads no more.
+MAX_RANK = 64
 
 
 class Tensor:
@@ -29,11 +35,11 @@ class Tensor:
     `typed`: packed runs of each typed field, as (start, end, values); `single`: how many values
     of each typed field were given one per field (unpacked)."""
 
-    __slots__ = ("dims", "type", "name", "raw", "typed", "single", "external", "location",
-                 "segment")
+    __slots__ = ("dims", "rank", "type", "name", "raw", "typed", "single", "external",
+                 "location", "segment")
 
     def __init__(self):
-        self.dims, self.type, self.name, self.raw = [], 0, "", None
+        self.dims, self.rank, self.type, self.name, self.raw = [], 0, 0, "", None
         self.typed, self.single, self.external = {}, {}, {}
         self.location, self.segment = 0, False
 
@@ -69,12 +75,15 @@ class TensorReader:
             if wire < 0:   # a run of unpacked float_data (double_data) values
                 if TYPED_WIRE.get(number) == -wire:
                     t.single[number] = t.single.get(number, 0) + value
-            elif number == 1:
+            elif number == 1:   # dims: past MAX_RANK only counted
                 if wire == WIRE_VARINT:
-                    t.dims.append(_signed(value))
+                    t.rank += 1
+                    if t.rank <= MAX_RANK:
+                        t.dims.append(_signed(value))
                 elif wire == LEN:
+                    t.rank += packed_varints(buf, a, b)
                     pos = a
-                    while pos < b:
+                    while pos < b and t.rank <= MAX_RANK:
                         v, pos = varint(buf, pos, b)
                         t.dims.append(_signed(v))
             elif number == 2 and wire == WIRE_VARINT:
@@ -115,9 +124,10 @@ class TensorReader:
                     check_field(buf, a, b, SCHEMA, kind, depth + 1, budget)
 
     def shape(self, t: Tensor):
-        """(the type's name, the shape (None if a dimension is negative), elements)."""
+        """(the type's name, the shape (None if a dimension is negative or the rank over
+        MAX_RANK), elements)."""
         label = NAMES.get(t.type, f"data_type {t.type}")
-        if any(d < 0 for d in t.dims):
+        if t.rank > MAX_RANK or any(d < 0 for d in t.dims):
             return label, None, 0
         shape = tuple(t.dims)
         return label, self.shapes.setdefault(shape, shape), elements(shape)
@@ -126,6 +136,8 @@ class TensorReader:
         """Why tensor `t` does not hold the data its type and shape need ("" when it does, or
         when its data is external: that is looked at by `task`)."""
         label, shape, n = self.shape(t)
+        if shape is None and t.rank > MAX_RANK:
+            return f"{t.rank} dimensions, over the {MAX_RANK} numpy (and onnx's to_array) holds"
         if shape is None:
             return f"negative dimension in {t.dims}"
         if t.type == STRING:
@@ -260,12 +272,20 @@ def _signed(v: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# TensorProto files (.pb): ONNX's backend test data, one tensor per file.
+# TensorProto files (.pb): ONNX's backend test data, one tensor per file, or one SequenceProto
+# or OptionalProto of tensors (their layouts agree: name = 1, elem_type = 2, tensors = 3).
+
+#: SequenceProto / OptionalProto elem_type of tensors. (A MapProto has key_type = 2 where they
+#: have elem_type, never FLOAT = 1, so a map is never taken for one of them.)
+_TENSOR_ELEMENTS = 1
+_CONTAINER_WIRES = {1: (LEN,), 2: (WIRE_VARINT,), 3: (LEN,)}
+
 
 def is_tensor_file(path: str) -> bool:
-    """Whether the file at `path` is an ONNX TensorProto, strictly: only TensorProto fields,
-    each of a wire type protobuf accepts, well-formed, a known data type, and data that fits
-    the shape (or external data). Decides for detect (.pb files) and `plan`."""
+    """Whether the file at `path` is, strictly, an ONNX TensorProto (only TensorProto fields,
+    each of a wire type protobuf accepts, well-formed, no segment, a known data type, data that
+    fits the shape or external data), or a SequenceProto / OptionalProto of such tensors.
+    Decides for detect (.pb files) and `plan`."""
     try:
         buf = open_map(path)
     except OSError:
@@ -278,16 +298,48 @@ def is_tensor_file(path: str) -> bool:
 
 
 def _strict(reader: TensorReader):
-    """The Tensor in `reader`'s whole file when it is strictly a TensorProto, else None."""
+    """[(name, Tensor)] of `reader`'s whole file when it strictly is a TensorProto (one) or a
+    SequenceProto / OptionalProto of TensorProtos (NAME[i]), else None (also for a file of
+    over _FILE_FIELDS fields or _FILE_MESSAGES tensors: no test data is such)."""
     buf = reader.buf
     try:
-        for number, wire, *_ in fields(buf, 0, len(buf), runs=True):
-            if abs(wire) not in TENSOR_WIRES.get(number, ()):
+        t = _strict_tensor(reader, 0, len(buf), 0)
+        if t is not None:
+            return [(t.name, t)]
+        name, elements = "", None
+        for i, (number, wire, value, a, b) in enumerate(fields(buf, 0, len(buf), runs=True)):
+            if abs(wire) not in _CONTAINER_WIRES.get(number, ()) or i > _FILE_MESSAGES:
                 return None
-        t = reader.read([(0, len(buf))], 0)
+            if number == 1:
+                name = reader.text(a, b)
+            elif number == 2:
+                elements = value
+        if elements != _TENSOR_ELEMENTS:
+            return None
+        found = []
+        for number, _, _, a, b in fields(buf, 0, len(buf)):
+            if number == 3:
+                t = _strict_tensor(reader, a, b, 1)
+                if t is None:
+                    return None
+                found.append((f"{name}[{len(found)}]", t))
+        return found
     except ProtobufError:
         return None
-    if t.type not in NAMES or reader.mismatch(t):
+
+
+def _strict_tensor(reader: TensorReader, start, end, depth):
+    """The Tensor in buf[start:end] when it strictly is a TensorProto, else None."""
+    try:
+        for i, (number, wire, *_) in enumerate(fields(reader.buf, start, end, runs=True)):
+            if number == 3 or abs(wire) not in TENSOR_WIRES.get(number, ()):   # 3: segment
+                return None
+            if i > _FILE_FIELDS:
+                return None
+        t = reader.read([(start, end)], depth)
+    except ProtobufError:
+        return None
+    if t.type not in NAMES or t.segment or reader.mismatch(t):
         return None
     if t.location == 1 and (t.raw is not None or t.typed or t.single or not t.external):
         return None
@@ -295,14 +347,16 @@ def _strict(reader: TensorReader):
 
 
 def plan(path: str) -> list:
-    """The task of the one tensor of an ONNX TensorProto file, named by its `name` field."""
+    """The tasks of the tensor(s) of an ONNX TensorProto (SequenceProto, OptionalProto) file:
+    a tensor named by its `name` field; the i-th of a sequence NAME[i]."""
     buf = open_map(path)
     try:
         reader = TensorReader(path, buf, Budget(_FILE_MESSAGES))
-        t = _strict(reader)
-        if t is None:
+        found = _strict(reader)
+        if found is None:
             raise ReaderError("not a valid ONNX TensorProto")
-        return [marker(path, "onnx"), reader.task(t.name, t)]
+        check_count(len(found))
+        return [marker(path, "onnx")] + [reader.task(name, t) for name, t in found]
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()
