@@ -1,8 +1,8 @@
 """ONNX models: every initializer, sparse initializer and float-valued attribute (FLOAT, FLOATS,
 TENSOR, TENSORS, SPARSE_TENSOR, SPARSE_TENSORS), in subgraphs, functions and training_info
 graphs too, wherever its data lives: raw_data, typed fields (float_data, double_data, int32_data)
-or external data files. A `.pb` file that is strictly a TensorProto (ONNX's test data) is read
-by `onnx_tensor` instead.
+or external data files. A `.pb` file that is strictly a TensorProto, or a sequence of them
+(ONNX's test data), is read by `onnx_tensor` instead.
 
 The model is walked at the protobuf wire level over a memory map, so tensor data is located by
 file offset and never loaded; external data files are only stat'ed here. Every tensor's data size
@@ -36,12 +36,14 @@ NAME_CHARS = 200
 #: Most messages (graphs, nodes, attributes, tensors, types, ...) one model may hold: each costs
 #: the walk 1 to 2 us, so a model of at most 64 MB is walked within 10 s (real models hold a few
 #: hundred thousand; one with millions of tiny messages is refused).
-MAX_MESSAGES = 4_000_000
+MAX_MESSAGES = 2_000_000
+#: Attributes of a node held while its name is looked for (the walk's memory stays as its depth).
+ATTRIBUTES_HELD = 64
 
 
 def plan(path: str) -> list:
-    """Tasks for every tensor and float attribute stored in the model at `path` (or the one
-    tensor of a TensorProto `.pb` file)."""
+    """Tasks for every tensor and float attribute stored in the model at `path` (or the
+    tensors of a TensorProto `.pb` file)."""
     if path.lower().endswith(".pb") and is_tensor_file(path):
         return plan_tensor(path)
     buf = open_map(path)
@@ -66,9 +68,10 @@ class _Walker:
     """One pass over the model: every tensor and float attribute becomes a task, and every
     other sub-message and packed field is checked as protobuf would parse it. Each message
     being read is a generator on an explicit stack: it reads its fields and yields the
-    sub-messages to visit, (handler, byte ranges, nesting depth, context), in file order. Byte
-    ranges are an iterable: a singular field given many times is merged by protobuf, so read
-    as the pieces found by going over its parent's fields again (never held in a list)."""
+    sub-messages to visit, (handler, byte ranges, nesting depth, context), in file order (the
+    handlers of leaves, tensors, return None). Byte ranges are an iterable: a singular field
+    given many times is merged by protobuf, so read as the pieces found by going over its
+    parent's fields again (never held in a list)."""
 
     def __init__(self, path, buf, tasks):
         self.path, self.buf, self.tasks = path, buf, tasks
@@ -88,7 +91,9 @@ class _Walker:
             if depth > MAX_DEPTH:
                 raise ProtobufError(f"messages nested over {MAX_DEPTH} deep")
             self.budget.spend()
-            stack.append(handler(ranges, depth, context))
+            children = handler(ranges, depth, context)
+            if children is not None:   # None: a leaf (a tensor)
+                stack.append(children)
 
     def _check(self, message, number, a, b, depth):
         """ProtobufError unless field `number` of `message`, buf[a:b], is well-formed."""
@@ -99,8 +104,10 @@ class _Walker:
 
     def _fields(self, ranges):
         """The fields of the message in `ranges`; runs of unpacked floats as one (RUN32)."""
-        for start, end in ranges:
-            yield from fields(self.buf, start, end, runs=True)
+        if type(ranges) is tuple and len(ranges) == 1:
+            start, end = ranges[0]
+            return fields(self.buf, start, end, runs=True)
+        return (f for start, end in ranges for f in fields(self.buf, start, end, runs=True))
 
     def _pieces(self, ranges, number):
         """The byte ranges of every length-delimited field `number` of the message `ranges`,
@@ -161,8 +168,11 @@ class _Walker:
                 self._check("FunctionProto", number, a, b, depth + 1)
 
     def node(self, ranges, depth, prefix):
+        """Its attributes, named after the node: its name is read first, holding the first
+        ATTRIBUTES_HELD attributes (a node with more has its fields read a second time)."""
         name = output = op_type = ""
-        for number, wire, _, a, b in self._fields(ranges):   # first its name
+        held, many = [], False
+        for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
                 continue
             if number == 3:
@@ -171,14 +181,17 @@ class _Walker:
                 output = self.text(a, b)
             elif number == 4:
                 op_type = self.text(a, b)
-        label = prefix + _short(name or output or op_type or "<unnamed node>")
-        for number, wire, _, a, b in self._fields(ranges):
-            if wire != LEN:
-                continue
-            if number == 5:
-                yield self.attribute, ((a, b),), depth + 1, (prefix, label)
+            elif number == 5:
+                many = many or len(held) == ATTRIBUTES_HELD
+                if not many:
+                    held.append((a, b))
             else:
                 self._check("NodeProto", number, a, b, depth + 1)
+        context = (prefix, prefix + _short(name or output or op_type or "<unnamed node>"))
+        if many:
+            held = self._pieces(ranges, 5)
+        for r in held:
+            yield self.attribute, (r,), depth + 1, context
 
     def attribute(self, ranges, depth, context):
         """The values of one AttributeProto, whatever its `type` says (a value stored in a field
@@ -186,40 +199,48 @@ class _Walker:
         protobuf merges it: the last FLOAT wins, the pieces of a TENSOR make one tensor.
         `context`: (the prefix of names in its scope, the name of its node or function)."""
         prefix, label = context
-        name, f, floats = "", None, _Pieces()
-        t = sparse = False
+        name, f, floats = "", None, None
+        t = sparse = None     # the range of the first piece, or its count past the first
+        subs = False          # any TENSORS, SPARSE_TENSORS, GRAPH, GRAPHS
         for number, wire, value, a, b in self._fields(ranges):
             if number == 2 and wire in (I32, RUN32):   # the last one counts
                 f = b - 4
-            elif number == 7 and wire in (I32, LEN):
+            elif number == 7 and wire in (I32, LEN, RUN32):
+                floats = floats or _Pieces()
+                if wire == RUN32:
+                    floats.add_run(self.buf, a, b, value)
+                    continue
                 if (b - a) % 4:
                     raise ProtobufError(f"packed field of {b - a} bytes at byte {a} is not "
                                         "whole 4-byte values")
                 floats.add(self.buf, a, b)
-            elif number == 7 and wire == RUN32:
-                floats.add_run(self.buf, a, b, value)
             elif wire != LEN:
                 continue
             elif number == 1:
                 name = self.text(a, b)
             elif number == 5:
-                t = True
+                t = ((a, b),) if t is None else 2
             elif number == 22:
-                sparse = True
-            elif number not in (6, 10, 11, 23):
+                sparse = ((a, b),) if sparse is None else 2
+            elif number in (6, 10, 11, 23):
+                subs = True
+            else:
                 self._check("AttributeProto", number, a, b, depth + 1)
         where = f"{label}@{name}"
         if f is not None:
             check_count(len(self.tasks))
             self.tasks.append(float_task(self.path, where, "FLOAT", (), "<f4", source=self.path,
                                          offset=f, nbytes=4))
-        if floats.found:
+        if floats is not None:
             check_count(len(self.tasks))
             self.tasks.append(floats.task(self.path, where))
-        if t:
-            yield self.tensor, self._pieces(ranges, 5), depth + 1, where
-        if sparse:
-            yield self.sparse, self._pieces(ranges, 22), depth + 1, where
+        if t is not None:   # pieces of one tensor, merged
+            yield self.tensor, t if t != 2 else self._pieces(ranges, 5), depth + 1, where
+        if sparse is not None:
+            yield (self.sparse, sparse if sparse != 2 else self._pieces(ranges, 22), depth + 1,
+                   where)
+        if not subs:
+            return
         tensors = sparse_list = 0
         for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
@@ -245,13 +266,9 @@ class _Walker:
         if values:
             self._tensor(self._pieces(ranges, 1), depth + 1, where, "sparse_initializer",
                          " (sparse values)")
-        return
-        yield   # a generator, like the other handlers
 
     def tensor(self, ranges, depth, where):
         self._tensor(ranges, depth, where, "", "")
-        return
-        yield   # a generator, like the other handlers
 
     def _tensor(self, ranges, depth, where, fallback, suffix):
         """A task for the tensor in `ranges`: named `where` (an attribute's value), else by its
@@ -292,11 +309,11 @@ class _Pieces:
     one; the bytes of all once there are more, or values one per field."""
 
     def __init__(self):
-        self.first, self.data, self.found = None, None, False
+        self.first, self.data = None, None
 
     def add(self, buf, a, b):
-        if not self.found:
-            self.first, self.found = (a, b), True
+        if self.first is None and self.data is None:
+            self.first = (a, b)
             return
         self._copy(buf)
         self.data += buf[a:b]
@@ -308,7 +325,6 @@ class _Pieces:
         rows = np.frombuffer(buf, np.uint8, b - a, a).reshape(count, step)
         self.data += rows[:, step - 4:].tobytes()
         del rows   # no view of the memory map may outlive the walk
-        self.found = True
 
     def _copy(self, buf):
         if self.data is None:

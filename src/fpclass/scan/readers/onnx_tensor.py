@@ -132,10 +132,10 @@ class TensorReader:
         shape = tuple(t.dims)
         return label, self.shapes.setdefault(shape, shape), elements(shape)
 
-    def mismatch(self, t: Tensor) -> str:
+    def mismatch(self, t: Tensor, described=None) -> str:
         """Why tensor `t` does not hold the data its type and shape need ("" when it does, or
-        when its data is external: that is looked at by `task`)."""
-        label, shape, n = self.shape(t)
+        when its data is external: that is looked at by `task`); `described`: its `shape`."""
+        label, shape, n = described or self.shape(t)
         if shape is None and t.rank > MAX_RANK:
             return f"{t.rank} dimensions, over the {MAX_RANK} numpy (and onnx's to_array) holds"
         if shape is None:
@@ -167,10 +167,10 @@ class TensorReader:
     def task(self, name, t: Tensor) -> Task:
         """The task for tensor `t`, named `name`."""
         path = self.path
-        label, shape, n = self.shape(t)
+        described = label, shape, n = self.shape(t)
         if t.segment and shape is not None:
             return unchecked(path, name, label, shape, "segmented tensors are not supported")
-        why = self.mismatch(t)
+        why = self.mismatch(t, described)
         if why:
             return unchecked(path, name, label, shape or (), why)
         if t.type == STRING:
