@@ -32,8 +32,8 @@ MAX_RANK = 64
 
 class Tensor:
     """The fields of one TensorProto that say where its data is: value ranges of the file.
-    `typed`: packed runs of each typed field, as (start, end, values); `single`: how many values
-    of each typed field were given one per field (unpacked)."""
+    `typed`: the packed runs of each typed field, as [start, end of the first, runs, values in
+    all]; `single`: how many values of each typed field were given one per field (unpacked)."""
 
     __slots__ = ("dims", "rank", "type", "name", "raw", "typed", "single", "external",
                  "location", "segment")
@@ -102,7 +102,12 @@ class TensorReader:
                         raise ProtobufError(f"{TYPED[number]} holds {b - a} bytes, not whole "
                                             f"{size}-byte values")
                     count = (b - a) // size if size else packed_varints(buf, a, b)
-                    t.typed.setdefault(number, []).append((a, b, count))
+                    run = t.typed.get(number)
+                    if run is None:
+                        t.typed[number] = [a, b, 1, count]
+                    else:
+                        run[2] += 1
+                        run[3] += count
                 elif wire == TYPED_WIRE[number]:  # one value (else an unknown field)
                     t.single[number] = t.single.get(number, 0) + 1
             elif number == 13 and wire == LEN:
@@ -189,11 +194,11 @@ class TensorReader:
         elif t.raw is not None:
             offset = t.raw[0]
         elif (t.typed or t.single) and element is not None and bits >= 8:
-            runs = t.typed.get(typed_field, ())
-            if len(runs) != 1 or t.single:
+            run = t.typed.get(typed_field)
+            if run is None or run[2] != 1 or t.single:
                 return unchecked(path, name, label, shape, "typed data is not one packed "
                                  "field (unpacked or split fields are not supported)")
-            offset, end, _ = runs[0]
+            offset, end = run[0], run[1]
             if typed_field == 5:
                 storage, need = VARINT, end - offset
         if element is None:
@@ -214,7 +219,7 @@ class TensorReader:
             values = -(-n // (8 // bits))
         else:
             values = n
-        count = sum(c for _, _, c in t.typed.get(field, ())) + t.single.get(field, 0)
+        count = t.typed.get(field, (0, 0, 0, 0))[3] + t.single.get(field, 0)
         if count != values:
             return (f"{TYPED[field]} holds {count} values, {label} shape {list(shape)} needs "
                     f"{values}")
