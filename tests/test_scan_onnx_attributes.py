@@ -123,7 +123,8 @@ def test_float_attributes_everywhere_match_onnx(tmp_path):
     assert {k: found.get(k) for k in truth} == truth
     assert set(truth) >= {"lc@coefficients", "lc@intercepts", "R@nodes_values", "cf@value_float",
                           "ct@value", "cs@sparse_value (sparse values)", "cl@many[0]",
-                          "cl@sparse_many[0] (sparse values)", "t@alpha", "e@value", "b@value_floats",
+                          "cl@sparse_many[0] (sparse values)", "t@alpha", "e@value",
+                          "b@value_floats",
                           "Fn/y@alpha", "Fn@beta"}
     assert report.exit_code == ExitCode.FOUND
     assert not report.problems and all(t.status != "unchecked" for t in report.tensors)

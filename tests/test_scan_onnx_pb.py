@@ -119,7 +119,8 @@ def test_tensor_file_with_external_data_is_read_beside_it(tmp_path):
 
 @pytest.mark.parametrize("data", [
     # a TensorFlow GraphDef: node { name: "a" op: "Const" }, versions { producer: 1 }
-    pb_field(1, 2, pb_field(1, 2, b"a") + pb_field(2, 2, b"Const")) + pb_field(4, 2, pb_field(1, 0, 1)),
+    pb_field(1, 2, pb_field(1, 2, b"a") + pb_field(2, 2, b"Const"))
+    + pb_field(4, 2, pb_field(1, 0, 1)),
     # a FLOAT TensorProto whose raw_data is not what its dims need
     pb_field(1, 0, 3) + pb_field(2, 0, 1) + pb_field(9, 2, bytes(8)),
     # no data_type

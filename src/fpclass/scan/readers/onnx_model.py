@@ -25,7 +25,7 @@ import numpy as np
 from . import ReaderError
 from ..tasks import problem
 from .layout import check_count, float_task, marker, values_task
-from .onnx_schema import SCHEMA  # noqa: F401  (the schema is read from here by the tests)
+from .onnx_schema import SCHEMA
 from .onnx_tensor import TensorReader, is_tensor_file, plan as plan_tensor
 from .protobuf import (I32, LEN, MAX_DEPTH, RUN32, Budget, ProtobufError, TooManyMessages,
                        check_field, fields, open_map)
