@@ -199,3 +199,24 @@ def test_tensor_wire_types_are_the_installed_onnx_tensorproto():
                                                             F.TYPE_MESSAGE)
         expected[field.number] = (one, 2) if packable else (one,)
     assert TENSOR_WIRES == expected
+
+
+@pytest.mark.parametrize("field, values, wire", [
+    (4, [NAN, 1.0, INF], "single"), (4, [NAN, 1.0, INF], "split"),
+    (10, [-INF, NAN], "single"), (10, [2.0, NAN, 1.0, INF], "split"),
+], ids=["float_data unpacked", "float_data split", "double_data unpacked", "double_data split"])
+def test_typed_data_not_in_one_packed_field_is_read_as_protobuf_reads_it(tmp_path, field, values,
+                                                                         wire):
+    fmt, data_type = ("<f4", TensorProto.FLOAT) if field == 4 else ("<f8", TensorProto.DOUBLE)
+    one = [np.array([v], fmt).tobytes() for v in values]
+    if wire == "single":   # one value per field
+        body = b"".join(pb_field(field, 5 if field == 4 else 1, v) for v in one)
+    else:                  # a packed run, a value alone, a packed run
+        body = (pb_field(field, 2, one[0]) + pb_field(field, 5 if field == 4 else 1, one[1])
+                + pb_field(field, 2, b"".join(one[2:])))
+    path = tmp_path / "input_0.pb"
+    path.write_bytes(pb_field(1, 0, len(values)) + pb_field(2, 0, data_type) + body)
+    floating, counts = _truth(path)
+    t = _only(scan([path]))
+    assert t.status == "checked", t.reason
+    assert (t.nan, t.posinf, t.neginf) == counts

@@ -33,9 +33,9 @@ from .protobuf import (I32, LEN, MAX_DEPTH, RUN32, Budget, ProtobufError, TooMan
 #: Characters of a node or function name kept in the names of its attributes' values (a value's
 #: name repeats it, and a node may have many attributes).
 NAME_CHARS = 200
-#: Most messages (graphs, nodes, attributes, tensors, types, ...) one model may hold: each costs
-#: the walk 1 to 2 us, so a model of at most 64 MB is walked within 10 s (real models hold a few
-#: hundred thousand; one with millions of tiny messages is refused).
+#: Most messages (graphs, nodes, attributes, tensors, types, ...) and pieces of tensor data one
+#: model may hold: each costs the walk 1 to 2 us, so a model of at most 64 MB is walked within
+#: 10 s (real models hold a few hundred thousand; one of millions of tiny messages is refused).
 MAX_MESSAGES = 2_000_000
 #: Attributes of a node held while its name is looked for (the walk's memory stays as its depth).
 ATTRIBUTES_HELD = 64

@@ -12,10 +12,12 @@ import mmap
 import os
 import stat
 
+import numpy as np
+
 from . import ReaderError
 from ..tasks import RAW, VARINT, Task
 from .layout import (check_count, elements, float_task, marker, not_applicable, packed_task,
-                     unchecked)
+                     unchecked, values_task)
 from .onnx_schema import (FIXED_SIZE, FLOATS, NAMES, OTHERS, SCHEMA, STRING, TENSOR_WIRES,
                           TYPED, TYPED_WIRE)
 from .protobuf import (LEN, MAX_DEPTH, Budget, VARINT as WIRE_VARINT, ProtobufError, check_field,
@@ -36,12 +38,12 @@ class Tensor:
     all]; `single`: how many values of each typed field were given one per field (unpacked)."""
 
     __slots__ = ("dims", "rank", "type", "name", "raw", "typed", "single", "external",
-                 "location", "segment")
+                 "location", "segment", "ranges")
 
     def __init__(self):
         self.dims, self.rank, self.type, self.name, self.raw = [], 0, 0, "", None
         self.typed, self.single, self.external = {}, {}, {}
-        self.location, self.segment = 0, False
+        self.location, self.segment, self.ranges = 0, False, ()
 
 
 class TensorReader:
@@ -64,6 +66,7 @@ class TensorReader:
         if depth > MAX_DEPTH:
             raise ProtobufError(f"messages nested over {MAX_DEPTH} deep")
         t = Tensor()
+        t.ranges = ranges   # a tuple, list or other iterable that can be gone over again
         for start, end in ranges:
             self.budget.spend()
             self._read(t, start, end, depth)
@@ -74,14 +77,19 @@ class TensorReader:
         for number, wire, value, a, b in fields(buf, start, end, runs=True):
             if wire < 0:   # a run of unpacked float_data (double_data) values
                 if TYPED_WIRE.get(number) == -wire:
+                    budget.spend()
                     t.single[number] = t.single.get(number, 0) + value
-            elif number == 1:   # dims: past MAX_RANK only counted
+            elif number == 1:   # dims: past MAX_RANK only counted (and taken from the budget)
                 if wire == WIRE_VARINT:
                     t.rank += 1
                     if t.rank <= MAX_RANK:
                         t.dims.append(_signed(value))
+                    else:
+                        budget.spend()
                 elif wire == LEN:
                     t.rank += packed_varints(buf, a, b)
+                    if t.rank > MAX_RANK:
+                        budget.spend()
                     pos = a
                     while pos < b and t.rank <= MAX_RANK:
                         v, pos = varint(buf, pos, b)
@@ -105,10 +113,13 @@ class TensorReader:
                     run = t.typed.get(number)
                     if run is None:
                         t.typed[number] = [a, b, 1, count]
-                    else:
+                    else:   # data in pieces: each taken from the budget
+                        budget.spend()
                         run[2] += 1
                         run[3] += count
                 elif wire == TYPED_WIRE[number]:  # one value (else an unknown field)
+                    if number != 6:   # one string per field is how strings are stored
+                        budget.spend()
                     t.single[number] = t.single.get(number, 0) + 1
             elif number == 13 and wire == LEN:
                 if depth + 1 > MAX_DEPTH:
@@ -196,7 +207,10 @@ class TensorReader:
         elif (t.typed or t.single) and element is not None and bits >= 8:
             run = t.typed.get(typed_field)
             if run is None or run[2] != 1 or t.single:
-                return unchecked(path, name, label, shape, "typed data is not one packed "
+                if typed_field in FIXED_SIZE:   # float_data, double_data: gathered
+                    values = np.frombuffer(self._gather(t, typed_field), element)
+                    return values_task(path, name, values.reshape(shape), label)
+                return unchecked(path, name, label, shape, "int32_data is not one packed "
                                  "field (unpacked or split fields are not supported)")
             offset, end = run[0], run[1]
             if typed_field == 5:
@@ -207,6 +221,24 @@ class TensorReader:
             return packed_task(path, name, label, shape, element)
         return float_task(path, name, label, shape, element, source=source, offset=offset,
                           nbytes=need, storage=storage)
+
+    def _gather(self, t: Tensor, number: int) -> bytes:
+        """The values of fixed-size typed field `number` of `t`, in order, from all its packed
+        runs and single values (runs of single values gathered at once)."""
+        buf, size, out = self.buf, FIXED_SIZE[number], bytearray()
+        one = TYPED_WIRE[number]   # another wire type: an unknown field to protobuf
+        for start, end in t.ranges:
+            for n, wire, count, a, b in fields(buf, start, end, runs=True):
+                if n != number or wire not in (LEN, one, -one):
+                    continue
+                if wire != -one:   # a packed run, or one value
+                    out += buf[a:b]
+                    continue
+                step = (b - a) // count
+                rows = np.frombuffer(buf, np.uint8, b - a, a).reshape(count, step)
+                out += rows[:, step - size:].tobytes()
+                del rows   # no view of the memory map may outlive the read
+        return bytes(out)
 
     def _typed_count_mismatch(self, t, field, bits, n, label, shape) -> str:
         """Why the typed data of a tensor does not hold its `n` elements ("" when it does)."""

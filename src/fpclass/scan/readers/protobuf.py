@@ -48,8 +48,9 @@ class Budget:
     def spend(self, n: int = 1) -> None:
         self.left -= n
         if self.left < 0:
-            raise TooManyMessages(f"over {self.limit:,} messages (graphs, nodes, attributes, "
-                                  "tensors, types, ...), over the limit")
+            raise TooManyMessages(f"over {self.limit:,} messages and pieces of tensor data "
+                                  "(graphs, nodes, attributes, tensors, types, ...), over the "
+                                  "limit")
 
 
 def varint(buf, pos: int, end: int) -> tuple[int, int]:
