@@ -188,7 +188,8 @@ def _seeds_onnx():
     nodes = [helper.make_node("Constant", [], ["c"], name="const",
                               value=raw("", _arr((2,), np.float32, {1: -INF}, 4))),
              helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g,
-                              else_branch=else_g)]
+                              else_branch=else_g),
+             helper.make_node("Constant", [], ["cf"], value_floats=[1.0, NAN, 2.0])]
     graph = helper.make_graph(nodes, "g", [cond], [out], initializer=inits,
                               sparse_initializer=[sparse])
     inline = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
@@ -1488,50 +1489,65 @@ _ONNX_FLOATS = {1, 10, 11, 14, 15, 16, 17, 18, 19, 20, 23, 24, 27, 28}
 
 
 def onnx_named_tensors(model):
-    """(name as fpclass reports it, TensorProto, in training info?) for every tensor: the
-    tensor's name, else "NODE:ATTRIBUTE" (NODE: the node's name, else its first output, else its
-    op type), else "<unnamed tensor N>"; sparse values get " (sparse values)"."""
+    """(name as fpclass reports it, TensorProto, in training info?) for every tensor and float
+    attribute: an initializer's name, else "<unnamed tensor N>"; sparse values get
+    " (sparse values)" (unnamed: "sparse_initializer"); an attribute's values "NODE@ATTRIBUTE",
+    "[i]" added for TENSORS / SPARSE_TENSORS (NODE: the node's name, else its first output, else
+    its op type; "FUNCTION/" before it in a function), FLOAT / FLOATS as FLOAT tensors."""
+    from onnx import numpy_helper
     out, unnamed, training = [], [0], [False]
 
     def text(v):  # protobuf hands back strings that are not UTF-8 as bytes
         return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
-    def tensor(t, where, suffix=""):
-        name = text(t.name) or where
+    def tensor(t, where, suffix="", fallback=""):
+        name = where or text(t.name) or fallback
         if not name:
             unnamed[0] += 1
             name = f"<unnamed tensor {unnamed[0]}>"
         out.append((name + suffix, t, training[0]))
 
-    def graph(g):
+    def short(label):
+        return label[:200] + "…" if len(label) > 200 else label
+
+    def graph(g, prefix=""):
         for n in g.node:
-            node(n)
+            node(n, prefix)
         for t in g.initializer:
             tensor(t, "")
         for s in g.sparse_initializer:
-            tensor(s.values, "sparse_initializer", " (sparse values)")
+            tensor(s.values, "", " (sparse values)", "sparse_initializer")
 
-    def node(n):
+    def node(n, prefix):
         label = text(n.name) or text(next((o for o in n.output if o), "")) or text(n.op_type)
         for a in n.attribute:
-            where = f"{label}:{text(a.name)}"
-            if a.HasField("t"):
-                tensor(a.t, where)
-            for t in a.tensors:
-                tensor(t, where)
-            if a.HasField("sparse_tensor"):
-                tensor(a.sparse_tensor.values, where, " (sparse values)")
-            for s in a.sparse_tensors:
-                tensor(s.values, where, " (sparse values)")
-            if a.HasField("g"):
-                graph(a.g)
-            for g in a.graphs:
-                graph(g)
+            attribute(a, prefix, prefix + short(label))
+
+    def attribute(a, prefix, label):
+        where = f"{label}@{text(a.name)}"
+        if a.HasField("f"):
+            tensor(numpy_helper.from_array(np.array(a.f, np.float32)), where)
+        if len(a.floats):
+            tensor(numpy_helper.from_array(np.array(a.floats, np.float32)), where)
+        if a.HasField("t"):
+            tensor(a.t, where)
+        if a.HasField("sparse_tensor"):
+            tensor(a.sparse_tensor.values, where, " (sparse values)")
+        for i, t in enumerate(a.tensors):
+            tensor(t, f"{where}[{i}]")
+        for i, s in enumerate(a.sparse_tensors):
+            tensor(s.values, f"{where}[{i}]", " (sparse values)")
+        if a.HasField("g"):
+            graph(a.g, prefix)
+        for g in a.graphs:
+            graph(g, prefix)
 
     graph(model.graph)
     for f in model.functions:
         for n in f.node:
-            node(n)
+            node(n, short(text(f.name)) + "/")
+        for a in f.attribute_proto:
+            attribute(a, short(text(f.name)) + "/", short(text(f.name)))
     training[0] = True
     for ti in model.training_info:
         graph(ti.initialization)

@@ -212,7 +212,7 @@ def test_onnx_initializers_everywhere(tmp_path):
     assert_matches(result_of(report, "T"), d)
     assert_matches(result_of(report, "H"), h)
     assert_matches(result_of(report, "R"), np.array([1.0, np.nan], np.float32))
-    assert_matches(result_of(report, "K"), np.array([-np.inf]))
+    assert_matches(result_of(report, "k@value"), np.array([-np.inf]))   # NODE@ATTRIBUTE
     assert [f for _, f in report.files] == ["onnx"]
     os.remove(tmp_path / "m.data")
     report = scan([path])

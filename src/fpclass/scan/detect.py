@@ -128,6 +128,10 @@ def identify(path: str) -> Identity:
     ext = os.path.splitext(lower)[1]
     if ext in _BY_EXTENSION:  # damaged: its reader names the damage
         return Identity(_BY_EXTENSION[ext])
+    if ext == ".pb":   # ONNX test data: one TensorProto per file (decided by its reader)
+        from .readers.onnx_tensor import is_tensor_file
+        if is_tensor_file(path):
+            return Identity(ONNX)
     if head[:1] == b"\x08" and _looks_like_onnx(path):
         return Identity(ONNX)
     claimed = claims_by_name(name)

@@ -1,108 +1,58 @@
-"""ONNX models: every initializer, sparse initializer and Constant-style attribute tensor (in
-subgraphs, functions and training_info graphs too), wherever its data lives: raw_data, typed
-fields (float_data, double_data, int32_data) or external data files.
+"""ONNX models: every initializer, sparse initializer and float-valued attribute (FLOAT, FLOATS,
+TENSOR, TENSORS, SPARSE_TENSOR, SPARSE_TENSORS), in subgraphs, functions and training_info
+graphs too, wherever its data lives: raw_data, typed fields (float_data, double_data, int32_data)
+or external data files. A `.pb` file that is strictly a TensorProto, or a sequence of them
+(ONNX's test data), is read by `onnx_tensor` instead.
 
 The model is walked at the protobuf wire level over a memory map, so tensor data is located by
 file offset and never loaded; external data files are only stat'ed here. Every tensor's data size
 is checked against its shape, integer ones too, before it is called "not applicable". The same
 pass checks the rest of the message tree as protobuf's parser does (SCHEMA), so a model that
-onnx.load refuses is never called clean.
+onnx.load refuses is never called clean. Messages wait on an explicit stack (no recursion per
+level of nesting), in the order of the file, and nesting past protobuf's limit is refused.
+
+Attribute values are named NODE@ATTRIBUTE (TENSORS and SPARSE_TENSORS: NODE@ATTRIBUTE[i]),
+NODE being the node's name, else its first output, else its op_type; inside a model-local
+function FUNCTION/NODE@ATTRIBUTE, and a function's attribute defaults FUNCTION@ATTRIBUTE.
 """
 
 from __future__ import annotations
 
 import mmap
-import os
-import stat
+
+import numpy as np
 
 from . import ReaderError
-from ..tasks import RAW, VARINT, Task, problem
-from .layout import (check_count, elements, float_task, marker, not_applicable, packed_task,
-                     unchecked)
-from .protobuf import (I32, I64, LEN, MAX_DEPTH, PACKED_FIXED32 as F32, PACKED_FIXED64 as F64,
-                       PACKED_VARINT as INTS, VARINT as WIRE_VARINT, ProtobufError, check_field,
-                       fields, open_map, packed_varints, varint)
+from ..tasks import problem
+from .layout import check_count, float_task, marker, values_task
+from .onnx_schema import SCHEMA
+from .onnx_tensor import TensorReader, is_tensor_file, plan as plan_tensor
+from .protobuf import (I32, LEN, MAX_DEPTH, RUN32, Budget, ProtobufError, TooManyMessages,
+                       check_field, fields, open_map)
 
-#: ONNX data_type → (element dtype for the core, bits, typed field number); None: not a float.
-FLOATS = {
-    1: ("<f4", 32, 4), 10: ("<f2", 16, 5), 11: ("<f8", 64, 10), 14: ("<c8", 64, 4),
-    15: ("<c16", 128, 10), 16: ("bfloat16", 16, 5), 17: ("float8_e4m3fn", 8, 5),
-    18: ("float8_e4m3fnuz", 8, 5), 19: ("float8_e5m2", 8, 5), 20: ("float8_e5m2fnuz", 8, 5),
-    23: ("float4_e2m1fn", 4, 5), 24: ("float8_e8m0fnu", 8, 5), 27: ("float6_e2m3fn", 6, 5),
-    28: ("float6_e3m2fn", 6, 5),
-}
-#: ONNX data_type → (bits, typed field number) of the types that cannot hold NaN or Inf.
-OTHERS = {2: (8, 5), 3: (8, 5), 4: (16, 5), 5: (16, 5), 6: (32, 5), 7: (64, 7), 9: (8, 5),
-          12: (32, 11), 13: (64, 11), 21: (4, 5), 22: (4, 5), 25: (2, 5), 26: (2, 5)}
-STRING = 8
-NAMES = {1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
-         8: "STRING", 9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64",
-         14: "COMPLEX64", 15: "COMPLEX128", 16: "BFLOAT16", 17: "FLOAT8E4M3FN",
-         18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4",
-         23: "FLOAT4E2M1", 24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2", 27: "FLOAT6E2M3",
-         28: "FLOAT6E3M2"}
-#: TensorProto typed fields by number; the fixed-size ones with their bytes per value (the others
-#: are varints).
-TYPED = {4: "float_data", 5: "int32_data", 6: "string_data", 7: "int64_data", 10: "double_data",
-         11: "uint64_data"}
-FIXED_SIZE = {4: 4, 10: 8}
-#: The wire type of one value of each typed field; one of another wire type is an unknown field.
-TYPED_WIRE = {4: I32, 5: WIRE_VARINT, 6: LEN, 7: WIRE_VARINT, 10: I64, 11: WIRE_VARINT}
-
-#: The ONNX schema at the wire level, from onnx 1.23's onnx-ml.proto (a test compares it with
-#: the installed onnx): each message's sub-message fields (by message name) and repeated scalar
-#: fields (by how a packed run of them is encoded). protobuf rejects a model where any of these
-#: fails to parse, so the walker checks them all, also where no tensor can be (value_info,
-#: metadata, shardings).
-SCHEMA = {
-    "ModelProto": {7: "GraphProto", 8: "OperatorSetIdProto", 14: "StringStringEntryProto",
-                   20: "TrainingInfoProto", 25: "FunctionProto", 26: "DeviceConfigurationProto"},
-    "GraphProto": {1: "NodeProto", 5: "TensorProto", 15: "SparseTensorProto",
-                   11: "ValueInfoProto", 12: "ValueInfoProto", 13: "ValueInfoProto",
-                   14: "TensorAnnotation", 16: "StringStringEntryProto"},
-    "NodeProto": {5: "AttributeProto", 9: "StringStringEntryProto",
-                  10: "NodeDeviceConfigurationProto"},
-    "AttributeProto": {5: "TensorProto", 6: "GraphProto", 22: "SparseTensorProto",
-                       14: "TypeProto", 10: "TensorProto", 11: "GraphProto",
-                       23: "SparseTensorProto", 15: "TypeProto", 7: F32, 8: INTS},
-    "ValueInfoProto": {2: "TypeProto", 4: "StringStringEntryProto"},
-    "IntIntListEntryProto": {2: INTS},
-    "NodeDeviceConfigurationProto": {2: "ShardingSpecProto"},
-    "ShardingSpecProto": {2: INTS, 3: "IntIntListEntryProto", 4: "ShardedDimProto"},
-    "ShardedDimProto": {2: "SimpleShardedDimProto"},
-    "SimpleShardedDimProto": {},
-    "TrainingInfoProto": {1: "GraphProto", 2: "GraphProto", 3: "StringStringEntryProto",
-                          4: "StringStringEntryProto"},
-    "DeviceConfigurationProto": {},
-    "StringStringEntryProto": {},
-    "TensorAnnotation": {2: "StringStringEntryProto"},
-    "TensorProto": {1: INTS, 3: "TensorProto.Segment", 4: F32, 5: INTS, 7: INTS, 10: F64,
-                    11: INTS, 13: "StringStringEntryProto", 16: "StringStringEntryProto"},
-    "TensorProto.Segment": {},
-    "SparseTensorProto": {1: "TensorProto", 2: "TensorProto", 3: INTS},
-    "TensorShapeProto": {1: "TensorShapeProto.Dimension"},
-    "TensorShapeProto.Dimension": {},
-    "TypeProto": {1: "TypeProto.Tensor", 4: "TypeProto.Sequence", 5: "TypeProto.Map",
-                  9: "TypeProto.Optional", 8: "TypeProto.SparseTensor", 7: "TypeProto.Opaque"},
-    "TypeProto.Tensor": {2: "TensorShapeProto"},
-    "TypeProto.Sequence": {1: "TypeProto"},
-    "TypeProto.Map": {2: "TypeProto"},
-    "TypeProto.Optional": {1: "TypeProto"},
-    "TypeProto.SparseTensor": {2: "TensorShapeProto"},
-    "TypeProto.Opaque": {},
-    "OperatorSetIdProto": {},
-    "FunctionProto": {11: "AttributeProto", 7: "NodeProto", 9: "OperatorSetIdProto",
-                      12: "ValueInfoProto", 14: "StringStringEntryProto"},
-}
+#: Characters of a node or function name kept in the names of its attributes' values (a value's
+#: name repeats it, and a node may have many attributes).
+NAME_CHARS = 200
+#: Most messages (graphs, nodes, attributes, tensors, types, ...) and pieces of tensor data one
+#: model may hold: each costs the walk 1 to 2 us, so a model of at most 64 MB is walked within
+#: 10 s (real models hold a few hundred thousand; one of millions of tiny messages is refused).
+MAX_MESSAGES = 2_000_000
+#: Attributes of a node held while its name is looked for (the walk's memory stays as its depth).
+ATTRIBUTES_HELD = 64
 
 
 def plan(path: str) -> list:
-    """Tasks for every tensor stored in the model at `path`."""
+    """Tasks for every tensor and float attribute stored in the model at `path` (or the
+    tensors of a TensorProto `.pb` file)."""
+    if path.lower().endswith(".pb") and is_tensor_file(path):
+        return plan_tensor(path)
     buf = open_map(path)
     try:
         tasks = [marker(path, "onnx")]
-        _Walker(path, buf, tasks).model()
+        _Walker(path, buf, tasks).run()
         return tasks
+    except TooManyMessages as e:
+        raise ReaderError(f"the model holds {e}") from None
     except ProtobufError as e:
         raise ReaderError(f"not a valid ONNX model: {e}") from None
     finally:
@@ -110,327 +60,281 @@ def plan(path: str) -> list:
             buf.close()
 
 
-class _Tensor:
-    """The fields of one TensorProto that say where its data is: value ranges of the file."""
-
-    __slots__ = ("dims", "type", "name", "raw", "typed", "external", "location", "segment")
-
-    def __init__(self):
-        self.dims, self.type, self.name, self.raw = [], 0, "", None
-        self.typed, self.external, self.location, self.segment = {}, {}, 0, False
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS] + "…"
 
 
 class _Walker:
-    """One pass over the model: every tensor becomes a task, and every other sub-message and
-    packed field is checked as protobuf would parse it (`depth`: a message's nesting level)."""
+    """One pass over the model: every tensor and float attribute becomes a task, and every
+    other sub-message and packed field is checked as protobuf would parse it. Each message
+    being read is a generator on an explicit stack: it reads its fields and yields the
+    sub-messages to visit, (handler, byte ranges, nesting depth, context), in file order (the
+    handlers of leaves, tensors, return None). Byte ranges are an iterable: a singular field
+    given many times is merged by protobuf, so read as the pieces found by going over its
+    parent's fields again (never held in a list)."""
 
     def __init__(self, path, buf, tasks):
         self.path, self.buf, self.tasks = path, buf, tasks
-        self.folder = os.path.dirname(path)
-        self.real_folder = os.path.realpath(self.folder or ".")
-        self.external_files: dict = {}
-        self.shapes: dict = {}
+        self.budget = Budget(MAX_MESSAGES)
+        self.tensors = TensorReader(path, buf, self.budget)
+        self.text = self.tensors.text
         self.unnamed = 0
+
+    def run(self):
+        stack = [self.model(((0, len(self.buf)),), 0, None)]
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                stack.pop()
+                continue
+            handler, ranges, depth, context = child
+            if depth > MAX_DEPTH:
+                raise ProtobufError(f"messages nested over {MAX_DEPTH} deep")
+            self.budget.spend()
+            children = handler(ranges, depth, context)
+            if children is not None:   # None: a leaf (a tensor)
+                stack.append(children)
 
     def _check(self, message, number, a, b, depth):
         """ProtobufError unless field `number` of `message`, buf[a:b], is well-formed."""
         kind = SCHEMA[message].get(number)
         if kind is not None:
-            check_field(self.buf, a, b, SCHEMA, kind, depth)
+            self.budget.spend()
+            check_field(self.buf, a, b, SCHEMA, kind, depth, self.budget)
 
-    def model(self):
+    def _fields(self, ranges):
+        """The fields of the message in `ranges`; runs of unpacked floats as one (RUN32)."""
+        if type(ranges) is tuple and len(ranges) == 1:
+            start, end = ranges[0]
+            return fields(self.buf, start, end, runs=True)
+        return (f for start, end in ranges for f in fields(self.buf, start, end, runs=True))
+
+    def _pieces(self, ranges, number):
+        """The byte ranges of every length-delimited field `number` of the message `ranges`,
+        found anew each time they are iterated."""
+        return _Field(self, ranges, number)
+
+    def model(self, ranges, depth, _):
         seen_graph = False
-        for number, wire, _, a, b in fields(self.buf, 0, len(self.buf)):
+        handlers = {7: self.graph, 25: self.function, 20: self.training_info}
+        for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
                 continue
-            if number == 7:
-                seen_graph = True
-                self.graph(a, b, 1)
-            elif number == 25:
-                self.function(a, b, 1)
-            elif number == 20:
-                self.training_info(a, b, 1)
+            handler = handlers.get(number)
+            if handler is not None:
+                seen_graph = seen_graph or number == 7
+                yield handler, ((a, b),), depth + 1, ""
             else:
-                self._check("ModelProto", number, a, b, 1)
+                self._check("ModelProto", number, a, b, depth + 1)
         if not seen_graph:
             raise ReaderError("not an ONNX model: no graph")
 
-    def training_info(self, start, end, depth):
+    def training_info(self, ranges, depth, _):
         # TrainingInfoProto: initialization = 1 and algorithm = 2 are graphs with initializers.
-        _nest(depth, start)
-        for number, wire, _, a, b in fields(self.buf, start, end):
+        for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
                 continue
             if number in (1, 2):
-                self.graph(a, b, depth + 1)
+                yield self.graph, ((a, b),), depth + 1, ""
             else:
                 self._check("TrainingInfoProto", number, a, b, depth + 1)
 
-    def graph(self, start, end, depth):
-        _nest(depth, start)
-        for number, wire, _, a, b in fields(self.buf, start, end):
+    def graph(self, ranges, depth, prefix):
+        for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
                 continue
             if number == 5:
-                self.tensor(a, b, "", depth + 1)
+                yield self.tensor, ((a, b),), depth + 1, None
             elif number == 15:
-                self.sparse(a, b, "", depth + 1)
+                yield self.sparse, ((a, b),), depth + 1, None
             elif number == 1:
-                self.node(a, b, depth + 1)
+                yield self.node, ((a, b),), depth + 1, prefix
             else:
                 self._check("GraphProto", number, a, b, depth + 1)
 
-    def function(self, start, end, depth):
-        _nest(depth, start)
-        label, defaults = "", []
-        for number, wire, _, a, b in fields(self.buf, start, end):
+    def function(self, ranges, depth, _):
+        label = ""
+        for number, wire, _, a, b in self._fields(ranges):   # first its name
+            if number == 1 and wire == LEN:
+                label = _short(self.text(a, b))
+        for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
                 continue
             if number == 7:
-                self.node(a, b, depth + 1)
-            elif number == 1:
-                label = self._text(a, b)
+                yield self.node, ((a, b),), depth + 1, label + "/"
             elif number == 11:  # attribute_proto: the defaults of the function's attributes
-                defaults.append((a, b))
-            else:
+                yield self.attribute, ((a, b),), depth + 1, (label + "/", label)
+            elif number != 1:
                 self._check("FunctionProto", number, a, b, depth + 1)
-        for a, b in defaults:
-            self.attribute(a, b, label, depth + 1)
 
-    def node(self, start, end, depth):
-        _nest(depth, start)
-        label, attributes = "", []
-        for number, wire, _, a, b in fields(self.buf, start, end):
+    def node(self, ranges, depth, prefix):
+        """Its attributes, named after the node: its name is read first, holding the first
+        ATTRIBUTES_HELD attributes (a node with more has its fields read a second time)."""
+        name = output = op_type = ""
+        held, many = [], False
+        for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
                 continue
-            if number == 3 or (number == 4 and not label):
-                label = self._text(a, b)
-            elif number == 2 and not label:
-                label = self._text(a, b)
+            if number == 3:
+                name = self.text(a, b)
+            elif number == 2 and not output:
+                output = self.text(a, b)
+            elif number == 4:
+                op_type = self.text(a, b)
             elif number == 5:
-                attributes.append((a, b))
+                many = many or len(held) == ATTRIBUTES_HELD
+                if not many:
+                    held.append((a, b))
             else:
                 self._check("NodeProto", number, a, b, depth + 1)
-        for a, b in attributes:
-            self.attribute(a, b, label, depth + 1)
+        context = (prefix, prefix + _short(name or output or op_type or "<unnamed node>"))
+        if many:
+            held = self._pieces(ranges, 5)
+        for r in held:
+            yield self.attribute, (r,), depth + 1, context
 
-    def attribute(self, start, end, node, depth):
-        _nest(depth, start)
-        name, found = "", []
-        for number, wire, _, a, b in fields(self.buf, start, end):
-            if wire != LEN:
+    def attribute(self, ranges, depth, context):
+        """The values of one AttributeProto, whatever its `type` says (a value stored in a field
+        its type does not select is checked too). A singular field given twice is merged, as
+        protobuf merges it: the last FLOAT wins, the pieces of a TENSOR make one tensor.
+        `context`: (the prefix of names in its scope, the name of its node or function)."""
+        prefix, label = context
+        name, f, floats = "", None, None
+        t = sparse = None     # the range of the first piece, or its count past the first
+        subs = False          # any TENSORS, SPARSE_TENSORS, GRAPH, GRAPHS
+        for number, wire, value, a, b in self._fields(ranges):
+            if number == 2 and wire in (I32, RUN32):   # the last one counts
+                f = b - 4
+            elif number == 7 and wire in (I32, LEN, RUN32):
+                floats = floats or _Pieces()
+                if wire == RUN32:
+                    floats.add_run(self.buf, a, b, value)
+                    continue
+                if (b - a) % 4:
+                    raise ProtobufError(f"packed field of {b - a} bytes at byte {a} is not "
+                                        "whole 4-byte values")
+                floats.add(self.buf, a, b)
+            elif wire != LEN:
                 continue
-            if number == 1:
-                name = self._text(a, b)
-            elif number in (5, 10, 22, 23, 6, 11):
-                found.append((number, a, b))
+            elif number == 1:
+                name = self.text(a, b)
+            elif number == 5:
+                t = ((a, b),) if t is None else 2
+            elif number == 22:
+                sparse = ((a, b),) if sparse is None else 2
+            elif number in (6, 10, 11, 23):
+                subs = True
             else:
                 self._check("AttributeProto", number, a, b, depth + 1)
-        where = f"{node}:{name}"
-        for number, a, b in found:
-            if number in (5, 10):
-                self.tensor(a, b, where, depth + 1)
-            elif number in (22, 23):
-                self.sparse(a, b, where, depth + 1)
-            else:
-                self.graph(a, b, depth + 1)
+        where = f"{label}@{name}"
+        if f is not None:
+            check_count(len(self.tasks))
+            self.tasks.append(float_task(self.path, where, "FLOAT", (), "<f4", source=self.path,
+                                         offset=f, nbytes=4))
+        if floats is not None:
+            check_count(len(self.tasks))
+            self.tasks.append(floats.task(self.path, where))
+        if t is not None:   # pieces of one tensor, merged
+            yield self.tensor, t if t != 2 else self._pieces(ranges, 5), depth + 1, where
+        if sparse is not None:
+            yield (self.sparse, sparse if sparse != 2 else self._pieces(ranges, 22), depth + 1,
+                   where)
+        if not subs:
+            return
+        tensors = sparse_list = 0
+        for number, wire, _, a, b in self._fields(ranges):
+            if wire != LEN:
+                continue
+            if number == 10:
+                yield self.tensor, ((a, b),), depth + 1, f"{where}[{tensors}]"
+                tensors += 1
+            elif number == 23:
+                yield self.sparse, ((a, b),), depth + 1, f"{where}[{sparse_list}]"
+                sparse_list += 1
+            elif number in (6, 11):
+                yield self.graph, ((a, b),), depth + 1, prefix
 
-    def sparse(self, start, end, where, depth):
-        _nest(depth, start)
-        for number, wire, _, a, b in fields(self.buf, start, end):
+    def sparse(self, ranges, depth, where):
+        values = False
+        for number, wire, _, a, b in self._fields(ranges):
             if wire != LEN:
                 continue
             if number == 1:
-                self.tensor(a, b, where or "sparse_initializer", depth + 1,
-                            suffix=" (sparse values)")
+                values = True
             else:
                 self._check("SparseTensorProto", number, a, b, depth + 1)
+        if values:
+            self._tensor(self._pieces(ranges, 1), depth + 1, where, "sparse_initializer",
+                         " (sparse values)")
 
-    def _text(self, a, b) -> str:
-        return self.buf[a:b].decode("utf-8", "replace")
+    def tensor(self, ranges, depth, where):
+        self._tensor(ranges, depth, where, "", "")
 
-    def tensor(self, start, end, where, depth, suffix=""):
+    def _tensor(self, ranges, depth, where, fallback, suffix):
+        """A task for the tensor in `ranges`: named `where` (an attribute's value), else by its
+        own name, else `fallback`, else "<unnamed tensor N>"; `suffix` added."""
         check_count(len(self.tasks))
         try:
-            t = self._read_tensor(start, end, depth)
+            t = self.tensors.read(ranges, depth)
+        except TooManyMessages:
+            raise
         except ProtobufError as e:
             self.tasks.append(problem(self.path, f"malformed tensor in {where or 'graph'}: {e}"))
             return
-        name = t.name or where
+        name = where or t.name or fallback
         if not name:
             self.unnamed += 1
             name = f"<unnamed tensor {self.unnamed}>"
-        self.tasks.append(self._task(name + suffix, t))
-
-    def _read_tensor(self, start, end, depth) -> _Tensor:
-        _nest(depth, start)
-        buf, t = self.buf, _Tensor()
-        for number, wire, value, a, b in fields(buf, start, end):
-            if number == 1:
-                if wire == WIRE_VARINT:
-                    t.dims.append(_signed(value))
-                elif wire == LEN:
-                    pos = a
-                    while pos < b:
-                        v, pos = varint(buf, pos, b)
-                        t.dims.append(_signed(v))
-            elif number == 2 and wire == WIRE_VARINT:
-                t.type = value
-            elif number == 3 and wire == LEN:
-                t.segment = True
-                check_field(buf, a, b, SCHEMA, "TensorProto.Segment", depth + 1)
-            elif number == 8 and wire == LEN:
-                t.name = self._text(a, b)
-            elif number == 9 and wire == LEN:
-                t.raw = (a, b)
-            elif number in TYPED_WIRE:
-                if wire == LEN and number != 6:   # a packed run of values
-                    size = FIXED_SIZE.get(number)
-                    if size and (b - a) % size:
-                        raise ProtobufError(f"{TYPED[number]} holds {b - a} bytes, not whole "
-                                            f"{size}-byte values")
-                    count = (b - a) // size if size else packed_varints(buf, a, b)
-                    t.typed.setdefault(number, []).append((wire, a, b, count))
-                elif wire == TYPED_WIRE[number]:  # one value (else an unknown field)
-                    t.typed.setdefault(number, []).append((wire, a, b, 1))
-            elif number == 13 and wire == LEN:
-                _nest(depth + 1, a)
-                key = val = ""
-                for n2, w2, _, a2, b2 in fields(buf, a, b):
-                    if w2 == LEN and n2 == 1:
-                        key = self._text(a2, b2)
-                    elif w2 == LEN and n2 == 2:
-                        val = self._text(a2, b2)
-                t.external[key] = val
-            elif number == 14 and wire == WIRE_VARINT:
-                t.location = value
-            elif wire == LEN:
-                self._check("TensorProto", number, a, b, depth + 1)
-        return t
-
-    def _task(self, name, t: _Tensor) -> Task:
-        path, dtype = self.path, t.type
-        label = NAMES.get(dtype, f"data_type {dtype}")
-        if any(d < 0 for d in t.dims):
-            return unchecked(path, name, label, (), f"negative dimension in {t.dims}")
-        shape = tuple(t.dims)
-        shape = self.shapes.setdefault(shape, shape)
-        if t.segment:
-            return unchecked(path, name, label, shape, "segmented tensors are not supported")
-        n = elements(shape)
-        if dtype == STRING:
-            strings = len(t.typed.get(6, ()))
-            if strings != n and t.location != 1:
-                return unchecked(path, name, label, shape, f"string_data holds {strings} "
-                                 f"strings, shape {list(shape)} needs {n}")
-            return not_applicable(path, name, label, shape)
-        if dtype in FLOATS:
-            element, bits, typed_field = FLOATS[dtype]
-        elif dtype in OTHERS:
-            element, (bits, typed_field) = None, OTHERS[dtype]
-        else:
-            return unchecked(path, name, label, shape, f"unknown ONNX data_type {dtype}")
-        need = (n * bits + 7) // 8
-        source, offset, storage = path, 0, RAW
-        if t.location == 1:
-            found = self._external(t.external, label, shape, need)
-            if isinstance(found, str):
-                return unchecked(path, name, label, shape, found)
-            source, offset = found
-        elif t.raw is not None:
-            offset, end = t.raw
-            if end - offset != need:
-                return unchecked(path, name, label, shape, f"raw_data holds {end - offset} bytes, "
-                                 f"{label} shape {list(shape)} needs {need}")
-        elif t.typed:
-            why = self._typed_count_mismatch(t.typed, typed_field, dtype, bits, n, label, shape)
-            if why:
-                return unchecked(path, name, label, shape, why)
-            if element is not None and bits >= 8:
-                wire, offset, end, _ = t.typed[typed_field][0]
-                if len(t.typed[typed_field]) != 1 or wire != LEN:
-                    return unchecked(path, name, label, shape, "typed data is not one packed "
-                                     "field (unpacked or split fields are not supported)")
-                if typed_field == 5:
-                    storage, need = VARINT, end - offset
-        elif n:
-            return unchecked(path, name, label, shape, "no data for the tensor")
-        if element is None:
-            return not_applicable(path, name, label, shape)
-        if bits < 8:
-            return packed_task(path, name, label, shape, element)
-        return float_task(path, name, label, shape, element, source=source, offset=offset,
-                          nbytes=need, storage=storage)
-
-    def _typed_count_mismatch(self, typed, field, dtype, bits, n, label, shape) -> str:
-        """Why the typed data of a tensor does not hold its `n` elements ("" when it does)."""
-        wrong = next((f for f in typed if f != field), None)
-        if wrong is not None:
-            return f"data in {TYPED[wrong]}, which {label} does not use"
-        if dtype in (14, 15):        # complex: real and imaginary part
-            values = 2 * n
-        elif bits in (2, 4):         # packed four or two to an int32_data value
-            values = -(-n // (8 // bits))
-        else:
-            values = n
-        count = sum(c for _, _, _, c in typed[field])
-        if count != values:
-            return (f"{TYPED[field]} holds {count} values, {label} shape {list(shape)} needs "
-                    f"{values}")
-        return ""
-
-    def _external(self, ext, label, shape, need):
-        """(file, offset) of a tensor's external data, or the reason it cannot be read."""
-        loc = ext.get("location", "")
-        if not loc:
-            return "external data without a location"
-        if "\0" in loc:
-            return f"external data location {loc!r} holds a NUL byte"
-        if os.path.isabs(loc) or ".." in loc.replace("\\", "/").split("/"):
-            return f"external data location {loc!r} leaves the model's directory"
-        try:   # as onnx reads them: a key given with an empty value is not 0
-            offset = int(ext["offset"]) if "offset" in ext else 0
-            length = int(ext["length"]) if "length" in ext else None
-        except ValueError:
-            return f"external data offset/length not integers: {ext}"
-        if offset < 0 or (length or 0) < 0:
-            return f"external data offset {offset} or length {length} is negative"
-        found = self.external_files.get(loc)
-        if found is None:
-            found = self.external_files[loc] = self._external_file(loc)
-        if isinstance(found, str):
-            return found
-        full, size = found
-        if length is not None and length != need:
-            return f"external data length {length}, {label} shape {list(shape)} needs {need} bytes"
-        if offset + need > size:
-            return (f"external data [{offset}, {offset + need}) lies outside {loc} ({size} bytes; "
-                    "truncated?)")
-        if length is None and offset + need != size:
-            return (f"external data without a length runs from byte {offset} to the end of "
-                    f"{loc}: {size - offset} bytes, {label} shape {list(shape)} needs {need}")
-        return full, offset
-
-    def _external_file(self, loc):
-        """(real path, size) of external data file `loc`, or the reason it cannot be read. As
-        onnx does, the file must resolve (symbolic links followed) inside the model's folder."""
-        real = os.path.realpath(os.path.join(self.folder, loc))
-        if os.path.commonpath([self.real_folder, real]) != self.real_folder:
-            return f"external data location {loc!r} resolves outside the model's directory"
-        try:
-            st = os.stat(real)
-        except OSError as e:
-            return f"external data file {loc}: {e.strerror}"
-        if not stat.S_ISREG(st.st_mode):
-            return f"external data location {loc!r} is not a regular file"
-        return real, st.st_size
+        self.tasks.append(self.tensors.task(name + suffix, t))
 
 
-def _nest(depth: int, at: int) -> None:
-    """ProtobufError for a message at nesting level `depth`, over protobuf's limit."""
-    if depth > MAX_DEPTH:
-        raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {at}")
+class _Field:
+    """The byte ranges of field `number` of a message (`ranges`): an iterable that can be gone
+    over more than once, each time reading the message's fields again."""
+
+    __slots__ = ("walker", "ranges", "number")
+
+    def __init__(self, walker, ranges, number):
+        self.walker, self.ranges, self.number = walker, ranges, number
+
+    def __iter__(self):
+        for n, wire, _, a, b in self.walker._fields(self.ranges):
+            if n == self.number and wire == LEN:
+                yield a, b
 
 
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
+class _Pieces:
+    """The float32 values of a FLOATS attribute, given in pieces (packed runs, or one value per
+    field as onnx writes them): the byte range of the first piece while it is the only packed
+    one; the bytes of all once there are more, or values one per field."""
+
+    def __init__(self):
+        self.first, self.data = None, None
+
+    def add(self, buf, a, b):
+        if self.first is None and self.data is None:
+            self.first = (a, b)
+            return
+        self._copy(buf)
+        self.data += buf[a:b]
+
+    def add_run(self, buf, a, b, count):
+        """`count` fields of one value each in buf[a:b], evenly spaced, each value last."""
+        self._copy(buf)
+        step = (b - a) // count
+        rows = np.frombuffer(buf, np.uint8, b - a, a).reshape(count, step)
+        self.data += rows[:, step - 4:].tobytes()
+        del rows   # no view of the memory map may outlive the walk
+
+    def _copy(self, buf):
+        if self.data is None:
+            self.data = bytearray(buf[self.first[0]:self.first[1]] if self.first else b"")
+
+    def task(self, path, name):
+        """Values in one contiguous little-endian run are read in the file; the others are
+        checked from their copy."""
+        if self.data is None:
+            a, b = self.first
+            return float_task(path, name, "FLOAT", ((b - a) // 4,), "<f4", source=path,
+                              offset=a, nbytes=b - a)
+        return values_task(path, name, np.frombuffer(bytes(self.data), "<f4"), "FLOAT")

@@ -4,8 +4,9 @@ file offsets of length-delimited values, so large byte fields are located but ne
 It refuses what protobuf's own parser (upb, behind the Python package) refuses: keys over 5
 bytes or 32 bits, field number 0, lengths over 5 bytes, varints over 10 bytes, wire types 6 and 7,
 values that run past their message, and (`check_message`) sub-messages nested over 100 deep or
-malformed anywhere in the tree, packed repeated fields included. Groups (wire types 3 and 4),
-which protobuf still parses as unknown fields, are refused too.
+malformed anywhere in the tree, packed repeated fields included (walked with an explicit stack:
+no recursion per level). Groups (wire types 3 and 4), which protobuf still parses as unknown
+fields, are refused too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ VARINT, I64, LEN, I32 = 0, 1, 2, 5
 #: Kinds of packed repeated scalar fields, for `check_message` schemas (a sub-message is named by
 #: its message name instead).
 PACKED_VARINT, PACKED_FIXED32, PACKED_FIXED64 = "packed varint", "packed fixed32", "packed fixed64"
+_PACKED = (PACKED_VARINT, PACKED_FIXED32, PACKED_FIXED64)
+#: The wire types `fields(..., runs=True)` gives a run of unpacked I32 / I64 fields.
+RUN32, RUN64 = -I32, -I64
 #: Sub-messages protobuf parses below the top-level message (its default recursion limit).
 MAX_DEPTH = 100
 _MASK64 = (1 << 64) - 1
@@ -26,6 +30,27 @@ _CHUNK = 1 << 20
 
 class ProtobufError(Exception):
     """Malformed protobuf wire data; the message says where."""
+
+
+class TooManyMessages(ProtobufError):
+    """A message tree larger than its reader's limit (`Budget`)."""
+
+
+class Budget:
+    """How many messages a walk may visit: `spend` raises TooManyMessages past `limit`, so a
+    small file of many tiny messages cannot hold the walk for long."""
+
+    __slots__ = ("limit", "left")
+
+    def __init__(self, limit: int):
+        self.limit = self.left = limit
+
+    def spend(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise TooManyMessages(f"over {self.limit:,} messages and pieces of tensor data "
+                                  "(graphs, nodes, attributes, tensors, types, ...), over the "
+                                  "limit")
 
 
 def varint(buf, pos: int, end: int) -> tuple[int, int]:
@@ -44,11 +69,16 @@ def varint(buf, pos: int, end: int) -> tuple[int, int]:
             raise ProtobufError(f"varint longer than 10 bytes before byte {pos}")
 
 
-def fields(buf, start: int, end: int):
+def fields(buf, start: int, end: int, runs: bool = False):
     """Yield (field number, wire type, value, value start, value end) for the message in
-    buf[start:end]; value is the integer for VARINT/I32/I64 and None for LEN."""
+    buf[start:end]; value is the integer for VARINT/I32/I64 and None for LEN. With `runs`, a
+    run of two or more I32 (I64) fields of one number in a row (a repeated float or double
+    field written unpacked, one value per field) comes as one item: wire type RUN32 (RUN64),
+    value the number of fields, from the first one's key to the last one's value (all with
+    keys of the same bytes, so (end - start) // count bytes apart, the value last)."""
     pos = start
     while pos < end:
+        at = pos
         key = buf[pos]
         if key < 0x80:  # keys and lengths are mostly one byte: skip the general decoder
             pos += 1
@@ -86,32 +116,77 @@ def fields(buf, start: int, end: int):
             n = 8 if wire == I64 else 4
             if pos + n > end:
                 raise ProtobufError(f"fixed-size field runs past byte {end}")
-            yield number, wire, int.from_bytes(buf[pos:pos + n], "little"), pos, pos + n
             after = pos + n
+            count = _run(buf, at, pos, after, end) if runs else 1
+            if count > 1:
+                after = at + count * (after - at)
+                yield number, -wire, count, at, after
+            else:
+                yield number, wire, int.from_bytes(buf[pos:after], "little"), pos, after
         else:
             raise ProtobufError(f"unsupported wire type {wire} at byte {pos}")
         pos = after
 
 
-def check_message(buf, start: int, end: int, schema: dict, message: str, depth: int) -> None:
+def _run(buf, at: int, pos: int, after: int, end: int) -> int:
+    """How many fields like the one in buf[at:after] (its key up to `pos`, then a fixed-size
+    value) follow each other from `at` with the same key bytes, within `end`: compared 1 MiB
+    at a time."""
+    step, key = after - at, bytes(buf[at:pos])
+    width = len(key)
+    if after + step > end or buf[after:after + width] != key:
+        return 1
+    count, pos = 1, after
+    want = np.frombuffer(key, np.uint8)
+    while pos + step <= end:
+        m = min((end - pos) // step, _CHUNK // step + 1)
+        rows = np.frombuffer(buf, np.uint8, m * step, pos).reshape(m, step)[:, :width]
+        same = (rows == want).all(axis=1)
+        stop = int(same.argmin()) if not same.all() else m
+        del rows, same   # no view of `buf` may outlive the call
+        count += stop
+        pos += stop * step
+        if stop < m:
+            break
+    return count
+
+
+def check_message(buf, start: int, end: int, schema: dict, message: str, depth: int,
+                  budget=None) -> None:
     """ProtobufError unless buf[start:end] parses as `message` at nesting level `depth` (the
     top-level message is 0), as protobuf parses it: `schema` maps each message name to
     {field number: sub-message name, or the PACKED_* kind of a repeated scalar field}. A field
     of another wire type than its declaration is an unknown field to protobuf, so is not
-    checked further; nor are strings (proto2 does not check their UTF-8)."""
+    checked further; nor are strings (proto2 does not check their UTF-8). The messages being
+    read wait on an explicit stack (no recursion per level; memory as the depth), and each
+    sub-message is taken from `budget` (a Budget) when one is given."""
     if depth > MAX_DEPTH:
         raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {start}")
-    table = schema[message]
-    for number, wire, _, a, b in fields(buf, start, end):
-        if wire == LEN:
-            kind = table.get(number)
-            if kind is not None:
+    stack = [(fields(buf, start, end), schema[message], depth)]
+    while stack:
+        items, table, depth = stack[-1]
+        for number, wire, _, a, b in items:
+            kind = table.get(number) if wire == LEN else None
+            if kind is None:
+                continue
+            if kind in _PACKED:
                 check_field(buf, a, b, schema, kind, depth + 1)
+                continue
+            if depth + 1 > MAX_DEPTH:
+                raise ProtobufError(f"messages nested over {MAX_DEPTH} deep at byte {a}")
+            if budget is not None:
+                budget.spend()
+            stack.append((fields(buf, a, b), schema[kind], depth + 1))
+            break
+        else:
+            stack.pop()
 
 
-def check_field(buf, start: int, end: int, schema: dict, kind: str, depth: int) -> None:
+def check_field(buf, start: int, end: int, schema: dict, kind: str, depth: int,
+                budget=None) -> None:
     """ProtobufError unless the length-delimited value buf[start:end] is a well-formed `kind`:
-    a PACKED_* kind, or the name of a message of `schema` at nesting level `depth`."""
+    a PACKED_* kind, or the name of a message of `schema` at nesting level `depth` (its
+    sub-messages taken from `budget`, when given)."""
     if kind == PACKED_VARINT:
         packed_varints(buf, start, end)
     elif kind == PACKED_FIXED32 or kind == PACKED_FIXED64:
@@ -120,7 +195,7 @@ def check_field(buf, start: int, end: int, schema: dict, kind: str, depth: int) 
             raise ProtobufError(f"packed field of {end - start} bytes at byte {start} is not "
                                 f"whole {size}-byte values")
     else:
-        check_message(buf, start, end, schema, kind, depth)
+        check_message(buf, start, end, schema, kind, depth, budget)
 
 
 def packed_varints(buf, start: int, end: int) -> int:
