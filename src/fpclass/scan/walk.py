@@ -8,7 +8,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from .detect import ACCEPTED, ZARR, claims_by_name, identify
+from .detect import ACCEPTED, UNRECOGNIZED, ZARR, claims_by_name, identify
 
 #: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
 #: weight file there).
@@ -141,6 +141,9 @@ class _Walker:
 
 
 def _unreadable(claims: str) -> str:
+    if claims == UNRECOGNIZED:
+        return f"{UNRECOGNIZED}: neither a format fpclass reads nor a kind known to hold no " \
+               f"tensors, so not checked (read: {ACCEPTED})"
     return f"{claims}: holds tensors in a format fpclass does not read, so not checked " \
            f"(read: {ACCEPTED})"
 
