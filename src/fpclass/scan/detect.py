@@ -115,6 +115,7 @@ UNRECOGNIZED = "unrecognized binary file"
 
 #: Bytes of 8-bit text: printable ASCII, tab, line ends, form feed, escape, and 0x80-0xFF.
 _TEXT_BYTES = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7F), *range(0x80, 0x100)])
+_PRINTABLE = bytes(range(0x20, 0x7F))
 #: Bytes read to identify a file (and to tell text from binary).
 HEAD_BYTES = 8192
 #: JSON files larger than this are not read to look for a weight_map.
@@ -267,11 +268,12 @@ def _other_kind(head: bytes) -> str:
 
 
 def _is_fits(head: bytes) -> bool:
-    """A FITS primary header: its first 80-byte card is `SIMPLE  =` and holds only printable
-    ASCII (a header dump written as text lines, `.hdr`, has line ends: it is text, not FITS)."""
-    card = head[:80]
-    return card.startswith(b"SIMPLE  =") and len(card) == 80 and all(
-        0x20 <= c <= 0x7E for c in card)
+    """A FITS primary header: it starts with `SIMPLE  =` and its first block (2880 bytes, 36
+    cards) holds only printable ASCII: a header dump written as text lines (`.hdr`) has line ends,
+    and is text, not FITS."""
+    block = head[:2880]
+    return block.startswith(b"SIMPLE  =") and len(block) >= 80 and \
+        not block.translate(None, _PRINTABLE)
 
 
 def _is_matlab5(head: bytes) -> bool:
