@@ -90,7 +90,7 @@ def test_matlab_clean_file_is_clean_and_limits_are_problems(tmp_path, monkeypatc
     assert os.path.getsize(path) < 1 << 20
     report = scan([path])
     assert report.exit_code == ExitCode.INCONCLUSIVE
-    assert "over the limit of 1048576" in report.problems[0].reason
+    assert "over 1048576 bytes once decompressed" in report.problems[0].reason
     (tmp_path / "z.mat").write_bytes(b"MATLAB 5.0 MAT-file".ljust(124) + b"\0\1IM" + b"\xff" * 64)
     report = scan([path])
     assert report.exit_code == ExitCode.INCONCLUSIVE and report.problems
@@ -144,3 +144,28 @@ def test_idl_nan_and_inf_are_found(tmp_path, name, key, dtype, new, want):
 def open_bytes(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def nested(depth, leaf):
+    value = leaf
+    for _ in range(depth):
+        cell = np.empty((1, 1), object)
+        cell[0, 0] = value
+        value = cell
+    return value
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_nesting_is_bounded_before_scipy_loads_the_file(tmp_path, compressed):
+    from fpclass.scan.readers import matlab
+    sio.savemat(tmp_path / "ok.mat", {"c": nested(matlab.MAX_DEPTH - 10, np.array([np.nan]))},
+                do_compression=compressed)
+    report = scan([tmp_path / "ok.mat"])
+    assert counts(report) == (1, 0, 0) and report.exit_code == ExitCode.FOUND
+    (name,) = [t.name for t in report.tensors]
+    assert name == "c"  # single elements add no index to the name
+    sio.savemat(tmp_path / "deep.mat", {"c": nested(matlab.MAX_DEPTH + 10, np.array([1.0]))},
+                do_compression=compressed)
+    report = scan([tmp_path / "deep.mat"])  # scipy.io itself would overflow the C stack deeper
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+    assert f"nested over {matlab.MAX_DEPTH} deep" in report.problems[0].reason

@@ -18,11 +18,14 @@ import zlib
 
 from . import ReaderError
 from .decoded import walk
-from .layout import marker, unchecked, values_task
+from .layout import MAX_TENSORS, marker, unchecked, values_task
 from ..._optional import require
 
 #: Largest file, and largest total of declared (decompressed) variable bytes, loaded.
 MAX_BYTES = 256 << 20
+#: Deepest nesting of cells, structs and objects loaded (scipy.io's reader recurses in C).
+MAX_DEPTH = 200
+_MI_MATRIX = 14
 _MI_COMPRESSED = 15
 
 
@@ -37,10 +40,7 @@ def plan(path: str) -> list:
         head = f.read(128)
         version = "v5" if len(head) == 128 and head[126:128] in (b"IM", b"MI") else "v4"
         if version == "v5":
-            declared = _declared_bytes(f, size, "<" if head[126:128] == b"IM" else ">")
-            if declared > MAX_BYTES:
-                raise ReaderError(f"the variables declare {declared} bytes once decompressed, "
-                                  f"over the limit of {MAX_BYTES}; not checked")
+            _check_structure(f, size, "<" if head[126:128] == b"IM" else ">")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -78,10 +78,13 @@ def _special(path, sio):
     return special
 
 
-def _declared_bytes(f, size: int, order: str) -> int:
-    """The bytes the v5 file's top-level data elements declare, a compressed one's as its zlib
-    stream's inner tag says (the size scipy.io inflates it to)."""
-    total, at = 0, 128
+def _check_structure(f, size: int, order: str) -> None:
+    """ReaderError unless the v5 file's variables declare at most MAX_BYTES once decompressed, at
+    most MAX_DEPTH levels of cells and structs and at most MAX_TENSORS arrays in all, checked on
+    the file's own tags before scipy.io loads anything (its reader recurses in C: a small file of
+    deeply nested cells would overflow the stack and kill the process)."""
+    declared = nodes = 0
+    at = 128
     while at + 8 <= size:
         f.seek(at)
         kind, nbytes = struct.unpack(order + "II", f.read(8))
@@ -89,16 +92,68 @@ def _declared_bytes(f, size: int, order: str) -> int:
             at += 8
             continue
         if kind == _MI_COMPRESSED:
-            inner = zlib.decompressobj()
-            try:
-                tag = inner.decompress(f.read(min(nbytes, 1 << 16)), 8)
-            except zlib.error as e:
-                raise ReaderError(f"a compressed variable at byte {at} is not a zlib stream "
-                                  f"({e})") from None
-            if len(tag) == 8:
-                total += 8 + struct.unpack(order + "II", tag)[1]
+            element = _inflate(f, nbytes, MAX_BYTES - declared, at)
             at += 8 + nbytes
         else:
-            total += 8 + nbytes
+            element = f.read(min(nbytes, MAX_BYTES - declared + 1))
             at += 8 + nbytes + (-nbytes) % 8
-    return total
+            if len(element) < min(nbytes, MAX_BYTES - declared + 1):
+                raise ReaderError(f"the variable at byte {at} is cut short by the end of file")
+            element = struct.pack(order + "II", kind, nbytes) + element
+        declared += len(element)
+        if declared > MAX_BYTES:
+            raise ReaderError(f"the variables declare over {MAX_BYTES} bytes once decompressed, "
+                              "the limit; not checked")
+        nodes += _count_arrays(element, order)
+
+
+def _inflate(f, nbytes: int, room: int, at: int) -> bytes:
+    """A compressed variable's element, inflated as a stream; ReaderError past `room` bytes."""
+    inflate = zlib.decompressobj()
+    out, left = [], nbytes
+    total = 0
+    try:
+        while left > 0:
+            data = f.read(min(left, 1 << 20))
+            if not data:
+                break
+            left -= len(data)
+            while data:
+                piece = inflate.decompress(data, 1 << 20)
+                total += len(piece)
+                if total > room:
+                    raise ReaderError(f"the variables declare over {MAX_BYTES} bytes once "
+                                      "decompressed, the limit; not checked")
+                out.append(piece)
+                data = inflate.unconsumed_tail
+    except zlib.error as e:
+        raise ReaderError(f"the compressed variable at byte {at} is corrupt ({e})") from None
+    return b"".join(out)
+
+
+def _count_arrays(element: bytes, order: str) -> int:
+    """Arrays (miMATRIX elements) inside one top-level element, walked without recursion;
+    ReaderError past MAX_DEPTH levels or MAX_TENSORS arrays."""
+    count = 0
+    stack = [(0, len(element), 0)]
+    while stack:
+        begin, end, depth = stack.pop()
+        if end - begin < 8:
+            continue
+        kind, nbytes = struct.unpack_from(order + "II", element, begin)
+        if kind != _MI_MATRIX:
+            continue
+        count += 1
+        if depth > MAX_DEPTH or count > MAX_TENSORS:
+            raise ReaderError(f"cells and structs nested over {MAX_DEPTH} deep or holding over "
+                              f"{MAX_TENSORS} arrays, the limits; not checked")
+        at, stop = begin + 8, min(end, begin + 8 + nbytes)
+        while at + 8 <= stop:  # the subelements: flags, dims, name, ..., child arrays
+            kind, size = struct.unpack_from(order + "II", element, at)
+            if kind >> 16:
+                at += 8
+                continue
+            if kind == _MI_MATRIX:
+                stack.append((at, stop, depth + 1))
+            at += 8 + size + (-size) % 8
+    return count
