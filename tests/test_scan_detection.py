@@ -118,6 +118,18 @@ def test_archives_are_read_by_their_members_names(tmp_path):
     assert report.exit_code == ExitCode.INCONCLUSIVE
 
 
+def test_columnar_data_files_are_unchecked(tmp_path):
+    """Parquet and Arrow files start (and end) with their magic numbers, per their specs."""
+    (tmp_path / "ok.safetensors").write_bytes(CLEAN)
+    (tmp_path / "metrics.parquet").write_bytes(b"PAR1" + os.urandom(64) + b"PAR1")
+    (tmp_path / "metrics.feather").write_bytes(b"ARROW1\0\0" + os.urandom(64) + b"ARROW1")
+    report = scan([tmp_path])
+    unread = reasons(report.problems)
+    assert unread["metrics.parquet"].startswith("Parquet file: ")
+    assert unread["metrics.feather"].startswith("Apache Arrow file: ")
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
 MATLAB_HEADER = (b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Mon Jan  1 00:00:00 2024 "
                  b"HDF5 schema 1.00 .").ljust(116) + b"\0" * 8 + b"\x00\x02IM"
 

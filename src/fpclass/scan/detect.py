@@ -75,6 +75,8 @@ _CLAIMS_BY_MAGIC = (
     # Archives and compressed streams fpclass does not open: they may hold any file.
     (b"\x28\xb5\x2f\xfd", "zstd-compressed file"), (b"7z\xbc\xaf\x27\x1c", "7-Zip archive"),
     (b"Rar!\x1a\x07", "RAR archive"), (b"\x04\x22\x4d\x18", "LZ4-compressed file"),
+    # Columnar data files: their float columns are not read.
+    (b"ARROW1", "Apache Arrow file"), (b"PAR1", "Parquet file"), (b"ORC", "ORC file"),
 )
 #: torch.save's legacy format starts with its magic number, pickled.
 _TORCH_LEGACY = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
