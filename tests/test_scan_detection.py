@@ -27,10 +27,14 @@ def test_an_unknown_binary_file_makes_a_directory_inconclusive(tmp_path):
     (tmp_path / "ok.safetensors").write_bytes(CLEAN)
     # raw float32 values with a NaN, in no format: the old scan skipped them and said clean
     (tmp_path / "values.raw").write_bytes(np.array([1, np.nan, 3], np.float32).tobytes())
+    # NaNs whose bytes hold no control byte (41 41 c1 ff) are not 8-bit text either
+    (tmp_path / "nans.raw").write_bytes(np.full(64, 0xFFC14141, np.uint32).tobytes())
+    assert np.isnan(np.fromfile(tmp_path / "nans.raw", np.float32)).all()
     report = scan([tmp_path])
     assert report.exit_code == ExitCode.INCONCLUSIVE
-    assert reasons(report.problems)["values.raw"].startswith("unrecognized binary file: ")
-    assert "not checked" in reasons(report.problems)["values.raw"]
+    for name in ("values.raw", "nans.raw"):
+        assert reasons(report.problems)[name].startswith("unrecognized binary file: ")
+        assert "not checked" in reasons(report.problems)[name]
     assert not report.skipped
 
 

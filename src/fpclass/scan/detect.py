@@ -118,6 +118,7 @@ UNRECOGNIZED = "unrecognized binary file"
 #: Bytes of 8-bit text: printable ASCII, tab, line ends, form feed, escape, and 0x80-0xFF.
 _TEXT_BYTES = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7F), *range(0x80, 0x100)])
 _PRINTABLE = bytes(range(0x20, 0x7F))
+_ASCII = bytes(range(0x80))
 #: Bytes read to identify a file (and to tell text from binary).
 HEAD_BYTES = 8192
 #: JSON files larger than this are not read to look for a weight_map.
@@ -329,7 +330,7 @@ def _zip_members(f) -> Identity:
 def _is_text(head: bytes) -> bool:
     """UTF-8 without NUL bytes (a character cut at the end of `head` allowed), UTF-16 with a byte
     order mark, or 8-bit text (Latin-1, ...): no control byte but tab, line ends, form feed and
-    escape."""
+    escape, and at most a quarter of the bytes above 0x7F."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) and len(head) % 2 == 0:
         try:
             return "\0" not in head.decode("utf-16")
@@ -343,7 +344,9 @@ def _is_text(head: bytes) -> bool:
     except UnicodeDecodeError as e:
         if e.start >= len(head) - 3 and e.reason == "unexpected end of data":
             return True
-    return not head.translate(None, _TEXT_BYTES)
+    # 8-bit text: no control bytes, and mostly ASCII (Latin-1 prose is; binary data is not)
+    return not head.translate(None, _TEXT_BYTES) and \
+        4 * len(head.translate(None, _ASCII)) <= len(head)
 
 
 def _is_index(path: str, size: int) -> bool:
