@@ -13,6 +13,7 @@ import zipfile
 from dataclasses import dataclass
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+IDL_COMPRESSED = b"SR\x00\x06"   # an IDL save file whose records are zlib-compressed
 
 SAFETENSORS = "safetensors"
 SAFETENSORS_INDEX = "safetensors-index"
@@ -62,7 +63,7 @@ _TF_SHARD = re.compile(r"\.data-\d{5}-of-\d{5}$")
 #: Magic numbers of formats fpclass reads, beside those tested in _by_content.
 _KINDS_BY_MAGIC = (
     (HDF5_SIGNATURE, HDF5), (b"CDF\x01", NETCDF3), (b"CDF\x02", NETCDF3),
-    (b"CDF\x05", NETCDF3), (b"SR\x00\x04", IDL), (b"SR\x00\x06", IDL),
+    (b"CDF\x05", NETCDF3), (b"SR\x00\x04", IDL), (IDL_COMPRESSED, IDL),
 )
 #: Compressed streams read through (readers/compressed.py), by magic number.
 COMPRESSIONS = (
@@ -235,7 +236,7 @@ def _by_content(head: bytes, size: int, name: str) -> Identity | None:
             return Identity(kind)
     if _is_fits(head):
         return Identity(FITS)
-    if _is_matlab5(head):
+    if matlab5_order(head):
         return Identity(MATLAB)
     if compression(head):
         return Identity(COMPRESSED)
@@ -279,12 +280,13 @@ def _is_fits(head: bytes) -> bool:
         not block.translate(None, _PRINTABLE)
 
 
-def _is_matlab5(head: bytes) -> bool:
-    """A MATLAB v5 (v6, v7) header: 116 bytes of text, then at byte 124 version 0x0100 and the
-    endian indicator "IM" or "MI". (v7.3, version 0x0200, is HDF5 behind a 512-byte user block.)"""
-    tail = head[124:128]
-    return len(tail) == 4 and tail in (b"\x00\x01IM", b"\x01\x00MI") and \
-        0 not in head[:4]
+def matlab5_order(head: bytes) -> str:
+    """The byte order ("<" or ">") of a MATLAB v5 (v6, v7) file's header: 116 bytes of text,
+    then at byte 124 version 0x0100 and the endian indicator "IM" or "MI"; "" for anything else
+    (v7.3, version 0x0200, is HDF5 behind a 512-byte user block; v4 has no header)."""
+    if 0 in head[:4]:
+        return ""
+    return {b"\x00\x01IM": "<", b"\x01\x00MI": ">"}.get(head[124:128], "")
 
 
 def _zip(head: bytes, name: str) -> Identity:

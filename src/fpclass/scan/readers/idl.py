@@ -19,6 +19,7 @@ from . import ReaderError
 from .decoded import walk
 from .layout import marker
 from ..._optional import require
+from ..detect import IDL_COMPRESSED
 
 #: Largest file, and largest total of inflated record bytes, read.
 MAX_BYTES = 256 << 20
@@ -33,7 +34,7 @@ def plan(path: str) -> list:
                           "loads through scipy.io (it decodes the whole file); not checked")
     with open(path, "rb") as f:
         head = f.read(4)
-        if head == b"SR\x00\x06":
+        if head == IDL_COMPRESSED:
             inflated = _inflated_bytes(f, size)
             if inflated > MAX_BYTES:
                 raise ReaderError(f"the compressed records inflate to over {MAX_BYTES} bytes, "

@@ -20,6 +20,7 @@ from . import ReaderError
 from .decoded import walk
 from .layout import MAX_TENSORS, marker, unchecked, values_task
 from ..._optional import require
+from ..detect import matlab5_order
 
 #: Largest file, and largest total of declared (decompressed) variable bytes, loaded.
 MAX_BYTES = 256 << 20
@@ -38,9 +39,10 @@ def plan(path: str) -> list:
                           "fpclass loads through scipy.io (it decodes whole variables); not checked")
     with open(path, "rb") as f:
         head = f.read(128)
-        version = "v5" if len(head) == 128 and head[126:128] in (b"IM", b"MI") else "v4"
-        if version == "v5":
-            _check_structure(f, size, "<" if head[126:128] == b"IM" else ">")
+        order = matlab5_order(head)
+        version = "v5" if order else "v4"
+        if order:
+            _check_structure(f, size, order)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
