@@ -95,8 +95,8 @@ _OTHER_MAGIC = (
     (b"ttcf", "font (TrueType collection)"),
     (b"SQLite format 3\x00", "SQLite database"),
     (b"\x7fELF", "compiled code (ELF)"), (b"\xcf\xfa\xed\xfe", "compiled code (Mach-O)"),
-    (b"\xce\xfa\xed\xfe", "compiled code (Mach-O)"), (b"\xca\xfe\xba\xbe",
-                                                      "compiled code (Mach-O universal / Java class)"),
+    (b"\xce\xfa\xed\xfe", "compiled code (Mach-O)"),
+    (b"\xca\xfe\xba\xbe", "compiled code (Mach-O universal / Java class)"),
     (b"\x00asm", "compiled code (WebAssembly)"),
     (b"\x00\x00\x00\x01Bud1", "macOS folder metadata (.DS_Store)"),
 )

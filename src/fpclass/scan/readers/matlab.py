@@ -36,7 +36,8 @@ def plan(path: str) -> list:
     size = os.path.getsize(path)
     if size > MAX_BYTES:
         raise ReaderError(f"MATLAB file of {size} bytes, over the limit of {MAX_BYTES} that "
-                          "fpclass loads through scipy.io (it decodes whole variables); not checked")
+                          "fpclass loads through scipy.io (it decodes whole variables); "
+                          "not checked")
     with open(path, "rb") as f:
         head = f.read(128)
         order = matlab5_order(head)
