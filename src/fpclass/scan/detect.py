@@ -198,6 +198,20 @@ def identify(path: str) -> Identity:
     return Identity(claims=UNRECOGNIZED)
 
 
+def skip_by_head(head: bytes, name: str) -> str:
+    """Why a file named `name` that starts with `head` holds no tensors, when its first bytes and
+    name alone tell (text not named as any format, a kind known by its magic number); "" when the
+    whole file is needed. For a compressed file's stream, not decompressed further then."""
+    by_content = _by_content(head, 1 << 62, name)
+    if by_content is not None:
+        return by_content.skip
+    lower = name.lower()
+    ext = os.path.splitext(lower)[1]
+    if ext in _BY_EXTENSION or claims_by_name(name) or lower.endswith(".json"):
+        return ""
+    return "text file" if _is_text(head) else ""
+
+
 def hdf5_offset(f, head: bytes, size: int) -> int | None:
     """Where the HDF5 superblock of open file `f` starts: 0, or after a user block, at 512, 1024,
     2048, ... (the HDF5 specification's only places for it); None when it has none."""

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from . import ReaderError, planner
 from .. import scratch
-from ..detect import COMPRESSED, compression, identify
+from ..detect import COMPRESSED, compression, identify, skip_by_head
 from ..tasks import FILE, skipped
 from .lzw import LZWError, LZWReader
 
@@ -53,14 +53,17 @@ def plan(path: str) -> list:
     if kind == "compress" and os.path.getsize(path) > MAX_LZW_INPUT:
         raise ReaderError(f"compress (.Z) file over {MAX_LZW_INPUT} bytes, the limit of fpclass's "
                           "pure-Python decoder (uncompress it first); not checked")
+    what = f"{kind}-compressed"
     try:
-        _decompress(path, kind, copy)
+        skip = _decompress(path, kind, copy)
     except BaseException:
         if os.path.exists(copy):
             os.remove(copy)
         raise
+    if skip:
+        os.remove(copy)
+        return [skipped(path, f"{what} {skip}")]
     ident = identify(copy)
-    what = f"{kind}-compressed"
     if ident.kind == COMPRESSED:
         raise ReaderError(f"{what} file holding another compressed stream; only one layer is read")
     if not ident.kind:
@@ -95,7 +98,9 @@ def _inner_name(name: str, kind: str) -> str:
     return name + ".decompressed"
 
 
-def _decompress(path: str, kind: str, copy: str) -> None:
+def _decompress(path: str, kind: str, copy: str) -> str:
+    """Decompress `path` into `copy`; or, when its first block already shows a file that holds no
+    tensors (text, an image), stop there and return why."""
     packed = os.path.getsize(path)
     free = shutil.disk_usage(os.path.dirname(copy)).free - FREE_RESERVE
     written = 0
@@ -106,6 +111,10 @@ def _decompress(path: str, kind: str, copy: str) -> None:
                 block = src.read(_BLOCK)
                 if not block:
                     break
+                if not written:
+                    skip = skip_by_head(block, os.path.basename(copy))
+                    if skip:
+                        return skip
                 written += len(block)
                 if written > most:
                     raise ReaderError(f"{kind} stream decompresses to over {most} bytes, "
@@ -123,3 +132,4 @@ def _decompress(path: str, kind: str, copy: str) -> None:
             raise
         raise ReaderError(f"corrupt {kind} stream after {written} decompressed bytes "
                           f"({type(e).__name__}: {e}); not checked") from None
+    return ""
