@@ -179,7 +179,8 @@ def test_bombs_and_limits_are_problems(tmp_path, monkeypatch):
     assert "decompression bomb" in problem.reason and report.exit_code == ExitCode.INCONCLUSIVE
     monkeypatch.setattr(compressed, "MAX_BYTES", 1 << 20)
     (tmp_path / "bomb.npy.bz2").unlink()
-    (tmp_path / "big.npy.gz").write_bytes(gzip.compress(npy_bytes(np.arange(1 << 19, dtype=float))))
+    (tmp_path / "big.npy.gz").write_bytes(gzip.compress(npy_bytes(np.arange(1 << 19, dtype=float)),
+                                                         compresslevel=1))
     report = scan([tmp_path])
     assert "over 1048576 bytes" in report.problems[0].reason
 
