@@ -21,6 +21,7 @@ from .decoded import walk
 from .layout import MAX_TENSORS, marker, unchecked, values_task
 from ..._optional import require
 from ..detect import matlab5_order
+from .sandbox import plan_in_child
 
 #: Largest file, and largest total of declared (decompressed) variable bytes, loaded.
 MAX_BYTES = 256 << 20
@@ -31,7 +32,9 @@ _MI_COMPRESSED = 15
 
 
 def plan(path: str) -> list:
-    sio = require("scipy.io", "matlab", "reading MATLAB .mat files")
+    """Bounds checked here; the file is then loaded by scipy.io in a child process
+    (readers/sandbox.py): a corrupt file can crash scipy.io's C reader."""
+    require("scipy.io", "matlab", "reading MATLAB .mat files")
     require("scipy.sparse", "matlab", "reading MATLAB .mat files")
     size = os.path.getsize(path)
     if size > MAX_BYTES:
@@ -41,9 +44,15 @@ def plan(path: str) -> list:
     with open(path, "rb") as f:
         head = f.read(128)
         order = matlab5_order(head)
-        version = "v5" if order else "v4"
         if order:
             _check_structure(f, size, order)
+    return plan_in_child("matlab", path, "scipy.io")
+
+
+def load(path: str) -> list:
+    """The tasks of a file plan() has bounded, from scipy.io.loadmat (run in the child)."""
+    import scipy.io as sio
+    version = "v5" if matlab5_order(open_head(path)) else "v4"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -63,6 +72,11 @@ def plan(path: str) -> list:
             continue
         tasks += walk(path, name, value, special)
     return tasks
+
+
+def open_head(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(128)
 
 
 def _special(path, sio):
@@ -99,9 +113,9 @@ def _check_structure(f, size: int, order: str) -> None:
             at += 8 + nbytes
         else:
             element = f.read(min(nbytes, MAX_BYTES - declared + 1))
-            at += 8 + nbytes + (-nbytes) % 8
             if len(element) < min(nbytes, MAX_BYTES - declared + 1):
                 raise ReaderError(f"the variable at byte {at} is cut short by the end of file")
+            at += 8 + nbytes + (-nbytes) % 8
             element = struct.pack(order + "II", kind, nbytes) + element
         declared += len(element)
         if declared > MAX_BYTES:
