@@ -172,20 +172,22 @@ def test_nesting_is_bounded_before_scipy_loads_the_file(tmp_path, compressed):
 
 
 def test_a_file_that_crashes_scipy_costs_that_file_only(tmp_path):
-    """scipy.io's C reader crashes on some corrupt files (byte flips found by fuzzing); they are
-    loaded in a separate process, so the scan goes on and names them."""
+    """scipy.io's C reader crashes on some corrupt files (byte flips found by fuzzing: these
+    mutations, of the 60 drawn for each variable, give SIGBUS or SIGSEGV with scipy 1.17); they
+    are loaded in a separate process, so the scan goes on and names them."""
     import random
     import subprocess
     sio.savemat(tmp_path / "ok.mat", {"a": np.array([np.nan, 1.0])})
-    for name in ("sp", "flags"):
+    for name, crashing in (("sp", {8, 33, 36}), ("flags", {13, 27, 34})):
         rng = random.Random(0)
         sio.savemat(tmp_path / "base.mat", {name: variables()[name]})
         base = (tmp_path / "base.mat").read_bytes()
-        for i in range(60):
+        for i in range(max(crashing) + 1):
             data = bytearray(base)
             for _ in range(rng.randint(1, 4)):
                 data[rng.randrange(128, len(data))] = rng.randrange(256)
-            (tmp_path / f"{name}{i}.mat").write_bytes(bytes(data))
+            if i in crashing:
+                (tmp_path / f"{name}{i}.mat").write_bytes(bytes(data))
     (tmp_path / "base.mat").unlink()
     report = scan([tmp_path])  # this process survives
     assert [t.nan for t in report.tensors if t.file.endswith("ok.mat")] == [1]

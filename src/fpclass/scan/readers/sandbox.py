@@ -1,17 +1,19 @@
 """Run a library's decoding of one file in a separate process: scipy.io's MATLAB reader is C code
 that a corrupt file can crash (a flipped byte in a 1 KB .mat file gave SIGSEGV), and a crash must
-cost one file, never the whole scan. The reading process (a fresh one per file) calls
-`<module>.load(path)`, which returns tasks, and sends them back as JSON plus raw bytes: nothing it
-sends is unpickled or executed. Its address space is limited (MEMORY_LIMIT beyond what it had at
-its start, where the platform allows), and its time per file (TIME_LIMIT)."""
+cost one file, never the whole scan. The reading process (a fresh one per file: memory a corrupt
+file damaged is never reused; about 0.3 s of start-up) calls `<module>.load(path)`, which returns
+tasks, and sends them back as JSON plus raw bytes: nothing it sends is unpickled or executed. Its
+address space is limited (MEMORY_LIMIT beyond what it had at its start, where the platform
+allows), and its time (TIME_LIMIT)."""
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
 import struct
+import subprocess
+import sys
 from dataclasses import fields
 
 from . import ReaderError
@@ -30,27 +32,19 @@ _STATUSES = {CHECK, FILE, NOT_APPLICABLE, UNCHECKED}
 def plan_in_child(module: str, path: str, what: str) -> list:
     """The tasks `module.load(path)` returns, computed in a fresh process. ReaderError when it
     fails, crashes, or runs out of time or memory (`what` names the library)."""
-    ctx = _context()
-    receive, send = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(module, path, send), daemon=True)
-    process.start()
-    send.close()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     try:
-        answer = receive.recv_bytes() if receive.poll(TIME_LIMIT) else None
-    except (EOFError, OSError):
-        answer = None
-    finally:
-        receive.close()
-    if answer is None:
-        process.kill()
-    process.join()
-    code = process.exitcode
-    process.close()
-    if answer is None:
-        if code == -signal.SIGKILL:
-            raise ReaderError(f"{what} took over {TIME_LIMIT} s reading the file; not checked")
-        name = signal.Signals(-code).name if code is not None and code < 0 and -code in \
-            signal.valid_signals() else f"exit status {code}"
+        done = subprocess.run([sys.executable, "-m", __name__, module, path],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=TIME_LIMIT,
+                              env=env, preexec_fn=_limit if os.name == "posix" else None)
+    except subprocess.TimeoutExpired:
+        raise ReaderError(f"{what} took over {TIME_LIMIT} s reading the file; not checked") \
+            from None
+    answer, code = done.stdout, done.returncode
+    if code != 0 or not answer:
+        name = signal.Signals(-code).name if code < 0 and -code in signal.valid_signals() \
+            else f"exit status {code}"
         raise ReaderError(f"{what} crashed reading the file ({name}): a corrupt file? not checked")
     kind, payload = answer[:1], answer[1:]
     if kind == b"T":
@@ -61,41 +55,6 @@ def plan_in_child(module: str, path: str, what: str) -> list:
     if "MemoryError" in message:
         raise ReaderError(f"{what} ran out of memory reading the file; not checked")
     raise ReaderError(f"{what} failed reading the file: {message}")
-
-
-def _context():
-    """A fork server (POSIX: each file read in a fresh fork of a process that has imported the
-    libraries once, so a file costs milliseconds, and memory a corrupt file damaged is never
-    reused); spawned processes elsewhere."""
-    global _CONTEXT
-    if _CONTEXT is None:
-        if "forkserver" in multiprocessing.get_all_start_methods():
-            _CONTEXT = multiprocessing.get_context("forkserver")
-            _CONTEXT.set_forkserver_preload(PRELOAD)
-        else:
-            _CONTEXT = multiprocessing.get_context("spawn")
-    return _CONTEXT
-
-
-_CONTEXT = None
-#: Modules the fork server imports once.
-PRELOAD = ["numpy", "scipy.io", "scipy.sparse", f"{__package__}.matlab"]
-
-
-def _child(module: str, path: str, send) -> None:
-    """In the reading process: one file's answer, a kind byte (T tasks, E a ReaderError's
-    message, X another error) and its bytes."""
-    from importlib import import_module
-    if os.name == "posix":
-        _limit()
-    try:
-        answer = b"T" + _encode(import_module(f"{__package__}.{module}").load(path))
-    except ReaderError as e:
-        answer = b"E" + str(e).encode()
-    except Exception as e:  # the reader's bug or the library's: this file only
-        answer = b"X" + f"{type(e).__name__}: {e}".encode()
-    send.send_bytes(answer)
-    send.close()
 
 
 def _limit() -> None:
@@ -137,3 +96,23 @@ def _decode(out: bytes, path: str) -> list:
     except (ValueError, TypeError, struct.error, KeyError) as e:
         raise ReaderError(f"the reading process sent an unreadable answer ({e})") from None
     return tasks
+
+
+def _main(module: str, path: str) -> int:
+    """The reading process: one file's answer on stdout, a kind byte (T tasks, E a ReaderError's
+    message, X another error) and its bytes."""
+    from importlib import import_module
+    answer, sys.stdout = sys.stdout.buffer, sys.stderr  # whatever a library prints: not the answer
+    try:
+        data = b"T" + _encode(import_module(f"{__package__}.{module}").load(path))
+    except ReaderError as e:
+        data = b"E" + str(e).encode()
+    except Exception as e:  # the reader's bug or the library's: this file only
+        data = b"X" + f"{type(e).__name__}: {e}".encode()
+    answer.write(data)
+    answer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(*sys.argv[1:3]))
