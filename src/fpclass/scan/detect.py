@@ -1,6 +1,8 @@
 """What a file is, for the scan: a format fpclass reads, a format that holds tensors fpclass does not
-read (the scan must then say it could not check it), or a file that holds no tensors (skipped).
-Content decides first (magic numbers, header shape), the name second."""
+read or a binary file of no known kind (the scan must then say it could not check it), or a file
+known to hold no tensors (text, or a kind named by its magic number: skipped). Content decides
+first (magic numbers, header shape), the name second. Detection's magic numbers all live here
+(readers only check their own headers again)."""
 
 from __future__ import annotations
 
