@@ -190,3 +190,18 @@ def test_one_layer_only(tmp_path):
     report = scan([tmp_path])
     assert "only one layer" in report.problems[0].reason
     assert report.exit_code == ExitCode.INCONCLUSIVE
+
+
+def test_tasks_planned_outside_a_scan_keep_their_copy_until_exit(tmp_path, own_tempdir):
+    """fpclass.scan.plan alone (its tasks run later, by execute): the copy lives until exit."""
+    import sys
+    (tmp_path / "a.npy.gz").write_bytes(gzip.compress(npy_bytes(VALUES)))
+    code = ("import os, sys\nfrom fpclass.scan import plan, execute, assemble\n"
+            "tasks = plan([sys.argv[1]])\nresults, _ = execute(tasks)\n"
+            "print(assemble(tasks, results).exit_code, len(os.listdir(sys.argv[2])))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.npy.gz"), own_tempdir],
+                          capture_output=True, text=True, check=True,
+                          env=dict(os.environ, TMPDIR=str(own_tempdir),
+                                   PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.stdout.split() == ["1", "1"]  # found, from a copy that existed then
+    assert not os.listdir(own_tempdir)  # and is gone at exit
