@@ -1,6 +1,8 @@
 """What a file is, for the scan: a format fpclass reads, a format that holds tensors fpclass does not
-read (the scan must then say it could not check it), or a file that holds no tensors (skipped).
-Content decides first (magic numbers, header shape), the name second."""
+read or a binary file of no known kind (the scan must then say it could not check it), or a file
+known to hold no tensors (text, or a kind named by its magic number: skipped). Content decides
+first (magic numbers, header shape), the name second. Detection's magic numbers all live here
+(readers only check their own headers again)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,11 @@ import os
 import re
 import stat
 import struct
+import zipfile
 from dataclasses import dataclass
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+IDL_COMPRESSED = b"SR\x00\x06"   # an IDL save file whose records are zlib-compressed
 
 SAFETENSORS = "safetensors"
 SAFETENSORS_INDEX = "safetensors-index"
@@ -23,16 +29,21 @@ KERAS = "keras"        # a .keras zip holding model.weights.h5
 NETCDF3 = "netcdf3"    # NetCDF classic and 64-bit offset / data files
 ZARR = "zarr"          # a zarr store: a directory, or a .zarr.zip
 FITS = "fits"
+MATLAB = "matlab"      # MATLAB v4 and v5 (v7) .mat files; v7.3 is HDF5 behind a user block
+IDL = "idl"            # IDL save files (.sav)
+COMPRESSED = "compressed"  # a gzip, bzip2, xz or compress (.Z) stream around another file
 
 KINDS = (SAFETENSORS, SAFETENSORS_INDEX, NPY, NPZ, ONNX, GGUF, PYTORCH, HDF5, KERAS, NETCDF3, ZARR,
-         FITS)
+         FITS, MATLAB, IDL, COMPRESSED)
 ACCEPTED = (".safetensors (and *.safetensors.index.json), .npy, .npz, .onnx, .gguf, PyTorch "
             "checkpoints (.pt, .pth, .bin, .ckpt), HDF5 (.h5, .hdf5, .keras), NetCDF (.nc), "
-            "zarr stores, FITS")
+            "zarr stores, FITS, MATLAB .mat, IDL .sav, and any of these compressed with gzip, "
+            "bzip2, xz or compress (.gz, .bz2, .xz, .Z)")
 
 _BY_EXTENSION = {".safetensors": SAFETENSORS, ".npy": NPY, ".npz": NPZ, ".onnx": ONNX,
                  ".gguf": GGUF, ".h5": HDF5, ".hdf5": HDF5, ".he5": HDF5, ".keras": KERAS,
-                 ".fits": FITS, ".fit": FITS, ".fts": FITS, ".fz": FITS}
+                 ".fits": FITS, ".fit": FITS, ".fts": FITS, ".fz": FITS, ".mat": MATLAB,
+                 ".sav": IDL}
 
 #: Extensions of files that hold tensors in formats fpclass does not read: such a file is never
 #: passed over quietly.
@@ -53,23 +64,64 @@ _TF_SHARD = re.compile(r"\.data-\d{5}-of-\d{5}$")
 
 #: Magic numbers of formats fpclass reads, beside those tested in _by_content.
 _KINDS_BY_MAGIC = (
-    (b"\x89HDF\r\n\x1a\n", HDF5), (b"CDF\x01", NETCDF3), (b"CDF\x02", NETCDF3),
-    (b"CDF\x05", NETCDF3), (b"SIMPLE  =", FITS),
+    (HDF5_SIGNATURE, HDF5), (b"CDF\x01", NETCDF3), (b"CDF\x02", NETCDF3),
+    (b"CDF\x05", NETCDF3), (b"SR\x00\x04", IDL), (IDL_COMPRESSED, IDL),
 )
+#: Compressed streams read through (readers/compressed.py), by magic number.
+COMPRESSIONS = (
+    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x1f\x9d", "compress"),
+)
+_BZIP2_LEVELS = [bytes([c]) for c in b"123456789"]
 #: Magic numbers of tensor formats fpclass does not read (checked before any name).
 _CLAIMS_BY_MAGIC = (
     (b"lmgg", "GGML file"), (b"fmgg", "GGMF file"), (b"tjgg", "GGJT file"),
+    # Archives and compressed streams fpclass does not open: they may hold any file.
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed file"), (b"7z\xbc\xaf\x27\x1c", "7-Zip archive"),
+    (b"Rar!\x1a\x07", "RAR archive"), (b"\x04\x22\x4d\x18", "LZ4-compressed file"),
+    # Columnar data files: their float columns are not read.
+    (b"ARROW1", "Apache Arrow file"), (b"PAR1", "Parquet file"), (b"ORC", "ORC file"),
 )
 #: torch.save's legacy format starts with its magic number, pickled.
 _TORCH_LEGACY = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
-#: Magic numbers of common files that hold no tensors.
+#: Magic numbers of common files that hold no tensors: skipped with the kind named. Only
+#: signatures of at least three fixed bytes (or checked further in _other_kind) are trusted.
 _OTHER_MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image (PNG)"), (b"\xff\xd8\xff", "image (JPEG)"),
-    (b"GIF8", "image (GIF)"), (b"%PDF-", "PDF document"),
+    (b"GIF87a", "image (GIF)"), (b"GIF89a", "image (GIF)"), (b"II*\x00", "image (TIFF)"),
+    (b"MM\x00*", "image (TIFF)"), (b"\x00\x00\x01\x00\x01\x00", "image (ICO)"),
+    (b"%PDF-", "PDF document"), (b"%!PS", "PostScript document"),
+    (b"fLaC", "audio (FLAC)"), (b"OggS", "audio/video (Ogg)"), (b"ID3", "audio (MP3)"),
+    (b"MThd", "audio (MIDI)"), (b"\x1a\x45\xdf\xa3", "video (Matroska/WebM)"),
+    (b"FLV\x01", "video (FLV)"),
+    (b"wOFF", "font (WOFF)"), (b"wOF2", "font (WOFF2)"), (b"OTTO", "font (OpenType)"),
+    (b"ttcf", "font (TrueType collection)"),
+    (b"SQLite format 3\x00", "SQLite database"),
+    (b"\x7fELF", "compiled code (ELF)"), (b"\xcf\xfa\xed\xfe", "compiled code (Mach-O)"),
+    (b"\xce\xfa\xed\xfe", "compiled code (Mach-O)"),
+    (b"\xca\xfe\xba\xbe", "compiled code (Mach-O universal / Java class)"),
+    (b"\x00asm", "compiled code (WebAssembly)"),
+    (b"\x00\x00\x00\x01Bud1", "macOS folder metadata (.DS_Store)"),
 )
+#: RIFF containers by their form type (bytes 8-12).
+_RIFF = {b"WAVE": "audio (WAV)", b"AVI ": "video (AVI)", b"WEBP": "image (WebP)"}
+#: ISO base media (MP4, MOV, HEIC, AVIF): "ftyp" at byte 4.
+_ISO_MEDIA = "audio/video/image (ISO media: MP4, MOV, HEIC, ...)"
+#: Extensions of zip members that hold no tensors: a zip of only these is skipped.
+_HARMLESS_MEMBERS = {
+    ".txt", ".md", ".rst", ".json", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".xml", ".html",
+    ".htm", ".css", ".js", ".py", ".c", ".h", ".cpp", ".sh", ".csv", ".tsv", ".tex", ".bib",
+    ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".tif", ".tiff", ".bmp", ".ico", ".pdf",
+    ".wav", ".flac", ".mp3", ".ogg", ".mp4", ".ttf", ".otf", ".woff", ".woff2", ".license",
+}
 _TOKENIZER_NAMES = {"tokenizer.model", "spiece.model", "sentencepiece.bpe.model",
                     "sentencepiece.model"}
+#: What a binary file no format accounts for is reported as: unchecked (a problem, exit 2).
+UNRECOGNIZED = "unrecognized binary file"
 
+#: Bytes of 8-bit text: printable ASCII, tab, line ends, form feed, escape, and 0x80-0xFF.
+_TEXT_BYTES = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7F), *range(0x80, 0x100)])
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_ASCII = bytes(range(0x80))
 #: Bytes read to identify a file (and to tell text from binary).
 HEAD_BYTES = 8192
 #: JSON files larger than this are not read to look for a weight_map.
@@ -115,9 +167,13 @@ def identify(path: str) -> Identity:
         if not stat.S_ISREG(st.st_mode):
             return Identity(skip="not a regular file")
         head = f.read(HEAD_BYTES)
-    size = st.st_size
-    name = os.path.basename(path)
-    by_content = _by_content(head, size, name)
+        size = st.st_size
+        name = os.path.basename(path)
+        by_content = _by_content(head, size, name)
+        if by_content is not None and by_content.claims.startswith("zip archive"):
+            by_content = _zip_members(f)
+        if by_content is None and hdf5_offset(f, head, size) is not None:
+            by_content = Identity(HDF5)  # behind a user block (MATLAB v7.3 files)
     if by_content is not None:
         return by_content
     lower = name.lower()
@@ -126,8 +182,8 @@ def identify(path: str) -> Identity:
             return Identity(SAFETENSORS_INDEX)
         return Identity(skip="text file (JSON)")
     ext = os.path.splitext(lower)[1]
-    if ext in _BY_EXTENSION:  # damaged: its reader names the damage
-        return Identity(_BY_EXTENSION[ext])
+    if ext in _BY_EXTENSION and not (ext == ".mat" and _is_text(head)):
+        return Identity(_BY_EXTENSION[ext])  # damaged: its reader names the damage
     if ext == ".pb":   # ONNX test data: one TensorProto per file (decided by its reader)
         from .readers.onnx_tensor import is_tensor_file
         if is_tensor_file(path):
@@ -141,7 +197,49 @@ def identify(path: str) -> Identity:
         return Identity(skip="tokenizer model (sentencepiece)")
     if _is_text(head):
         return Identity(skip="text file")
-    return Identity(skip="unrecognized binary file (no tensor format found)")
+    if ext == ".pyc" and head[2:4] == b"\r\n":
+        return Identity(skip="compiled code (Python bytecode)")
+    if ext in (".ttf", ".otf") and head[:4] in (b"\x00\x01\x00\x00", b"true"):
+        return Identity(skip="font (TrueType)")
+    return Identity(claims=UNRECOGNIZED)
+
+
+def skip_by_head(head: bytes, name: str) -> str:
+    """Why a file named `name` that starts with `head` holds no tensors, when its first bytes and
+    name alone tell (text not named as any format, a kind known by its magic number); "" when the
+    whole file is needed. For a compressed file's stream, not decompressed further then."""
+    by_content = _by_content(head, 1 << 62, name)
+    if by_content is not None:
+        return by_content.skip
+    lower = name.lower()
+    ext = os.path.splitext(lower)[1]
+    if ext in _BY_EXTENSION or claims_by_name(name) or lower.endswith(".json"):
+        return ""
+    return "text file" if _is_text(head) else ""
+
+
+def hdf5_offset(f, head: bytes, size: int) -> int | None:
+    """Where the HDF5 superblock of open file `f` starts: 0, or after a user block, at 512, 1024,
+    2048, ... (the HDF5 specification's only places for it); None when it has none."""
+    at = 0
+    while at + 8 <= size:
+        if at + 8 <= len(head):
+            sig = head[at:at + 8]
+        else:
+            f.seek(at)
+            sig = f.read(8)
+        if sig == HDF5_SIGNATURE:
+            return at
+        at = at * 2 if at else 512
+    return None
+
+
+def compression(head: bytes) -> str:
+    """The compression ("gzip", "bzip2", "xz", "compress") whose stream `head` starts, or ""."""
+    for magic, what in COMPRESSIONS:
+        if head.startswith(magic) and (what != "bzip2" or head[3:4] in _BZIP2_LEVELS):
+            return what
+    return ""
 
 
 def _by_content(head: bytes, size: int, name: str) -> Identity | None:
@@ -156,19 +254,59 @@ def _by_content(head: bytes, size: int, name: str) -> Identity | None:
     for magic, kind in _KINDS_BY_MAGIC:
         if head.startswith(magic):
             return Identity(kind)
+    if _is_fits(head):
+        return Identity(FITS)
+    if matlab5_order(head):
+        return Identity(MATLAB)
+    if compression(head):
+        return Identity(COMPRESSED)
     for magic, what in _CLAIMS_BY_MAGIC:
         if head.startswith(magic):
             return Identity(claims=what)
     if len(head) >= 8 and head[4:8] == b"TFL3":
         return Identity(claims="TensorFlow Lite model")
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return Identity(claims="tar archive (its members are not read)")
     if is_torch_legacy(head):
         return Identity(PYTORCH)
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return Identity(claims="Python pickle (never unpickled)")
+    other = _other_kind(head)
+    return Identity(skip=other) if other else None
+
+
+def _other_kind(head: bytes) -> str:
+    """The kind of a common file that holds no tensors, by its magic number, or ""."""
     for magic, what in _OTHER_MAGIC:
         if head.startswith(magic):
-            return Identity(skip=what)
-    return None
+            return what
+    if head[:4] == b"RIFF" and head[8:12] in _RIFF:
+        return _RIFF[head[8:12]]
+    if head[4:8] == b"ftyp" and head[8:12].isascii():
+        return _ISO_MEDIA
+    if head[:2] == b"MZ" and len(head) >= 64:
+        pe = struct.unpack_from("<I", head, 60)[0]
+        if head[pe:pe + 4] == b"PE\x00\x00":
+            return "compiled code (Windows PE)"
+    return ""
+
+
+def _is_fits(head: bytes) -> bool:
+    """A FITS primary header: it starts with `SIMPLE  =` and its first block (2880 bytes, 36
+    cards) holds only printable ASCII: a header dump written as text lines (`.hdr`) has line ends,
+    and is text, not FITS."""
+    block = head[:2880]
+    return block.startswith(b"SIMPLE  =") and len(block) >= 80 and \
+        not block.translate(None, _PRINTABLE)
+
+
+def matlab5_order(head: bytes) -> str:
+    """The byte order ("<" or ">") of a MATLAB v5 (v6, v7) file's header: 116 bytes of text,
+    then at byte 124 version 0x0100 and the endian indicator "IM" or "MI"; "" for anything else
+    (v7.3, version 0x0200, is HDF5 behind a 512-byte user block; v4 has no header)."""
+    if 0 in head[:4]:
+        return ""
+    return {b"\x00\x01IM": "<", b"\x01\x00MI": ">"}.get(head[124:128], "")
 
 
 def _zip(head: bytes, name: str) -> Identity:
@@ -190,18 +328,47 @@ def _zip(head: bytes, name: str) -> Identity:
     claimed = claims_by_name(name)
     if claimed:
         return Identity(claims=claimed)
-    return Identity(skip="zip archive holding no .npy arrays")
+    return Identity(claims="zip archive (its members are not read)")
+
+
+def _zip_members(f) -> Identity:
+    """A zip archive no reader takes: skipped when no member's name is of a tensor format (or a
+    compressed or unnamed file), named as unchecked otherwise."""
+    try:
+        names = zipfile.ZipFile(f).namelist()
+    except (zipfile.BadZipFile, ValueError, OSError) as e:
+        return Identity(claims=f"zip archive that cannot be listed ({e})")
+    for member in names:
+        base = member.rsplit("/", 1)[-1]
+        if not base:
+            continue  # a directory entry
+        lower = base.lower()
+        ext = os.path.splitext(lower)[1]
+        if ext not in _HARMLESS_MEMBERS:
+            return Identity(claims=f"zip archive holding {member!r} (its members are not read)")
+    return Identity(skip="zip archive holding no tensor files (by its members' names)")
 
 
 def _is_text(head: bytes) -> bool:
-    """No NUL byte and valid UTF-8 (a character cut at the end of `head` allowed)."""
+    """UTF-8 without NUL bytes (a character cut at the end of `head` allowed), UTF-16 with a byte
+    order mark, or 8-bit text (Latin-1, ...): no control byte but tab, line ends, form feed and
+    escape, and at most a quarter of the bytes above 0x7F."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) and len(head) % 2 == 0:
+        try:
+            return "\0" not in head.decode("utf-16")
+        except UnicodeDecodeError:
+            return False
     if b"\0" in head:
         return False
     try:
         head.decode("utf-8")
         return True
     except UnicodeDecodeError as e:
-        return e.start >= len(head) - 3 and e.reason == "unexpected end of data"
+        if e.start >= len(head) - 3 and e.reason == "unexpected end of data":
+            return True
+    # 8-bit text: no control bytes, and mostly ASCII (Latin-1 prose is; binary data is not)
+    return not head.translate(None, _TEXT_BYTES) and \
+        4 * len(head.translate(None, _ASCII)) <= len(head)
 
 
 def _is_index(path: str, size: int) -> bool:

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from .. import count_inf, count_nan, count_nonfinite, isnan, isposinf, locate_nonfinite
-from . import views
+from . import scratch, views
 from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
 from .dtypes import can_hold_nonfinite, np_dtype
 from .readers import ReaderError, planner
@@ -434,21 +434,23 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
-    start = time.perf_counter()
-    try:
-        tasks = plan(paths, include=include, exclude=exclude, task_bytes=task_bytes, debug=debug)
-    except PlanInterrupted as e:
-        tasks = e.tasks
-        results = [interrupted_result(t) for t in tasks]
+    with scratch.session():  # a compressed file's decompressed copy lives until the end
+        start = time.perf_counter()
+        try:
+            tasks = plan(paths, include=include, exclude=exclude, task_bytes=task_bytes,
+                         debug=debug)
+        except PlanInterrupted as e:
+            tasks = e.tasks
+            results = [interrupted_result(t) for t in tasks]
+            return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
+                            seconds=time.perf_counter() - start, interrupted=True)
+        if on_planned is not None:
+            on_planned(tasks)
+        run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
+        results, interrupted = run(tasks, max_locations=max_locations, chunk_bytes=chunk_bytes,
+                                   progress=progress, debug=debug)
         return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
-                        seconds=time.perf_counter() - start, interrupted=True)
-    if on_planned is not None:
-        on_planned(tasks)
-    run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
-    results, interrupted = run(tasks, max_locations=max_locations, chunk_bytes=chunk_bytes,
-                               progress=progress, debug=debug)
-    return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
-                    seconds=time.perf_counter() - start, interrupted=interrupted)
+                        seconds=time.perf_counter() - start, interrupted=interrupted)
 
 
 def _patterns(patterns, what: str) -> tuple:

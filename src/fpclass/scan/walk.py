@@ -1,5 +1,6 @@
 """From the paths a user names to what the scan does with each file: read it, report it as holding
-tensors fpclass cannot read, or skip it with a reason. Nothing is passed over unsaid."""
+tensors fpclass cannot read (or as a binary file of no known kind), or skip it with a reason.
+Nothing is passed over unsaid, and no binary file is skipped unless its kind is known."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from .detect import ACCEPTED, ZARR, claims_by_name, identify
+from .detect import ACCEPTED, UNRECOGNIZED, ZARR, claims_by_name, identify
 
 #: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
 #: weight file there).
@@ -21,7 +22,8 @@ _ZARR_MARKERS = {".zarray", ".zgroup", "zarr.json"}
 class Walk:
     """The files to read, as (path, kind), and the paths not read, each as (path, reason):
     `problems` could not be walked or opened, `unreadable` hold tensors in a format fpclass does
-    not read, `skipped` hold no tensors or were filtered out."""
+    not read or are binary files of no known kind, `skipped` hold no tensors (text, or a kind
+    known by its magic number) or were filtered out."""
 
     found: list = field(default_factory=list)
     problems: list = field(default_factory=list)
@@ -141,6 +143,9 @@ class _Walker:
 
 
 def _unreadable(claims: str) -> str:
+    if claims == UNRECOGNIZED:
+        return f"{UNRECOGNIZED}: neither a format fpclass reads nor a kind known to hold no " \
+               f"tensors, so not checked (read: {ACCEPTED})"
     return f"{claims}: holds tensors in a format fpclass does not read, so not checked " \
            f"(read: {ACCEPTED})"
 

@@ -14,7 +14,8 @@ def planner(kind: str):
     module = {"safetensors": "safetensors", "safetensors-index": "safetensors",
               "npy": "npy", "npz": "npy", "onnx": "onnx_model", "gguf": "gguf",
               "pytorch": "torch_checkpoint", "hdf5": "hdf5", "keras": "hdf5",
-              "netcdf3": "netcdf3", "zarr": "zarr_store", "fits": "fits"}[kind]
+              "netcdf3": "netcdf3", "zarr": "zarr_store", "fits": "fits", "matlab": "matlab",
+              "idl": "idl", "compressed": "compressed"}[kind]
     mod = import_module(f"{__name__}.{module}")
     return {"safetensors-index": getattr(mod, "plan_index", None), "npz": getattr(mod, "plan_npz", None),
             "keras": getattr(mod, "plan_keras", None)}.get(kind) or mod.plan
