@@ -11,7 +11,7 @@ import pytest
 
 import fpclass
 from fpclass.scan import SCHEMA, ExitCode, ScanReport
-from fpclass.scan.render import plain_lines
+from fpclass.results.render import plain_lines
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental:UserWarning")

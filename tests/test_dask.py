@@ -397,7 +397,7 @@ def test_a_worker_killed_mid_scan_is_retried(client, examples, tmp_path):
 def test_a_task_that_keeps_killing_workers_is_reported_unchecked(client, examples):
     from fpclass.dask.distributed import execute
     from fpclass.scan import assemble, plan
-    from fpclass.scan.exitcodes import ExitCode
+    from fpclass.results.exitcodes import ExitCode
     client.wait_for_workers(2, timeout=60)
     tasks = plan([str(EXAMPLES / "clean.safetensors"), str(EXAMPLES / "tiny.onnx")])
     results, _ = execute(tasks, client, run=_die_on_embed)
@@ -485,7 +485,7 @@ def test_a_scan_whose_workers_all_leave_returns_inconclusive_within_the_bound(lo
 
     from fpclass.dask.distributed import execute
     from fpclass.scan import assemble, plan
-    from fpclass.scan.exitcodes import ExitCode
+    from fpclass.results.exitcodes import ExitCode
     cluster, client = lonely
     _one_worker(cluster, client)
     tasks = plan(CLEAN_PAIR)

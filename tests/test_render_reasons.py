@@ -10,7 +10,7 @@ import pytest
 from fpclass.scan import ScanReport, scan
 from fpclass.scan.engine import run_task
 from fpclass.scan.readers.layout import not_applicable, unchecked, values_task
-from fpclass.scan.render import colored_lines, plain_lines, rich_available, rich_table
+from fpclass.results.render import colored_lines, plain_lines, rich_available, rich_table
 
 GLOBAL = "holds no tensor or array data; it names os.system (never called)"
 PACKED = "packed short: scale_factor 0.5 and add_offset 1.0 are finite and no value overflows"

@@ -21,8 +21,8 @@ import numpy as np
 
 from .scan.engine import run_task
 from .scan.readers.layout import values_task
-from .scan.report import CHECKED, Location, TensorResult
-from .scan.tasks import NOT_APPLICABLE, UNCHECKED
+from .results.report import CHECKED, Location, TensorResult
+from .results.status import NOT_APPLICABLE, UNCHECKED
 
 
 class Done:

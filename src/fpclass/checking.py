@@ -22,8 +22,8 @@ from .operators.buffers import count_nonfinite_words
 from .scan.dtypes import np_dtype
 from .scan.engine import run_task
 from .scan.readers.layout import values_task
-from .scan.report import CHECKED, Location, ScanReport, TensorResult, parse_fail_on
-from .scan.tasks import NOT_APPLICABLE, UNCHECKED
+from .results.report import CHECKED, Location, ScanReport, TensorResult, parse_fail_on
+from .results.status import NOT_APPLICABLE, UNCHECKED
 
 _Done = check_walk.Done
 

@@ -10,8 +10,8 @@ import os
 import sys
 
 from . import __version__
-from .scan.exitcodes import ExitCode
-from .scan.render import printable
+from .results.exitcodes import ExitCode
+from .results.render import printable
 
 #: The options accepted both before and after the subcommand, and their defaults.
 GLOBAL_DEFAULTS = {"quiet": False, "color": "auto", "output": None, "traceback": False}
@@ -164,8 +164,8 @@ def _warmup(args, out) -> int:
 
 def _scan(args, out, err, env) -> int:
     from .scan import engine
-    from .scan.render import rich_available
-    from .scan.report import parse_fail_on
+    from .results.render import rich_available
+    from .results.report import parse_fail_on
 
     try:
         fail_on = parse_fail_on(args.fail_on)
@@ -196,7 +196,7 @@ def _scan(args, out, err, env) -> int:
         execute_on = functools.partial(distributed.execute, scheduler=args.scheduler, **timeout)
     bar = None
     if _is_terminal(err) and not args.quiet and not args.json and rich_available():
-        from .scan.render import Progress
+        from .results.render import Progress
         bar = Progress(err, color=_color(args.color, err, env))
     try:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
@@ -221,7 +221,7 @@ def _scan(args, out, err, env) -> int:
 def _print(report, args, out, env) -> int:
     """Write `report` as JSON, a rich table (a terminal, rich installed) or plain lines, colored
     as --color and NO_COLOR say; return its exit code."""
-    from .scan import render
+    from .results import render
 
     color = _color(args.color, out, env)
     if args.json:

@@ -23,7 +23,7 @@ from distributed import Client, as_completed  # noqa: E402
 
 from ..scan import engine
 from ..scan.chunks import CHUNK_BYTES
-from ..scan.report import TensorResult
+from ..results.report import TensorResult
 from ..scan.tasks import CHECK, UNCHECKED
 
 #: Extra attempts for a task whose function raised (worker deaths are retried by the scheduler).

@@ -7,8 +7,8 @@ and ±Inf, tensor by tensor, in bounded memory.
 """
 
 from .engine import assemble, execute, plan, run_task, scan
-from .exitcodes import ExitCode
-from .report import SCHEMA, Location, Problem, ScanReport, TensorResult
+from ..results import ExitCode
+from ..results.report import SCHEMA, Location, Problem, ScanReport, TensorResult
 from .tasks import Task
 
 __all__ = ["SCHEMA", "ExitCode", "Location", "Problem", "ScanReport", "Task", "TensorResult",

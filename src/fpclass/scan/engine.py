@@ -17,7 +17,7 @@ from . import scratch, views
 from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
 from .dtypes import can_hold_nonfinite, np_dtype
 from .readers import ReaderError, planner
-from .report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
+from ..results.report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
 from .tasks import (CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, UNCHECKED, Task, problem,
                     skipped)
 from .walk import expand

@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import MISSING, dataclass, fields, replace
 
+from ..results.status import FILE, NOT_APPLICABLE, PROBLEM, SKIPPED, UNCHECKED
+
 #: What a task asks for.
-CHECK = "check"                    # read the bytes and classify them
-NOT_APPLICABLE = "not_applicable"  # integer / bool / string data: cannot hold NaN or Inf
-UNCHECKED = "unchecked"            # a tensor that cannot be checked; `reason` says why
-PROBLEM = "problem"                # a file-level problem (no tensor name); `reason` says why
-FILE = "file"                      # marks a file that was opened; `dtype` holds its format
-SKIPPED = "skipped"                # a file that holds no tensors, or was filtered out; `reason`
+#: A task's status is CHECK (read the bytes and classify them) or the status its result will
+#: have: NOT_APPLICABLE, UNCHECKED, PROBLEM, FILE (`dtype` holds the format), SKIPPED.
+CHECK = "check"
 
 #: How a task's bytes are stored.
 RAW = "raw"            # `nbytes` bytes at `offset` of `source`

@@ -1,14 +1,14 @@
 """Human output of a ScanReport: plain lines (for pipes, stable and greppable), optionally
 colored, or a rich table (for terminals; rich, from fpclass[cli], is imported only here, only
-then)."""
+then). It reads reports by their attributes and imports no report type, so the report can print
+itself through it without an import cycle."""
 
 from __future__ import annotations
 
 import re
 
 from .._optional import require
-from .report import ScanReport, TensorResult
-from .tasks import NOT_APPLICABLE, UNCHECKED
+from .status import NOT_APPLICABLE, UNCHECKED
 
 #: A not-applicable reason that only names the kind of the data (integers, text, bool, times, ...):
 #: not printed, so that ordinary integer tensors do not flood the output. Any other reason (a
@@ -19,7 +19,7 @@ _KIND_ONLY = re.compile(
     r"(?:not a floating-point type)?", re.IGNORECASE)
 
 
-def reason_shown(t: TensorResult) -> bool:
+def reason_shown(t: "TensorResult") -> bool:
     """Whether plain output and the table list `t` with its reason: every unchecked tensor, and
     every not-applicable one whose reason says more than the kind of its data."""
     if t.status == UNCHECKED:
@@ -49,15 +49,15 @@ def _size(n: float) -> str:
     return ""
 
 
-def _name(t: TensorResult) -> str:
+def _name(t: "TensorResult") -> str:
     return printable(t.name) if t.name else "(array)"
 
 
-def _shape(t: TensorResult) -> str:
+def _shape(t: "TensorResult") -> str:
     return "[" + ", ".join(map(str, t.shape)) + "]"
 
 
-def _locations(t: TensorResult) -> str:
+def _locations(t: "TensorResult") -> str:
     parts = []
     for loc in t.locations:
         where = "[" + ", ".join(map(str, loc.index)) + "]"
@@ -66,7 +66,7 @@ def _locations(t: TensorResult) -> str:
     return ", ".join(parts) + (f", ... {more} more" if more > 0 and parts else "")
 
 
-def summary_line(report: ScanReport) -> str:
+def summary_line(report: "ScanReport") -> str:
     """One line: files, tensors, bytes, throughput, counts, unchecked and the verdict."""
     s = report.summary()
     rate = f" ({_size(s['bytes_per_second'])}/s)" if s["bytes_per_second"] else ""
@@ -87,7 +87,7 @@ def summary_line(report: ScanReport) -> str:
     return f"summary: {text} -> {report.status} (exit {int(report.exit_code)})"
 
 
-def plain_lines(report: ScanReport):
+def plain_lines(report: "ScanReport"):
     """Yield one line per tensor with findings, per unchecked tensor, per not-applicable tensor
     whose reason says more than its kind (reason_shown), per problem, per skipped file, then the
     summary. Names are escaped (`printable`), so each item is one line."""
@@ -115,7 +115,7 @@ _TAG_COLORS = {"found": "31", "unchecked": "33", "problem": "33", "skipped": "2"
 _VERDICT_COLORS = {"clean": "32", "found": "31"}   # inconclusive, interrupted: yellow
 
 
-def colored_lines(report: ScanReport):
+def colored_lines(report: "ScanReport"):
     """plain_lines with ANSI color on each line's tag and on the summary line; without the color
     codes, the same text."""
     for line in plain_lines(report):
@@ -151,7 +151,7 @@ def _console(stream, color):
     return Console(file=stream, color_system=None)
 
 
-def rich_table(report: ScanReport, stream, color: bool | None = None) -> None:
+def rich_table(report: "ScanReport", stream, color: bool | None = None) -> None:
     """Print a table of findings, unchecked tensors, not-applicable ones whose reason says more
     than their kind, and problems, then the summary, with rich, colored as `color` says (see
     _console)."""

@@ -10,10 +10,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .exitcodes import ExitCode
-from .tasks import CHECK, NOT_APPLICABLE, UNCHECKED
+from .status import CHECKED, NOT_APPLICABLE, UNCHECKED
 
 SCHEMA = "fpclass.scan/2"
-CHECKED = "checked"
 
 #: The classes a scan counts, as named in --fail-on, JSON keys and locations. "missing" is a NaN
 #: where the format declares NaN a blank (a CF _FillValue, a zarr fill_value, a FITS image).
@@ -245,5 +244,5 @@ class ScanReport:
         return doc
 
 
-__all__ = ["CHECK", "CHECKED", "CLASSES", "Location", "Problem", "ScanReport", "TensorResult",
+__all__ = ["CHECKED", "CLASSES", "Location", "Problem", "ScanReport", "TensorResult",
            "merge_parts", "parse_fail_on"]
