@@ -208,3 +208,44 @@ def test_header_keywords_astropy_reads_as_inf_or_refuses(tmp_path):
     assert result(report, "PRIMARY@GAIN").status == "unchecked"
     assert [t.name for t in report.tensors] == ["PRIMARY", "PRIMARY@EXPTIME", "PRIMARY@GAIN"]
     assert report.exit_code == ExitCode.FOUND
+
+
+def test_an_hdu_that_does_not_advance_is_a_problem_not_a_hang(tmp_path):
+    """Found by the fuzz (case fits#82 of seed 0: PCOUNT = 8 on an image, GCOUNT = -64 on the
+    table): a negative data size takes astropy back to an earlier HDU, again and again."""
+    from zarr_fits_fuzz import make_case, write_case
+    path = write_case(make_case("fits", 82, 0), str(tmp_path))
+    with fits.open(path, lazy_load_hdus=True) as hdul:
+        assert hdul[4].fileinfo()["hdrLoc"] == hdul[2].fileinfo()["hdrLoc"]  # astropy loops
+    report = scan([path])
+    assert any("not after HDU" in p.reason for p in report.problems)
+    assert report.exit_code == ExitCode.INCONCLUSIVE and report.seconds < 5
+
+
+def test_table_whose_columns_disagree_with_naxis1_is_unchecked(tmp_path):
+    """Found by the fuzz: astropy reads rows as wide as the columns, not NAXIS1."""
+    path = tmp_path / "t.fits"
+    cols = [fits.Column("e", "E", array=np.array([np.inf, 1, 2], np.float32)),
+            fits.Column("j", "J", array=np.arange(3, dtype=np.int32))]
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols, name="T")]).writeto(path)
+    patch_card(path, "TFORM2", "'D'")
+    with fits.open(path) as hdul:
+        assert hdul["T"].data.dtype.itemsize == 12 != hdul["T"].header["NAXIS1"]
+    t = result(scan([path]), "T")
+    assert t.status == "unchecked" and "NAXIS1" in t.reason
+
+
+def test_a_keyword_describing_the_data_given_twice_is_unchecked(tmp_path):
+    """Found by the fuzz: with two BLANK cards astropy takes one for the header and the other
+    for the data."""
+    path = tmp_path / "twice.fits"
+    hdu = fits.PrimaryHDU(RAW16)
+    hdu.header["BSCALE"], hdu.header["BLANK"], hdu.header["EXPTIME"] = 2.0, 99, 1.0
+    hdu.writeto(path)
+    patch_card(path, "EXPTIME", "-1")
+    data = bytearray(path.read_bytes())
+    at = data.index(b"EXPTIME = ")
+    data[at:at + 8] = b"BLANK   "
+    path.write_bytes(bytes(data))
+    t = result(scan([path]), "PRIMARY")
+    assert t.status == "unchecked" and "BLANK appears more than once" in t.reason

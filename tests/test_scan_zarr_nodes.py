@@ -130,3 +130,23 @@ def test_a_folder_reached_twice_through_a_link_is_read_once(tmp_path):
     others = {t.name: t.reason for t in report.tensors if t.status != "checked"}
     assert sorted(others) == ["link", "real/loop"]
     assert all("not read twice" in r for r in others.values())
+
+
+def test_a_huge_grid_of_chunks_never_written_is_unchecked_quickly(tmp_path, monkeypatch):
+    """Found by the fuzz: a store of a few bytes declaring 2^30 chunks took hours (zarr reads
+    each missing chunk as the fill value, about 0.1 ms each)."""
+    z = zarr.create_array(tmp_path / "s.zarr", shape=(1 << 31,), chunks=(2,), dtype="f8")
+    z[:4] = [1.0, np.nan, 3.0, 4.0]
+    assert np.isnan(z[:4]).sum() == 1   # zarr reads it
+    report = scan([tmp_path / "s.zarr"], **ALL)
+    [t] = report.tensors
+    assert t.status == "unchecked" and "chunks declared" in t.reason
+    assert report.exit_code == ExitCode.INCONCLUSIVE and report.seconds < 5
+    from fpclass.scan.readers import zarr_store
+    monkeypatch.setattr(zarr_store, "SPARSE_BLOCKS", 64)
+    dense = zarr.create_array(tmp_path / "d.zarr", shape=(400,), chunks=(2,), dtype="f4")
+    dense[...] = 1.0                    # 200 chunks, all written: read
+    assert result(scan([tmp_path / "d.zarr"], **ALL), "").status == "checked"
+    dense[:2] = np.nan                  # 1,000 declared, 201 stored: still read
+    dense.resize((2000,))
+    assert result(scan([tmp_path / "d.zarr"], **ALL), "").status == "checked"

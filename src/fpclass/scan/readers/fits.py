@@ -80,7 +80,7 @@ def _walk(fits, hdul, path, size) -> tuple:
     """([(index, EXTNAME, EXTVER, tasks)] of the HDUs astropy reads, [problems]): what stops
     the reading (MAX_HDUS, a header astropy cannot read, a truncated file, bytes after the last
     HDU) is a problem."""
-    planned, end = [], 0
+    planned, end, start = [], 0, -1
     for index in itertools.count():
         if index == MAX_HDUS:
             return planned, [problem(path, f"more than {MAX_HDUS} HDUs: those after the first "
@@ -100,7 +100,12 @@ def _walk(fits, hdul, path, size) -> tuple:
                               "bytes): not read")
         try:
             info = hdu.fileinfo()
-            end = info["datLoc"] + info["datSpan"]
+            if info["hdrLoc"] <= start or info["datSpan"] < 0:  # GCOUNT < 0, for one: astropy
+                return planned, [problem(path, f"HDU {index} starts at byte {info['hdrLoc']} "
+                                         f"with {info['datSpan']} data bytes, not after HDU "
+                                         f"{index - 1}: its header (PCOUNT, GCOUNT, NAXISn) is "
+                                         "corrupt; it and the HDUs after it are not read")]
+            start, end = info["hdrLoc"], info["datLoc"] + info["datSpan"]
             ident = (index, hdu.name, hdu.header.get("EXTVER", 1))
             tasks = hdu_tasks(fits, path, size, hdu, info)
             tasks += header_cards(path, info["hdrLoc"], info["datLoc"])

@@ -4,6 +4,7 @@ scaled, tile-compressed), random groups, binary-table columns and ASCII tables."
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -23,6 +24,7 @@ def hdu_tasks(fits, path, size, hdu, info) -> list:
     """The tasks of one HDU, named by suffix ("" for an image, "/column" for a table column)."""
     h = hdu.header
     try:
+        _no_twice(h)
         if isinstance(hdu, fits.GroupsHDU):
             return _groups(path, h)
         if isinstance(hdu, (fits.PrimaryHDU, fits.ImageHDU)):
@@ -39,6 +41,20 @@ def hdu_tasks(fits, path, size, hdu, info) -> list:
         kind = h.get("XTENSION", "primary HDU")
         return [unchecked(path, "", str(kind), (), f"{kind} HDU: not a kind of HDU fpclass reads")]
     return []
+
+
+#: Keywords that describe the data: one that appears twice makes the data ambiguous (astropy
+#: takes the first for some uses and the last for others).
+_DATA_KEYS = re.compile(r"BITPIX|NAXIS[0-9]*|BSCALE|BZERO|BLANK|PCOUNT|GCOUNT|TFIELDS|GROUPS|"
+                        r"T(FORM|SCAL|ZERO|NULL|DIM)[0-9]+|"
+                        r"Z(IMAGE|BITPIX|NAXIS[0-9]*|TILE[0-9]+|CMPTYPE|SCALE|ZERO|BLANK)")
+
+
+def _no_twice(h) -> None:
+    twice = [k for k, n in Counter(h.keys()).items() if n > 1 and _DATA_KEYS.fullmatch(k)]
+    if twice:
+        raise Bad(f"header keyword {twice[0]} appears more than once: the data it describes "
+                  "is ambiguous, so not read")
 
 
 def _past_end(begin, nbytes, size) -> str:
@@ -146,6 +162,9 @@ def _bintable(path, size, hdu, info) -> list:
         layout = columns.dtype
     except Exception as e:
         return [unchecked(path, "", "BINTABLE", (rows,), f"columns cannot be parsed: {_line(e)}")]
+    if layout.itemsize != row:  # astropy then reads rows of the columns' width, not NAXIS1's
+        return [unchecked(path, "", "BINTABLE", (rows,), f"the columns take {layout.itemsize} "
+                          f"bytes of a row, NAXIS1 says {row}: not read")]
     late = _past_end(info["datLoc"], row * rows, size)
     tasks = []
     seen = Counter(c.name for c in columns)

@@ -81,3 +81,14 @@ class Listing:
                 seen.add(real)
                 stack.append(name)
         return sorted(nodes)
+
+
+def stored_files(path: str, node: str) -> int:
+    """How many files the store at `path` holds below node `node` (its chunks, metadata
+    included): a directory walk without following links, or the zip's names."""
+    if os.path.isdir(path):
+        folder = os.path.join(path, *node.split("/")) if node else path
+        return sum(len(files) for _, _, files in os.walk(folder))
+    prefix = f"{node}/" if node else ""
+    with zipfile.ZipFile(path) as z:
+        return sum(1 for n in z.namelist() if n.startswith(prefix))

@@ -31,11 +31,15 @@ from . import ReaderError
 from ..dtypes import component
 from ..tasks import CHECK, DATASET, Task, problem
 from .layout import check_count, marker, not_applicable, unchecked
-from .zarr_nodes import MARKERS as _MARKERS, Listing, attribute_tasks
+from .zarr_nodes import MARKERS as _MARKERS, Listing, attribute_tasks, stored_files
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
 #: the shard file, 9x less overhead per inner chunk in benchmarks), by inner chunk otherwise.
 SHARD_BYTES = 64 << 20
+#: An array of more blocks than this, nearly all never written (over 16 declared per stored
+#: file), is unchecked: zarr reads a missing chunk as its fill value in about 0.1 ms, so a small
+#: store declaring 2^30 chunks would take days.
+SPARSE_BLOCKS = 1 << 14
 
 
 #: The zarr-python this reader is written against (its data type API is 3.1's); it needs
@@ -143,6 +147,13 @@ def _array_task(zarr, store, path, name, arr) -> Task:
     if dt.kind not in "fc":  # bool, integers, datetime64, timedelta64
         return not_applicable(path, name, label, shape)
     blocks = _Blocks.of(zarr, store, arr)
+    count = math.prod(blocks.grid)
+    if count > SPARSE_BLOCKS:
+        stored = stored_files(path, name)
+        if count > 16 * stored + SPARSE_BLOCKS:
+            return unchecked(path, name, label, shape, f"{count} chunks declared, {stored} "
+                             "stored: the others read as the fill value, which zarr gives one "
+                             "chunk at a time (about 0.1 ms each): not checked")
     element = blocks.raw or dt
     grid = shape
     if dt.kind == "c":
