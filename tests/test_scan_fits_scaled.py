@@ -249,3 +249,21 @@ def test_a_keyword_describing_the_data_given_twice_is_unchecked(tmp_path):
     path.write_bytes(bytes(data))
     t = result(scan([path]), "PRIMARY")
     assert t.status == "unchecked" and "BLANK appears more than once" in t.reason
+
+
+def test_a_header_declaring_billions_of_axes_is_a_problem_not_a_hang(tmp_path):
+    """Found by the fuzz: astropy builds a list of NAXIS axes before anything else (2^31:
+    minutes); FITS allows at most 999."""
+    path = tmp_path / "axes.fits"
+    fits.HDUList([fits.PrimaryHDU(np.full(4, np.inf, np.float32)),
+                  fits.ImageHDU(np.ones(3, np.float32), name="A")]).writeto(path)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"NAXIS   = ", data.index(b"XTENSION"))
+    data[at:at + 80] = f"{'NAXIS':<8}= {2 ** 31:>20}".ljust(80).encode()
+    path.write_bytes(bytes(data))
+    report = scan([path])
+    assert [p.reason for p in report.problems] == [
+        "HDU 1 declares NAXIS = 2147483648 (FITS allows at most 999 axes): it and the HDUs "
+        "after it are not read"]
+    assert result(report, "PRIMARY").posinf == 4
+    assert report.seconds < 5

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import warnings
 from collections import Counter
 from dataclasses import replace
@@ -85,6 +86,12 @@ def _walk(fits, hdul, path, size) -> tuple:
         if index == MAX_HDUS:
             return planned, [problem(path, f"more than {MAX_HDUS} HDUs: those after the first "
                                      f"{MAX_HDUS} are not read")]
+        huge = _huge_axes(path, end, size)
+        if huge:
+            why = f"HDU {index} declares {huge} (FITS allows at most 999 axes)"
+            if not index:
+                raise ReaderError(f"not a readable FITS file: {why}")
+            return planned, [problem(path, f"{why}: it and the HDUs after it are not read")]
         try:
             hdu = hdul[index]
         except IndexError:
@@ -123,6 +130,29 @@ def _walk(fits, hdul, path, size) -> tuple:
         return planned, [problem(path, f"bytes {end}..{size} after the last HDU are not a "
                                  "readable HDU (a corrupt header?): not read")]
     return planned, []
+
+
+_AXES_CARD = re.compile(rb"(NAXIS   |ZNAXIS  )= +([+-]?[0-9]+) ")
+
+
+def _huge_axes(path: str, begin: int, size: int) -> str:
+    """"NAXIS = n" when the header at byte `begin` declares more than 999 axes, else "":
+    astropy builds a list of that many axes before anything can be checked (2^31: minutes)."""
+    if begin >= size:
+        return ""
+    with open(path, "rb") as f:
+        f.seek(begin)
+        while True:
+            block = f.read(2880)
+            for at in range(0, len(block) - 79, 80):
+                card = block[at:at + 80]
+                if card[:8] == b"END     ":
+                    return ""
+                m = _AXES_CARD.match(card)
+                if m and abs(int(m[2])) > 999:
+                    return f"{m[1].decode().strip()} = {int(m[2])}"
+            if len(block) < 2880:
+                return ""
 
 
 def _zeros(path: str, begin: int, end: int) -> bool:
