@@ -510,8 +510,7 @@ def oracle_fits(path):
                 name = _hdu_name(i, hdu, names, pairs)
                 for card in hdu.header.cards:
                     v = card.value
-                    if isinstance(v, float) and not math.isfinite(v) and not \
-                            card.keyword.startswith(("BSCALE", "BZERO", "TSCAL", "TZERO")):
+                    if isinstance(v, float) and not math.isfinite(v):
                         tensors[f"{name}@{card.keyword}"] = [support.counts(np.array(v))]
                 _oracle_hdu(fits, hdu, raw_hdul[i], name, tensors, unverified)
     except Exception as e:
@@ -537,7 +536,7 @@ def _oracle_hdu(fits, hdu, raw_hdu, name, tensors, unverified):
         blank = raw_hdu.header.get("BLANK")  # astropy drops it from a scaled HDU's header
         if raw.dtype.kind == "f":
             mask = np.isnan(raw)
-        elif isinstance(blank, int) and not isinstance(blank, bool):
+        elif isinstance(blank, int):  # astropy takes a logical T as 1
             mask = raw == blank
         else:
             mask = None
@@ -566,7 +565,7 @@ def _oracle_hdu(fits, hdu, raw_hdu, name, tensors, unverified):
             stored = raw[raw.dtype.names[n]]
             if stored.dtype.kind == "f" or stored.dtype.kind == "c":
                 mask = np.isnan(stored) if stored.dtype.kind == "f" else None
-            elif isinstance(col.null, int) and not isinstance(col.null, bool):
+            elif isinstance(col.null, int):
                 mask = stored == col.null
             else:
                 mask = None

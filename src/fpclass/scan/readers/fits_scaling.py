@@ -64,8 +64,9 @@ def axes(h, prefix="NAXIS") -> tuple:
 
 def integer_blank(value):
     """The integer blank a BLANK or TNULLn keyword declares, or None: astropy ignores a value
-    that is not an integer, and so does this reader (FITS requires an integer)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    that is not an integer, and so does this reader (FITS requires an integer; astropy takes a
+    logical T as 1, and so does this reader)."""
+    if isinstance(value, (int, np.integer)):
         return int(value)
     return None
 
@@ -168,8 +169,6 @@ def column_scaling(code: str, raw: str, scale, zero, null) -> Scaling | str | No
 #: header of a million cards costs one regex scan.
 _SUSPECT = re.compile(rb"NAN|INF|[0-9]{300}|[ED][+]?[0-9]{3}", re.IGNORECASE)
 _NONFINITE_TEXT = re.compile(r"[+-]?(NAN|INF|INFINITY)", re.IGNORECASE)
-#: Keywords whose values scale the data: accounted for by the data's physical values.
-_SCALING_KEYS = re.compile(r"BSCALE|BZERO|TSCAL[0-9]+|TZERO[0-9]+")
 
 
 def header_cards(path: str, begin: int, end: int) -> list:
@@ -189,8 +188,6 @@ def header_cards(path: str, begin: int, end: int) -> list:
         if image[8:10] != "= ":
             continue  # commentary cards (COMMENT, HISTORY, blank keyword, END) hold no value
         key = image[:8].strip()
-        if _SCALING_KEYS.fullmatch(key):
-            continue
         try:
             value = Card.fromstring(image).value
         except Exception:  # astropy raises VerifyError for an unparsable value
