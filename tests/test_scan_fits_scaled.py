@@ -267,3 +267,7 @@ def test_a_header_declaring_billions_of_axes_is_a_problem_not_a_hang(tmp_path):
         "after it are not read"]
     assert result(report, "PRIMARY").posinf == 4
     assert report.seconds < 5
+    fits.PrimaryHDU(np.ones(3, np.float32)).writeto(path, overwrite=True)
+    patch_card(path, "NAXIS", str(2 ** 31))
+    [p] = scan([path]).problems
+    assert "declares NAXIS = 2147483648" in p.reason

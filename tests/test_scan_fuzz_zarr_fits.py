@@ -24,8 +24,8 @@ pytest.importorskip("astropy")
 from scan_fuzz_support import failure_kind  # noqa: E402
 from zarr_fits_fuzz import FORMATS, judge, make_case, run_cases, seeds, write_files  # noqa: E402
 
-#: Cases per format in a normal run (about 30 s on two cores); FPCLASS_FUZZ_ZF_CASES for more.
-CASES = int(os.environ.get("FPCLASS_FUZZ_ZF_CASES", "60"))
+#: Cases per format in a normal run (about 20 s on two idle cores); FPCLASS_FUZZ_ZF_CASES for more.
+CASES = int(os.environ.get("FPCLASS_FUZZ_ZF_CASES", "150"))
 BASE_SEED = int(os.environ.get("FPCLASS_FUZZ_SEED", "0"))
 
 

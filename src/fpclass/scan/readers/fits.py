@@ -61,6 +61,10 @@ def plan(path: str) -> list:
             raise ReaderError(f"{what}-compressed FITS file: not read (decompress it first)")
     if not head.startswith(b"SIMPLE  ="):
         raise ReaderError(f"not a FITS file: it starts with {head!r}, not 'SIMPLE  ='")
+    huge = _huge_axes(path, 0, size)  # fits.open reads the first HDU
+    if huge:
+        raise ReaderError(f"not a readable FITS file: its primary header declares {huge} (FITS "
+                          "allows at most 999 axes)")
     # astropy warns about what it repairs or skips; what matters is checked below instead.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
