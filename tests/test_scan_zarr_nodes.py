@@ -2,6 +2,7 @@
 depth, with or without group metadata above it, each once, and checks the float values of array
 and group attributes as "path@attribute": against zarr's own read of each array and attribute."""
 
+import json
 import zipfile
 
 import numpy as np
@@ -150,3 +151,19 @@ def test_a_huge_grid_of_chunks_never_written_is_unchecked_quickly(tmp_path, monk
     dense[:2] = np.nan                  # 1,000 declared, 201 stored: still read
     dense.resize((2000,))
     assert result(scan([tmp_path / "d.zarr"], **ALL), "").status == "checked"
+
+
+def test_metadata_zarr_opens_but_cannot_describe_is_unchecked(tmp_path):
+    """Found by the fuzz: a bool array whose fill value is a list opens, then fails in zarr's
+    own to_dict (an internal error before)."""
+    store = tmp_path / "s.zarr"
+    g = zarr.open_group(store, mode="w", zarr_format=3)
+    g.create_array("z", shape=(3,), chunks=(2,), dtype="c8")[...] = 1
+    meta = store / "z" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["data_type"] = "bool"
+    meta.write_text(json.dumps(doc))
+    report = scan([store], **ALL)
+    t = result(report, "z")
+    assert t.status == "unchecked" and "zarr cannot describe" in t.reason
+    assert "internal error" not in t.reason

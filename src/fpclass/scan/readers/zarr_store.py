@@ -109,9 +109,14 @@ def plan(path: str) -> list:
                 tasks.append(unchecked(path, name, "?", (),
                                        f"zarr cannot open this array or group: {e}"))
                 continue
-            if isinstance(node, zarr.Array):
-                tasks.append(_array_task(zarr, store, path, name, node))
-            tasks += attribute_tasks(path, name, node.attrs.asdict())
+            try:
+                if isinstance(node, zarr.Array):
+                    tasks.append(_array_task(zarr, store, path, name, node))
+                tasks += attribute_tasks(path, name, node.attrs.asdict())
+            except Exception as e:  # metadata zarr opens but cannot describe (a fill value
+                # of the wrong shape for the data type, for one)
+                tasks.append(unchecked(path, name, "?", (), f"zarr cannot describe this array "
+                                       f"or group: {_one_line(e)}"))
         tasks += [problem(path, reason, name) for name, reason in listing.loops]
         check_count(len(tasks), "arrays and float attributes")
     return tasks
