@@ -195,8 +195,12 @@ class _Tally:
 
     def add(self, values, where, nbytes: int) -> None:
         """Classify `values` (the last axis holds the complex parts when the task flips
-        conjugates); `where(row)` gives the location index of an index row of `values`."""
+        conjugates); `where(row)` gives the location index of an index row of `values`. The
+        masked values of a masked array are a reader's blanks (FITS BLANK, TNULL): missing."""
         room = self.limit - len(self.locations)
+        blank = np.ma.getmaskarray(values) if np.ma.isMaskedArray(values) else None
+        if blank is not None:
+            values = np.where(blank, 0, np.ma.getdata(values))
         if self.task.flip == "conj":  # only the imaginary parts change sign
             re = _classify(values[..., 0], room)
             im = _classify(values[..., 1], room)
@@ -216,6 +220,10 @@ class _Tally:
             self.nan += nan
         self.posinf += pinf
         self.neginf += ninf
+        if blank is not None and blank.any():
+            self.missing += int(np.count_nonzero(blank))
+            rows = [(tuple(r), "missing") for r in np.argwhere(blank)[:room].tolist()]
+            hits = sorted(hits + rows)[:room]
         self.locations += [Location(where(r), c) for r, c in hits]
         self.values += values.size
         self.bytes += nbytes

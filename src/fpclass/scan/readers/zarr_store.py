@@ -10,6 +10,10 @@ zarr's own chunk-key encoding; everything else is decoded by zarr.
 
 Chunks never written read as the fill value, as zarr returns them, and are counted like data: a
 NaN fill value is zarr's blank, so the task is `missing` and those NaN count as missing values.
+
+Every array of the store is found at any depth, with or without group metadata above it (a v2
+store written without .zgroup files), and every float value in an array's or group's attributes
+(.zattrs, or zarr.json's "attributes") is checked as "path@attribute" (`zarr_nodes`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import functools
 import math
 import os
 import re
-import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,13 +30,16 @@ import numpy as np
 from . import ReaderError
 from ..dtypes import component
 from ..tasks import CHECK, DATASET, Task, problem
-from .layout import marker, not_applicable, unchecked
+from .layout import check_count, marker, not_applicable, unchecked
+from .zarr_nodes import MARKERS as _MARKERS, Listing, attribute_tasks, stored_files
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
 #: the shard file, 9x less overhead per inner chunk in benchmarks), by inner chunk otherwise.
 SHARD_BYTES = 64 << 20
-#: Files that make a directory (or a zip folder) a zarr array or group.
-_MARKERS = (".zarray", ".zgroup", "zarr.json")
+#: An array of more blocks than this, nearly all never written (over 16 declared per stored
+#: file), is unchecked: zarr reads a missing chunk as its fill value in about 0.1 ms, so a small
+#: store declaring 2^30 chunks would take days.
+SPARSE_BLOCKS = 1 << 14
 
 
 #: The zarr-python this reader is written against (its data type API is 3.1's); it needs
@@ -83,76 +89,37 @@ def _open_node(zarr, store, path: str):
 
 
 def plan(path: str) -> list:
-    """Tasks for every array of the store at `path` (a directory, or a .zarr.zip): named by its
-    path inside the store ("" for a store that is one array). ReaderError when zarr refuses the
-    store; an array or group zarr refuses inside it is unchecked with zarr's reason."""
+    """Tasks for every array of the store at `path` (a directory, or a .zarr.zip), at any depth,
+    with or without group metadata above it: named by its path inside the store ("" for a store
+    that is one array), and for every float attribute of an array or group ("path@attribute").
+    ReaderError when zarr refuses the store's root or the store holds no zarr metadata; an array
+    or group zarr refuses inside it is unchecked with zarr's reason."""
     with _opened(path) as (zarr, store):
-        try:
-            root = _open_node(zarr, store, "")
-        except ReaderError as e:
-            raise ReaderError(f"zarr cannot open the store: {e}") from None
+        listing = Listing(path)
+        if not listing.nodes:
+            raise ReaderError("zarr cannot open the store: no zarr metadata (.zarray, .zgroup or "
+                              "zarr.json) in it or below it")
         tasks = [marker(path, "zarr")]
-        if isinstance(root, zarr.Array):
-            tasks.append(_array_task(zarr, store, path, "", root))
-        else:
-            _plan_group(zarr, store, path, _Listing(path), "", tasks)
+        for name in listing.nodes:
+            try:
+                node = _open_node(zarr, store, name)
+            except ReaderError as e:
+                if not name:
+                    raise ReaderError(f"zarr cannot open the store: {e}") from None
+                tasks.append(unchecked(path, name, "?", (),
+                                       f"zarr cannot open this array or group: {e}"))
+                continue
+            try:
+                if isinstance(node, zarr.Array):
+                    tasks.append(_array_task(zarr, store, path, name, node))
+                tasks += attribute_tasks(path, name, node.attrs.asdict())
+            except Exception as e:  # metadata zarr opens but cannot describe (a fill value
+                # of the wrong shape for the data type, for one)
+                tasks.append(unchecked(path, name, "?", (), f"zarr cannot describe this array "
+                                       f"or group: {_one_line(e)}"))
+        tasks += [problem(path, reason, name) for name, reason in listing.loops]
+        check_count(len(tasks), "arrays and float attributes")
     return tasks
-
-
-def _plan_group(zarr, store, path, listing, prefix, tasks) -> None:
-    for child in listing.children(prefix):
-        try:
-            node = _open_node(zarr, store, child)
-        except ReaderError as e:
-            tasks.append(unchecked(path, child, "?", (),
-                                   f"zarr cannot open this array or group: {e}"))
-            continue
-        if isinstance(node, zarr.Array):
-            tasks.append(_array_task(zarr, store, path, child, node))
-        else:
-            _plan_group(zarr, store, path, listing, child, tasks)
-    tasks += [problem(path, reason, name) for name, reason in listing.take_loops()]
-
-
-class _Listing:
-    """The children of a group that hold zarr metadata, from the directory or the zip's names
-    (zarr's own listing warns about, or fails on, every other entry)."""
-
-    def __init__(self, path: str):
-        self.path, self.loops, self.seen = path, [], set()
-        self.by_parent = None
-        if not os.path.isdir(path):
-            with zipfile.ZipFile(path) as z:
-                names = z.namelist()
-            self.by_parent = {}
-            for name in names:
-                node, _, base = name.rpartition("/")
-                if base in _MARKERS and node:
-                    self.by_parent.setdefault(node.rpartition("/")[0], set()).add(node)
-        else:
-            self.seen.add(os.path.realpath(path))
-
-    def children(self, prefix: str) -> list:
-        if self.by_parent is not None:
-            return sorted(self.by_parent.get(prefix, ()))
-        found = []
-        with os.scandir(os.path.join(self.path, *prefix.split("/"))) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if not entry.is_dir() or not any(
-                        os.path.isfile(os.path.join(entry.path, m)) for m in _MARKERS):
-                    continue
-                name = f"{prefix}/{entry.name}" if prefix else entry.name
-                real = os.path.realpath(entry.path)
-                if real in self.seen:
-                    self.loops.append((name, "symbolic link loop inside the store: not followed"))
-                    continue
-                self.seen.add(real)
-                found.append(name)
-        return found
-
-    def take_loops(self) -> list:
-        loops, self.loops = self.loops, []
-        return loops
 
 
 def _label(arr, md: dict) -> str:
@@ -185,15 +152,28 @@ def _array_task(zarr, store, path, name, arr) -> Task:
     if dt.kind not in "fc":  # bool, integers, datetime64, timedelta64
         return not_applicable(path, name, label, shape)
     blocks = _Blocks.of(zarr, store, arr)
+    count = math.prod(blocks.grid)
+    if count > SPARSE_BLOCKS:
+        stored = stored_files(path, name)
+        if count > 16 * stored + SPARSE_BLOCKS:
+            return unchecked(path, name, label, shape, f"{count} chunks declared, {stored} "
+                             "stored: the others read as the fill value, which zarr gives one "
+                             "chunk at a time (about 0.1 ms each): not checked")
     element = blocks.raw or dt
     grid = shape
     if dt.kind == "c":
         element, grid = component(element), shape + (2,)
-    fill = arr.fill_value
     return Task(path, name, label, shape, CHECK, source=path, storage=DATASET,
                 reader="zarr_store", member=name, element=element.str, grid=grid,
                 nbytes=int(arr.nbytes), blocks=math.prod(blocks.grid),
-                missing=fill is not None and bool(np.isnan(fill)))
+                missing=fill_is_blank(arr.fill_value))
+
+
+def fill_is_blank(fill) -> bool:
+    """The missing-value rule of zarr, in one place: a NaN fill value is the array's blank, so
+    NaN in it (chunks never written among them) counts as missing; any other fill value is
+    data, counted like the values written."""
+    return fill is not None and bool(np.isnan(fill))
 
 
 @dataclass(frozen=True)
