@@ -168,13 +168,14 @@ def _by_content(head: bytes, size: int, name: str) -> Identity | None:
 
 
 def _zip(head: bytes, name: str) -> Identity:
-    """A zip archive: .npz when its name or first member says so; a PyTorch checkpoint when its
-    first member is a data.pkl; another archive otherwise."""
+    """A zip archive: .npz when its name or first member says so; a PyTorch checkpoint (or
+    TorchScript archive) when its first member is one of their records; another archive
+    otherwise."""
     first = ""
     if head.startswith(b"PK\x03\x04") and len(head) >= 30:
         n = struct.unpack_from("<H", head, 26)[0]
         first = head[30:30 + n].decode("utf-8", "replace")
-    if first == "data.pkl" or first.endswith("/data.pkl"):
+    if first == "data.pkl" or _torch_record(first):
         return Identity(PYTORCH)
     lower = name.lower()
     if lower.endswith(".npz") or first.endswith(".npy"):
@@ -187,6 +188,15 @@ def _zip(head: bytes, name: str) -> Identity:
     if claimed:
         return Identity(claims=claimed)
     return Identity(skip="zip archive holding no .npy arrays")
+
+
+def _torch_record(name: str) -> bool:
+    """Whether a zip's first member is one torch.save or torch.jit.save writes: a record in the
+    archive's folder (data.pkl, a storage, TorchScript's constants and code)."""
+    folder, _, rel = name.partition("/")
+    return bool(folder) and (rel in ("data.pkl", "constants.pkl", "version", "byteorder",
+                                     ".format_version") or
+                             rel.startswith(("data/", "constants/", "code/", ".data/")))
 
 
 def _is_text(head: bytes) -> bool:

@@ -189,6 +189,8 @@ class _Tally:
 
     def __init__(self, task: Task, limit: int):
         self.task, self.limit = task, limit
+        # Values of a broadcast dimension are read once and stand for `repeat` values each.
+        self.repeat = math.prod(task.shape[d] for d in task.broadcast)
         self.nan = self.posinf = self.neginf = self.missing = 0
         self.values = self.bytes = 0
         self.locations: list = []
@@ -208,7 +210,7 @@ class _Tally:
             if self.task.flip == "neg":
                 pinf, ninf, classes = ninf, pinf, [_SWAPPED[c] for c in classes]
             counts, hits = (nan, pinf, ninf), list(zip(rows, classes))
-        nan, pinf, ninf = counts
+        nan, pinf, ninf = (c * self.repeat for c in counts)
         if self.task.missing:
             self.missing += nan
             hits = [(r, "missing" if c == "nan" else c) for r, c in hits]
@@ -217,7 +219,7 @@ class _Tally:
         self.posinf += pinf
         self.neginf += ninf
         self.locations += [Location(where(r), c) for r, c in hits]
-        self.values += values.size
+        self.values += values.size * self.repeat
         self.bytes += nbytes
 
     def result(self) -> TensorResult:

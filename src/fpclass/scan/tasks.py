@@ -96,6 +96,8 @@ class Task:
     flip: str = ""                  # "neg": stored values are negated (torch's lazy negation);
                                     # "conj": imaginary parts are (torch's lazy conjugate)
     missing: bool = False           # NaN is this format's declared blank: counted as missing
+    broadcast: tuple = ()           # STRIDED: dimensions of stride 0, read once and counted
+                                    # as many times as their sizes say
 
     @property
     def key(self) -> tuple:
