@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import zipfile
+import zlib
 
 from . import ReaderError
 from .torch_pickle import ELEMENTS, INTEGERS
@@ -82,7 +83,7 @@ def byte_order(z: zipfile.ZipFile, records: ZipRecords) -> str:
         return "<"
     try:
         text = z.read(info)
-    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as e:
+    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, zlib.error) as e:
         raise ReaderError(f"byteorder record cannot be read: {e}") from None
     if text not in (b"little", b"big"):
         raise ReaderError(f"byteorder record says {text[:20]!r}; b'little' or b'big' expected "

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 import zipfile
+import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -115,7 +115,7 @@ def _describe_member(z, records, name):
         return describe(z.read(info))[0]
     except PickleError as e:
         raise ReaderError(f"{name}: {e}") from None
-    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as e:
+    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, zlib.error) as e:
         raise ReaderError(f"{name} cannot be read: {e}") from None
 
 
