@@ -158,14 +158,11 @@ def _plan_legacy(path) -> list:
     # A storage's element size and count come from the references to it (torch keeps the
     # first); references that disagree leave its place, and every later one's, unknown.
     element: dict = {}
-    views: dict = {}
     for _, item in desc.items:
         if isinstance(item, TensorView):
             st = item.storage
             this = (element_bytes(st.dtype), st.numel)
             element[st.key] = this if element.get(st.key, this) == this else None
-            if st.view is not None:
-                views.setdefault(st.view[0], set()).add((st.key, st.dtype, st.view[1:]))
     with open(path, "rb") as f:
         places = legacy_places(f, pos, size, keys, element)
 
@@ -175,14 +172,12 @@ def _plan_legacy(path) -> list:
         start, nbytes = places[storage.key]
         if start is None:
             return None, nbytes
-        if storage.view is None:
+        if storage.length < 0:
             return (start, nbytes, "<"), ""
-        if len(views[storage.view[0]]) > 1:
-            return None, f"storage view {storage.view[0]} is declared twice, differently"
-        # torch slices the storage's bytes at the view (clipped to the storage).
+        # A legacy storage view: torch slices the storage's bytes (clipped to the storage).
         item = element_bytes(storage.dtype)
-        first = min(storage.view[1] * item, nbytes)
-        return (start + first, min(storage.view[2] * item, nbytes - first), "<"), ""
+        first = min(storage.start * item, nbytes)
+        return (start + first, min(storage.length * item, nbytes - first), "<"), ""
 
     return [marker(path, "pytorch-legacy")] + _tasks(path, desc, locate, "<")
 

@@ -44,8 +44,8 @@ class Storage:
     key: str
     dtype: str        # torch dtype name; "" for an untyped storage (bytes)
     numel: int
-    #: Legacy format only: (view key, offset, size) in elements of `dtype`, a slice of the storage.
-    view: tuple | None = None
+    start: int = 0    # a legacy storage view: elements [start, start + length) (length -1: all)
+    length: int = -1
 
 
 @dataclass(frozen=True)
@@ -125,11 +125,12 @@ def _storage(pid):
     else:
         raise PickleError(f"unknown storage type {kind!s:.80}")
     view = pid[5] if len(pid) > 5 else None
-    if view is not None and not (isinstance(view, tuple) and len(view) == 3
-                                 and isinstance(view[0], str) and _count(view[1])
-                                 and _count(view[2])):
+    if view is None:
+        return Storage(key, dtype, numel)
+    if not (isinstance(view, tuple) and len(view) == 3 and isinstance(view[0], str)
+            and _count(view[1]) and _count(view[2])):
         raise PickleError(f"malformed storage view {view!r:.80}")
-    return Storage(key, dtype, numel, view)
+    return Storage(key, dtype, numel, view[1], view[2])
 
 
 @dataclass(frozen=True)
