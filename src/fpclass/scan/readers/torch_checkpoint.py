@@ -172,12 +172,7 @@ def _plan_legacy(path) -> list:
         start, nbytes = places[storage.key]
         if start is None:
             return None, nbytes
-        if storage.length < 0:
-            return (start, nbytes, "<"), ""
-        # A legacy storage view: torch slices the storage's bytes (clipped to the storage).
-        item = element_bytes(storage.dtype)
-        first = min(storage.start * item, nbytes)
-        return (start + first, min(storage.length * item, nbytes - first), "<"), ""
+        return (start, nbytes, "<"), ""  # a storage view's start is in its tensors' offsets
 
     return [marker(path, "pytorch-legacy")] + _tasks(path, desc, locate, "<")
 

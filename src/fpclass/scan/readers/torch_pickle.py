@@ -9,6 +9,7 @@ called (see pickle_vm).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .pickle_vm import Global, Machine, Opaque, PickleError, run
@@ -130,6 +131,8 @@ def _storage(pid):
     if not (isinstance(view, tuple) and len(view) == 3 and isinstance(view[0], str)
             and _count(view[1]) and _count(view[2])):
         raise PickleError(f"malformed storage view {view!r:.80}")
+    if view[1] + view[2] > numel:
+        raise PickleError(f"a storage view reaches past storage {key}")
     return Storage(key, dtype, numel, view[1], view[2])
 
 
@@ -161,7 +164,11 @@ def _view(storage, offset, size, stride, dtype=None, metadata=None):
     flip = ""
     if isinstance(metadata, dict):
         flip = "neg" if metadata.get("neg") else ("conj" if metadata.get("conj") else "")
-    return TensorView(storage, dtype, offset, size, stride, flip)
+    if storage.length >= 0 and math.prod(size):  # a legacy storage view: torch bounds it
+        last = offset + sum((n - 1) * st for n, st in zip(size, stride))
+        if last >= storage.length:
+            raise PickleError("a tensor reaches past the legacy storage view it is built on")
+    return TensorView(storage, dtype, offset + storage.start, size, stride, flip)
 
 
 def _rebuild_tensor(args, m):
