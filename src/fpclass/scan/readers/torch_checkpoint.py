@@ -53,7 +53,7 @@ def plan(path: str) -> list:
         check_count(declared, "zip members")
     try:
         z = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise ReaderError(f"not a PyTorch checkpoint (zip or legacy): {e}") from None
     with z, open(path, "rb") as raw:
         return _plan_zip(path, z, raw)
