@@ -261,14 +261,28 @@ def test_legacy_storage_count_torch_refuses_is_a_clean_problem(tmp_path, count):
 # ---------------------------------------------------------------------------------------------
 # Stride-0 and overlapping views
 
+WINDOW = [1.0, NAN, INF, 2.0, -INF, 3.0, NAN, 4.0]
+
+
+@pytest.mark.parametrize("through_span", [False, True], ids=["blocks", "span"])
 @pytest.mark.parametrize("make", [
     lambda: torch.tensor([NAN, 1.0, INF]).expand(700, 3),
     lambda: torch.tensor([[NAN], [-INF]]).expand(2, 500).t(),
-    lambda: torch.tensor([1.0, NAN, INF, 2.0, -INF, 3.0]).as_strided((4, 3), (1, 1)),
+    lambda: torch.tensor(WINDOW).as_strided((4, 3), (1, 1)),
+    lambda: torch.tensor(WINDOW).as_strided((3, 2, 2), (2, 1, 2)),
+    lambda: torch._neg_view(torch.tensor(WINDOW).as_strided((5, 3), (1, 1))),
+    lambda: torch.tensor(WINDOW).as_strided((3, 4, 2), (1, 0, 2)),
     lambda: torch.tensor([NAN, 2.0]).as_strided((3, 5, 2), (0, 0, 1)),
     lambda: torch.tensor([complex(NAN, 1), complex(0, INF)]).expand(9, 2),
+    lambda: torch.tensor([complex(NAN, 1), complex(0, INF), complex(-INF, 2)])
+    .as_strided((2, 2), (1, 1)).conj(),
 ])
-def test_stride0_and_overlapping_views_exact(tmp_path, make):
+def test_stride0_and_overlapping_views_exact(tmp_path, monkeypatch, make, through_span):
+    """Both ways an overlapping view is read: in blocks (small views) and from the values its
+    span holds, each counted as often as the view reaches it (large ones)."""
+    from fpclass.scan.readers import torch_checkpoint
+    if through_span:
+        monkeypatch.setattr(torch_checkpoint, "OVERLAP_LIMIT", 0)
     t = make()
     path = tmp_path / "view.pt"
     path.write_bytes(saved({"t": t}))
@@ -276,7 +290,8 @@ def test_stride0_and_overlapping_views_exact(tmp_path, make):
     report = scan(str(path))
     (r,) = report.tensors
     assert (r.nan, r.posinf, r.neginf) == counts(loaded)
-    values = (torch.view_as_real(loaded) if loaded.is_complex() else loaded).double()
+    values = (torch.view_as_real(loaded.resolve_conj()) if loaded.is_complex()
+              else loaded.resolve_neg()).double()
     for loc in r.locations:  # every location holds what it says
         x = values[loc.index]
         assert {"nan": torch.isnan, "posinf": torch.isposinf,
@@ -298,3 +313,36 @@ def test_a_huge_stride0_view_is_counted_without_materialising(tmp_path):
                          timeout=60, check=True)
     got = {k: tuple(v) for k, v in json.loads(out.stdout).items()}
     assert got == want == {"t": (1 << 40, 0, 0), "u": (0, 0, 1 << 40)}
+
+
+def test_a_large_overlapping_view_is_counted_from_its_span(tmp_path):
+    base = torch.linspace(-1, 1, 1100)
+    base[3], base[600], base[1000] = NAN, INF, -INF
+    t = base.as_strided((256, 256, 512), (1, 1, 1))  # 2^25 values over 1022 stored ones
+    path = tmp_path / "window.pt"
+    path.write_bytes(saved({"t": t}))
+    loaded = torch.load(path, weights_only=True)["t"]
+    (r,) = scan(str(path)).tensors
+    assert r.status == "checked" and r.values_checked == t.numel()
+    assert (r.nan, r.posinf, r.neginf) == counts(loaded)
+    for loc in r.locations:
+        assert {"nan": torch.isnan, "posinf": torch.isposinf,
+                "neginf": torch.isneginf}[loc.cls](loaded[loc.index]), loc
+
+
+def test_a_huge_overlapping_view_is_counted_without_materialising(tmp_path):
+    n = 1 << 20
+    base = torch.zeros(2 * n - 1)
+    base[5], base[n + 7], base[2 * n - 2] = NAN, INF, -INF
+    path = tmp_path / "window.pt"
+    path.write_bytes(saved({"t": base.as_strided((n, n), (1, 1))}))  # t[i, j] = base[i + j]
+    loaded = torch.load(path, weights_only=True)["t"]
+    assert counts(loaded[:2]) == (2, 0, 0)
+    # base[p] is t[i, p - i] for every i that keeps both indices in range: min(p + 1, 2n - 1 - p)
+    # of them.
+    want = (6, n - 7 - 1, 1)
+    code = ("import json, sys; from fpclass.scan import scan; r = scan(sys.argv[1]); "
+            "print(json.dumps([[t.nan, t.posinf, t.neginf] for t in r.tensors]))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert [tuple(c) for c in json.loads(out.stdout)] == [want]

@@ -16,6 +16,7 @@ from .. import count_inf, count_nan, count_nonfinite, isnan, isposinf, locate_no
 from . import views
 from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
 from .dtypes import can_hold_nonfinite, np_dtype
+from .overlap import run_overlap
 from .readers import ReaderError, planner
 from .report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
 from .tasks import (CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, UNCHECKED, Task, problem,
@@ -126,6 +127,8 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
             return _run_empty(task)
         if task.block_bytes:
             return _run_blocks(task, max_locations, chunk_bytes, stop)
+        if task.overlap:
+            return run_overlap(task, max_locations, chunk_bytes, stop, Interrupted)
         if task.storage in (STRIDED, DATASET):
             return _run_nd(task, max_locations, chunk_bytes, stop)
         return _run_elements(task, max_locations, chunk_bytes, stop)

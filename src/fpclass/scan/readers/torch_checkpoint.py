@@ -36,8 +36,11 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 #: Inline NumPy arrays larger than this are not copied into a task.
 INLINE_LIMIT = 64 << 20
-#: Views whose dimensions overlap (a sliding window) are read element by element up to this many.
+#: Views whose dimensions overlap (a sliding window) are read element by element up to this many
+#: elements; larger ones are counted from the stored values they span, up to SPAN_LIMIT of them
+#: (about 32 bytes of working memory each: 128 MiB).
 OVERLAP_LIMIT = 1 << 24
+SPAN_LIMIT = 1 << 22
 #: Bytes of a legacy file read to find its pickles (they precede the storages).
 LEGACY_PICKLE_LIMIT = 256 << 20
 
@@ -276,8 +279,13 @@ def strided_task(path, name, label, shape, stride, offset, element, item, order,
     broadcast = tuple(d for d, (n, st) in enumerate(zip(shape, stride)) if st == 0 and n > 1)
     distinct = numel // math.prod(shape[d] for d in broadcast)
     if distinct > OVERLAP_LIMIT and _overlaps(shape, stride):
-        return unchecked(path, name, label, shape, f"a view of {distinct} elements whose "
-                         "dimensions overlap in its storage: not read")
+        # Read the span once; each value counts as often as the view reaches it (scan.overlap).
+        span = 1 + sum((n - 1) * st for n, st in zip(shape, stride))
+        if span > SPAN_LIMIT or distinct >= 1 << 62:
+            return unchecked(path, name, label, shape, f"a view of {distinct} elements whose "
+                             f"dimensions overlap over {span} stored values: not read")
+        return replace(base, storage=STRIDED, offset=offset, nbytes=span * item,
+                       strides=tuple(stride), broadcast=broadcast, overlap=True)
     return replace(base, storage=STRIDED, offset=offset, nbytes=distinct * item,
                    strides=tuple(stride), broadcast=broadcast)
 
