@@ -101,8 +101,20 @@ def m_pickle(rng, p: bytes) -> tuple:
     """(mutated pickle, description)."""
     ops = ops_of(p)
     kind = rng.choice(["int", "int", "int", "int", "str", "global", "delete", "dup", "swap",
-                       "insert", "float"])
+                       "insert", "float", "tuple", "tuple"])
     idx = list(range(len(ops) - 1))  # never the STOP
+    if kind == "tuple":
+        tuples = _int_tuples(ops)
+        if tuples:
+            first, end = rng.choice(tuples)
+            how = rng.choice(["zeros", "times", "window", "one"])
+            for k in range(first, end):
+                v = ops[k][1]
+                new = {"zeros": 0, "times": v * rng.choice([3, 64, 1000]), "window": 1,
+                       "one": v if k != first else 1}[how]
+                ops[k] = (ops[k][0], new, enc_int(new))
+            return _emit(ops), f"int tuple at ops #{first}-{end - 1}: {how}"
+        kind = "int"
     if kind == "int":
         cands = [k for k in idx if ops[k][0] in INTS]
         if cands:
@@ -153,6 +165,22 @@ def m_pickle(rng, p: bytes) -> tuple:
                         b"0", b"1", b"t"])
     ops.insert(k, ("?", None, extra))
     return _emit(ops), f"insert {extra!r} before op #{k}"
+
+
+def _int_tuples(ops) -> list:
+    """(first, end) op ranges of the tuples of ints (a tensor's sizes and strides)."""
+    out = []
+    for k, (name, _, _) in enumerate(ops):
+        n = {"TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}.get(name)
+        if name == "TUPLE":
+            j = k - 1
+            while j >= 0 and ops[j][0] in INTS:
+                j -= 1
+            if j >= 0 and ops[j][0] == "MARK" and j + 1 < k:
+                out.append((j + 1, k))
+        elif n and k >= n and all(ops[j][0] in INTS for j in range(k - n, k)):
+            out.append((k - n, k))
+    return out
 
 
 def _emit(ops) -> bytes:
