@@ -194,9 +194,10 @@ def _torch_record(name: str) -> bool:
     """Whether a zip's first member is one torch.save or torch.jit.save writes: a record in the
     archive's folder (data.pkl, a storage, TorchScript's constants and code)."""
     folder, _, rel = name.partition("/")
+    head, _, key = rel.partition("/")
     return bool(folder) and (rel in ("data.pkl", "constants.pkl", "version", "byteorder",
-                                     ".format_version") or
-                             rel.startswith(("data/", "constants/", "code/", ".data/")))
+                                     ".format_version") or head in (".data", "code") or
+                             head in ("data", "constants") and key.isdigit())
 
 
 def _is_text(head: bytes) -> bool:
