@@ -18,6 +18,7 @@ import collections
 import io
 import json
 import os
+import pickle
 import random
 import re
 import sys
@@ -31,7 +32,8 @@ if HERE not in sys.path:
 
 from scan_fuzz_support import (ADDRESS_SLACK, MEMORY_MB, ORACLE_SECONDS, SCAN_SECONDS,  # noqa: E402
                                _reset_peak, _status_mb, _vm_bytes, peak_rss_mb, run_cases)
-from torch_fuzz_mutations import MUTATORS, m_bytes  # noqa: E402
+from torch_fuzz_mutations import (MUTATORS, STRS, enc_str, legacy_split, m_bytes,  # noqa: E402
+                                  ops_of)
 
 FMT = "torch"
 NAN, INF = float("nan"), float("inf")
@@ -44,7 +46,20 @@ def _save(obj, legacy=False) -> bytes:
     import torch
     buf = io.BytesIO()
     torch.save(obj, buf, _use_new_zipfile_serialization=not legacy)
-    return buf.getvalue()
+    return _stable_keys(buf.getvalue()) if legacy else buf.getvalue()
+
+
+def _stable_keys(data: bytes) -> bytes:
+    """A legacy file with its storage keys (memory addresses, new in every run) renamed "0",
+    "1", ... in key-list order, so that a case is the same bytes in every run."""
+    parts, rest = legacy_split(data)
+    keys = pickle.loads(parts[4])  # a list of str: nothing to construct
+    names = {k: str(i) for i, k in enumerate(keys)}
+    for k in (3, 4):
+        ops = [(op, arg, enc_str(names[arg]) if op in STRS and arg in names else raw)
+               for op, arg, raw in ops_of(parts[k])]
+        parts[k] = b"".join(raw for _, _, raw in ops)
+    return b"".join(parts) + rest
 
 
 def _planted():
