@@ -1,17 +1,22 @@
-"""PyTorch checkpoints (torch.save): the zip format (torch >= 1.6) and the legacy format, without
-torch and without running the pickle (see torch_pickle).
+"""PyTorch checkpoints (torch.save) and TorchScript archives (torch.jit.save): the zip format
+(torch >= 1.6) and the legacy format, without torch and without running the pickle (see
+torch_pickle).
 
 Zip: `<prefix>/data.pkl` describes the object, `<prefix>/data/<key>` holds each storage's bytes
-(stored, not compressed), `<prefix>/byteorder` says "little" or "big". Legacy: five pickles in a
-row (magic number, protocol version, system info, the object, the storage keys), then each storage
-as an int64 element count and its bytes, in key order.
+(stored, not compressed), `<prefix>/byteorder` says "little" or "big"; a TorchScript archive adds
+`constants.pkl` (storages in `constants/`) and others. Records are found as torch finds them (see
+torch_archive): in the first member's folder, whatever their case; every top-level pickle is
+read, and a storage no tensor refers to is reported. Legacy: five pickles in a row (magic number,
+protocol version, system info, the object, the storage keys), then each storage as an int64
+element count and its bytes, in key order, little-endian.
 
 Each tensor is checked as the view it is of its storage (offset, sizes, strides): a contiguous view
-as one byte range, any other view in blocks of the bytes it spans (see scan.views). Storages are
-read as torch reads them, without verifying the zip CRC-32 (torch.load does not either; checking
-it would cut the scan's speed to that of zlib.crc32, a third of reading the file).
+as one byte range, any other view in blocks of the bytes it spans (see scan.views); stride-0
+dimensions once, counted by their sizes, and large overlapping views from the values they span
+(scan.overlap). Storages are read as torch reads them, without verifying the zip CRC-32
+(torch.load does not either; checking it would cut the scan's speed to that of zlib.crc32, a
+third of reading the file).
 """
-
 from __future__ import annotations
 
 import math
