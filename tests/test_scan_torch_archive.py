@@ -346,3 +346,18 @@ def test_a_huge_overlapping_view_is_counted_without_materialising(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          timeout=60, check=True)
     assert [tuple(c) for c in json.loads(out.stdout)] == [want]
+
+
+@pytest.mark.parametrize("name", ["CONSTANTS.PKL", "extra.pkl"])
+def test_a_pickle_torch_load_does_not_read_is_not_counted(tmp_path, name):
+    """Only an exact `constants.pkl` makes a TorchScript archive (whose pickles torch.jit.load
+    all reads); beside it, torch.load reads data.pkl alone."""
+    items = members(saved({"w": torch.tensor([1.0, INF])}))
+    data_pkl = next(b for n, b in items if n.endswith("/data.pkl"))
+    items.append((f"archive/{name}", data_pkl))
+    path = write_zip(tmp_path / "two.pt", items)
+    assert counts(torch.load(path, weights_only=True)["w"]) == (0, 1, 0)
+    report = scan(path)
+    assert totals(report) == (0, 1, 0)
+    (other,) = [r for r in report.tensors if r.name == name]
+    assert other.status == "unchecked"

@@ -67,6 +67,13 @@ class ZipRecords:
                      if rel.endswith(".pkl") and "/" not in rel)
         return sorted(top, key=lambda n: n.lower() != "data.pkl")
 
+    def torchscript(self) -> bool:
+        """Whether torch takes the archive for TorchScript: a member named exactly
+        `constants.pkl` in the folder (torch.load then hands it to torch.jit.load, which reads
+        every pickle; otherwise it reads data.pkl alone)."""
+        return any(i.filename == self.prefix + "constants.pkl"
+                   for i in self.by_name.get("constants.pkl", []))
+
     def members(self) -> list:
         """Every member in the folder (relative name, info)."""
         return [(i.filename[len(self.prefix):], i) for infos in self.by_name.values()

@@ -79,6 +79,11 @@ def _plan_zip(path, z, raw) -> list:
                           "does not")
     order = byte_order(z, records)
     tasks = [marker(path, "pytorch")]
+    if not records.torchscript():  # torch.load reads data.pkl alone
+        tasks += [unchecked(path, p, "pickle", (), "a pickle beside data.pkl in an archive that "
+                            "is no TorchScript one (no constants.pkl): torch.load does not read "
+                            "it") for p in pickles if p.lower() != "data.pkl"]
+        pickles = [p for p in pickles if p.lower() == "data.pkl"]
     used: set = set()
     for name in pickles:
         stem = name[:-len(".pkl")]
