@@ -99,16 +99,12 @@ def byte_order(z: zipfile.ZipFile, records: ZipRecords) -> str:
 
 
 def legacy_places(f, pos: int, size: int, keys: list, element: dict) -> dict:
-    """{key: (byte offset, bytes) or (None, why)} of the legacy storages listed in `keys`, which
+    """{key: (byte offset, bytes)} of the legacy storages listed in `keys`, which
     start at byte `pos` of the open file `f` of `size` bytes: each an int64 count and its bytes.
-    `element`: {key: (bytes per element, element count the pickle declares) or None when its
-    references disagree}. Past a storage that cannot be placed, none can."""
+    `element`: {key: (bytes per element, element count) as the pickle's first reference to
+    the storage declares them}."""
     places = {}
-    lost = ""
     for key in keys:
-        if lost:
-            places[key] = (None, lost)
-            continue
         f.seek(pos)
         head = f.read(8)
         if len(head) < 8:
@@ -116,13 +112,8 @@ def legacy_places(f, pos: int, size: int, keys: list, element: dict) -> dict:
                               f"the file ({size} bytes; truncated?)")
         (numel,) = struct.unpack("<q", head)
         if key not in element:
-            raise ReaderError(f"legacy PyTorch checkpoint: storage {key} is listed but no tensor "
-                              "refers to it (torch refuses the file)")
-        if element[key] is None:
-            lost = (f"storage {key}, before it in the file, is referred to with different types "
-                    "or sizes: where the later storages start is not known")
-            places[key] = (None, f"storage {key} is referred to with different types or sizes")
-            continue
+            raise ReaderError(f"legacy PyTorch checkpoint: storage {key} is listed but the "
+                              "pickle never refers to it (torch refuses the file)")
         item, declared = element[key]
         if numel != declared:
             raise ReaderError(f"legacy PyTorch checkpoint: storage {key} holds {numel} elements, "

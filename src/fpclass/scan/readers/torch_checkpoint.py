@@ -125,7 +125,7 @@ def _describe_member(z, records, name):
     if info.file_size > INLINE_LIMIT * 4:
         raise ReaderError(f"{name} of {info.file_size} bytes is over the limit")
     try:
-        return describe(z.read(info))[0]
+        return describe(z.read(info), torchscript=records.torchscript())[0]
     except PickleError as e:
         raise ReaderError(f"{name}: {e}") from None
     except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, zlib.error) as e:
@@ -168,14 +168,8 @@ def _plan_legacy(path) -> list:
         raise ReaderError(f"legacy PyTorch checkpoint: {e}") from None
     if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
         raise ReaderError("legacy PyTorch checkpoint: the storage key list is malformed")
-    # A storage's element size and count come from the references to it (torch keeps the
-    # first); references that disagree leave its place, and every later one's, unknown.
-    element: dict = {}
-    for _, item in desc.items:
-        if isinstance(item, TensorView):
-            st = item.storage
-            this = (element_bytes(st.dtype), st.numel)
-            element[st.key] = this if element.get(st.key, this) == this else None
+    # A storage's element size and count are those of the first reference to it (torch's).
+    element = {k: (element_bytes(st.dtype), st.numel) for k, st in desc.storages.items()}
     with open(path, "rb") as f:
         places = legacy_places(f, pos, size, keys, element)
 
@@ -183,8 +177,6 @@ def _plan_legacy(path) -> list:
         if storage.key not in places:
             return None, f"its storage {storage.key} is not in the file's storage list"
         start, nbytes = places[storage.key]
-        if start is None:
-            return None, nbytes
         return (start, nbytes, "<"), ""  # a storage view's start is in its tensors' offsets
 
     return [marker(path, "pytorch-legacy")] + _tasks(path, desc, locate, "<")

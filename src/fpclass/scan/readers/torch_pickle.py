@@ -10,7 +10,7 @@ called (see pickle_vm).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .pickle_vm import Global, Machine, Opaque, PickleError, run
 
@@ -87,15 +87,24 @@ class Description:
 
     items: list = field(default_factory=list)
     disallowed: list = field(default_factory=list)
+    #: key -> the Storage of the first reference to it (torch's dtype and size for the key).
+    storages: dict = field(default_factory=dict)
 
 
-def describe(data: bytes, start: int = 0) -> tuple:
+def describe(data: bytes, start: int = 0, torchscript: bool = False) -> tuple:
     """(Description of the tensors and arrays the pickle at byte `start` of `data` describes,
     the byte after it). PickleError when the pickle is malformed or describes a tensor
-    impossibly."""
-    machine = Machine(rules=RULES, constants=CONSTANTS, persistent_load=_storage)
+    impossibly. `torchscript`: the pickle is one of a TorchScript archive's (not used here)."""
+    storages: dict = {}
+
+    def load(pid):
+        storage = _storage(pid)
+        storages.setdefault(storage.key, replace(storage, start=0, length=-1))
+        return storage
+
+    machine = Machine(rules=RULES, constants=CONSTANTS, persistent_load=load)
     root, end = run(data, machine, start)
-    out = Description(disallowed=list(machine.disallowed))
+    out = Description(disallowed=list(machine.disallowed), storages=storages)
     _collect(root, out.items)
     return out, end
 
