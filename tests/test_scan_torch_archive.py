@@ -361,3 +361,20 @@ def test_a_pickle_torch_load_does_not_read_is_not_counted(tmp_path, name):
     assert totals(report) == (0, 1, 0)
     (other,) = [r for r in report.tensors if r.name == name]
     assert other.status == "unchecked"
+
+
+def test_a_legacy_storage_no_tensor_uses_is_not_passed_over(tmp_path):
+    s, s2 = _Storage(), _Storage()
+    pids = {id(s): ("storage", torch.FloatStorage, "0", "cpu", 1, None),
+            id(s2): ("storage", torch.FloatStorage, "1", "cpu", 2, None)}
+    # The second storage is referred to (so listed and loaded) but no tensor returned uses it.
+    obj = {"t": _Tensor(s, 0, (1,), (1,)), "gone": (s2,)}
+    data = legacy_file(obj, [("0", 1, struct.pack("<f", 1.0)), ("1", 2, struct.pack("<2f", NAN, 1))],
+                       pids)
+    path = tmp_path / "orphan.pt"
+    path.write_bytes(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        bare = torch.load(path, weights_only=True)["gone"][0]  # a storage, as torch returns it
+        assert counts(torch.tensor(bare.tolist())) == (1, 0, 0)
+    assert scan(str(path)).exit_code != ExitCode.CLEAN  # its NaN is read, or it is unchecked

@@ -179,7 +179,11 @@ def _plan_legacy(path) -> list:
         start, nbytes = places[storage.key]
         return (start, nbytes, "<"), ""  # a storage view's start is in its tensors' offsets
 
-    return [marker(path, "pytorch-legacy")] + _tasks(path, desc, locate, "<")
+    referred = {item.storage.key for _, item in desc.items if isinstance(item, TensorView)}
+    orphans = [unchecked(path, f"storage {key}", "storage", (), "no tensor in the pickle refers "
+                         "to this storage (torch.load returns no tensor of it)")
+               for key in dict.fromkeys(keys) if key not in referred]
+    return [marker(path, "pytorch-legacy")] + _tasks(path, desc, locate, "<") + orphans
 
 
 def _tasks(path, desc, locate, order) -> list:
