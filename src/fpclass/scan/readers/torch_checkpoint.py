@@ -46,6 +46,10 @@ INLINE_LIMIT = 64 << 20
 #: (about 32 bytes of working memory each: 128 MiB).
 OVERLAP_LIMIT = 1 << 24
 SPAN_LIMIT = 1 << 22
+#: The example inputs of torch.jit.trace: torch.jit.save keeps their shapes with empty storages,
+#: and torch.jit.load does not return them.
+SAVED_EMPTY = ("a traced input saved without its values (an empty storage; torch.jit.load does "
+               "not return traced inputs)")
 #: Bytes of a legacy file read to find its pickles (they precede the storages).
 LEGACY_PICKLE_LIMIT = 256 << 20
 
@@ -102,6 +106,8 @@ def _plan_zip(path, z, raw) -> list:
             if info.compress_size != info.file_size:
                 return None, f"storage {info.filename}: stored member sizes disagree"
             need = storage.numel * element_bytes(storage.dtype)
+            if info.file_size == 0 and need and stem.lower() == "traced_inputs":
+                return None, SAVED_EMPTY
             if need != info.file_size:
                 return None, (f"storage {info.filename} holds {info.file_size} bytes, "
                               f"{storage.numel} elements of {storage.dtype or 'bytes'} need "
@@ -242,7 +248,7 @@ def _view(path, name, v: TensorView, locate, order) -> Task:
         return unchecked(path, name, label, shape, f"unknown torch dtype {v.dtype!r}")
     place, why = locate(v.storage)
     if place is None:
-        return unchecked(path, name, label, shape, why)
+        return (not_applicable if why == SAVED_EMPTY else unchecked)(path, name, label, shape, why)
     start, nbytes, order = place
     numel = math.prod(shape)
     if numel:
