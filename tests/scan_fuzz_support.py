@@ -1780,9 +1780,10 @@ class Outcome:
 
 
 def run_cases(cases: list, workdir: str, warmup: list, workers: int = 2,
-              start_seconds: float = 180.0) -> tuple[dict, dict]:
+              start_seconds: float = 180.0, script: str = "") -> tuple[dict, dict]:
     """({case id: Outcome}, stats) for cases [(id, path, fmt)], run in `workers` child processes
-    in parallel. A child that dies or hangs is replaced and the case it was on is named."""
+    (`script worker BATCH`, this module's by default) in parallel. A child that dies or hangs is
+    replaced and the case it was on is named."""
     outcomes: dict = {}
     stats = {"restarts": [], "ready_vms_mb": [], "ready_rss_mb": []}
     lock = threading.Lock()
@@ -1790,7 +1791,8 @@ def run_cases(cases: list, workdir: str, warmup: list, workers: int = 2,
 
     def body(k, batch):
         try:
-            _supervise(k, batch, workdir, warmup, outcomes, stats, lock, start_seconds)
+            _supervise(k, batch, workdir, warmup, outcomes, stats, lock, start_seconds,
+                       script or os.path.abspath(__file__))
         except BaseException as e:  # raised again after join
             errors.append(e)
 
@@ -1805,7 +1807,7 @@ def run_cases(cases: list, workdir: str, warmup: list, workers: int = 2,
     return outcomes, stats
 
 
-def _supervise(k, batch, workdir, warmup, outcomes, stats, lock, start_seconds):
+def _supervise(k, batch, workdir, warmup, outcomes, stats, lock, start_seconds, script):
     pending = list(batch)
     spawn = 0
     while pending:
@@ -1815,7 +1817,7 @@ def _supervise(k, batch, workdir, warmup, outcomes, stats, lock, start_seconds):
             json.dump({"cases": pending, "warmup": warmup}, f)
         errpath = os.path.join(workdir, f"worker{k}.{spawn}.stderr")
         with open(errpath, "w") as err:
-            proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", bfile],
+            proc = subprocess.Popen([sys.executable, script, "worker", bfile],
                                     stdout=subprocess.PIPE, stderr=err, text=True)
         lines: queue.Queue = queue.Queue()
 

@@ -73,10 +73,12 @@ def _raw(path, offset, count, item_bytes, per_chunk, first):
 
 def strided_layout(task: Task) -> tuple:
     """(sizes, strides) of a STRIDED task in its items: a complex view is read as its parts,
-    with a last axis of 2 (strides doubled, the parts one item apart)."""
+    with a last axis of 2 (strides doubled, the parts one item apart); broadcast dimensions
+    (stride 0) are read once (size 1)."""
+    shape = tuple(1 if d in task.broadcast else n for d, n in enumerate(task.shape))
     if len(task.grid) == len(task.shape) + 1:
-        return task.shape + (2,), tuple(2 * s for s in task.strides) + (1,)
-    return task.shape, task.strides
+        return shape + (2,), tuple(2 * s for s in task.strides) + (1,)
+    return shape, task.strides
 
 
 def blocks(task: Task, chunk_bytes: int = CHUNK_BYTES):

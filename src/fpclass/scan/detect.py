@@ -310,13 +310,14 @@ def matlab5_order(head: bytes) -> str:
 
 
 def _zip(head: bytes, name: str) -> Identity:
-    """A zip archive: .npz when its name or first member says so; a PyTorch checkpoint when its
-    first member is a data.pkl; another archive otherwise."""
+    """A zip archive: .npz when its name or first member says so; a PyTorch checkpoint (or
+    TorchScript archive) when its first member is one of their records; another archive
+    otherwise."""
     first = ""
     if head.startswith(b"PK\x03\x04") and len(head) >= 30:
         n = struct.unpack_from("<H", head, 26)[0]
         first = head[30:30 + n].decode("utf-8", "replace")
-    if first == "data.pkl" or first.endswith("/data.pkl"):
+    if first == "data.pkl" or _torch_record(first):
         return Identity(PYTORCH)
     lower = name.lower()
     if lower.endswith(".npz") or first.endswith(".npy"):
@@ -347,6 +348,16 @@ def _zip_members(f) -> Identity:
         if ext not in _HARMLESS_MEMBERS:
             return Identity(claims=f"zip archive holding {member!r} (its members are not read)")
     return Identity(skip="zip archive holding no tensor files (by its members' names)")
+
+
+def _torch_record(name: str) -> bool:
+    """Whether a zip's first member is one torch.save or torch.jit.save writes: a record in the
+    archive's folder (data.pkl, a storage, TorchScript's constants and code)."""
+    folder, _, rel = name.partition("/")
+    head, _, key = rel.partition("/")
+    return bool(folder) and (rel in ("data.pkl", "constants.pkl", "version", "byteorder",
+                                     ".format_version") or head in (".data", "code") or
+                             head in ("data", "constants") and key.isdigit())
 
 
 def _is_text(head: bytes) -> bool:

@@ -16,6 +16,7 @@ from .. import count_inf, count_nan, count_nonfinite, isnan, isposinf, locate_no
 from . import scratch, views
 from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
 from .dtypes import can_hold_nonfinite, np_dtype
+from .overlap import run_overlap
 from .readers import ReaderError, planner
 from ..results.report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
 from .tasks import (CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, UNCHECKED, Task, problem,
@@ -126,6 +127,8 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
             return _run_empty(task)
         if task.block_bytes:
             return _run_blocks(task, max_locations, chunk_bytes, stop)
+        if task.overlap:
+            return run_overlap(task, max_locations, chunk_bytes, stop, Interrupted)
         if task.storage in (STRIDED, DATASET):
             return _run_nd(task, max_locations, chunk_bytes, stop)
         return _run_elements(task, max_locations, chunk_bytes, stop)
@@ -189,6 +192,8 @@ class _Tally:
 
     def __init__(self, task: Task, limit: int):
         self.task, self.limit = task, limit
+        # Values of a broadcast dimension are read once and stand for `repeat` values each.
+        self.repeat = math.prod(task.shape[d] for d in task.broadcast)
         self.nan = self.posinf = self.neginf = self.missing = 0
         self.values = self.bytes = 0
         self.locations: list = []
@@ -212,7 +217,7 @@ class _Tally:
             if self.task.flip == "neg":
                 pinf, ninf, classes = ninf, pinf, [_SWAPPED[c] for c in classes]
             counts, hits = (nan, pinf, ninf), list(zip(rows, classes))
-        nan, pinf, ninf = counts
+        nan, pinf, ninf = (c * self.repeat for c in counts)
         if self.task.missing:
             self.missing += nan
             hits = [(r, "missing" if c == "nan" else c) for r, c in hits]
@@ -225,7 +230,7 @@ class _Tally:
             rows = [(tuple(r), "missing") for r in np.argwhere(blank)[:room].tolist()]
             hits = sorted(hits + rows)[:room]
         self.locations += [Location(where(r), c) for r, c in hits]
-        self.values += values.size
+        self.values += values.size * self.repeat
         self.bytes += nbytes
 
     def result(self) -> TensorResult:

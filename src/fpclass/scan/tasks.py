@@ -95,6 +95,10 @@ class Task:
     flip: str = ""                  # "neg": stored values are negated (torch's lazy negation);
                                     # "conj": imaginary parts are (torch's lazy conjugate)
     missing: bool = False           # NaN is this format's declared blank: counted as missing
+    broadcast: tuple = ()           # STRIDED: dimensions of stride 0, read once and counted
+                                    # as many times as their sizes say
+    overlap: bool = False           # STRIDED: other dimensions overlap: the span is read once
+                                    # and each value counted as often as the view reaches it
 
     @property
     def key(self) -> tuple:

@@ -74,4 +74,57 @@ def blocks(read_at, offset: int, dtype: np.dtype, sizes: tuple, strides: tuple,
             yield (() if squeeze else origin), (arr.reshape(()) if squeeze else arr)
 
 
-__all__ = ["blocks", "storage_order", "to_view"]
+def multiplicity(sizes: tuple, strides: tuple) -> np.ndarray:
+    """How many indices of the view (element `sizes` and `strides`, all >= 0) reach each element
+    of the span it covers, [0, 1 + sum((n - 1) * stride)): int64, built one dimension at a time
+    as a running sum along each residue of its stride (linear in the span, whatever the view's
+    element count)."""
+    m = np.ones(1, np.int64)
+    for n, st in sorted(zip(sizes, strides), key=lambda p: p[1]):
+        if n == 1:
+            continue
+        if st == 0:
+            m = m * n
+            continue
+        extent = m.size + (n - 1) * st
+        rows = -(-extent // st)
+        padded = np.zeros((rows + n) * st, np.int64)
+        padded[n * st:n * st + m.size] = m
+        cs = padded.reshape(-1, st)
+        np.cumsum(cs, axis=0, out=cs)  # along the positions of each residue
+        m = (cs[n:] - cs[:-n]).reshape(-1)[:extent]
+    return m
+
+
+def find_index(position: int, sizes: tuple, strides: tuple, budget: int = 100_000):
+    """An index of the view that reaches element `position` of its span, or None when none
+    does (or none was found within `budget` steps): a depth-first search over the dimensions
+    from the largest stride down, each index bounded by what the smaller strides can still add."""
+    dims = sorted(range(len(sizes)), key=lambda d: -strides[d])
+    reach = [0] * (len(dims) + 1)  # the most the dimensions from k on can add
+    for k in range(len(dims) - 1, -1, -1):
+        reach[k] = reach[k + 1] + (sizes[dims[k]] - 1) * strides[dims[k]]
+    stack = [(position, ())]
+    for _ in range(budget):
+        if not stack:
+            break
+        left, chosen = stack.pop()
+        k = len(chosen)
+        if k == len(dims):
+            if left == 0:
+                index = [0] * len(sizes)
+                for d, i in zip(dims, chosen):
+                    index[d] = i
+                return tuple(index)
+            continue
+        n, st = sizes[dims[k]], strides[dims[k]]
+        if st == 0:
+            stack.append((left, chosen + (0,)))
+            continue
+        low = max(0, -(-(left - reach[k + 1]) // st))
+        for i in range(low, min(n - 1, left // st) + 1):  # the highest is tried first
+            stack.append((left - i * st, chosen + (i,)))
+    return None
+
+
+__all__ = ["blocks", "find_index", "multiplicity", "storage_order", "to_view"]

@@ -1,23 +1,28 @@
-"""PyTorch checkpoints (torch.save): the zip format (torch >= 1.6) and the legacy format, without
-torch and without running the pickle (see torch_pickle).
+"""PyTorch checkpoints (torch.save) and TorchScript archives (torch.jit.save): the zip format
+(torch >= 1.6) and the legacy format, without torch and without running the pickle (see
+torch_pickle).
 
 Zip: `<prefix>/data.pkl` describes the object, `<prefix>/data/<key>` holds each storage's bytes
-(stored, not compressed), `<prefix>/byteorder` says "little" or "big". Legacy: five pickles in a
-row (magic number, protocol version, system info, the object, the storage keys), then each storage
-as an int64 element count and its bytes, in key order.
+(stored, not compressed), `<prefix>/byteorder` says "little" or "big"; a TorchScript archive adds
+`constants.pkl` (storages in `constants/`) and others. Records are found as torch finds them (see
+torch_archive): in the first member's folder, whatever their case; every top-level pickle is
+read, and a storage no tensor refers to is reported. Legacy: five pickles in a row (magic number,
+protocol version, system info, the object, the storage keys), then each storage as an int64
+element count and its bytes, in key order, little-endian.
 
 Each tensor is checked as the view it is of its storage (offset, sizes, strides): a contiguous view
-as one byte range, any other view in blocks of the bytes it spans (see scan.views). Storages are
-read as torch reads them, without verifying the zip CRC-32 (torch.load does not either; checking
-it would cut the scan's speed to that of zlib.crc32, a third of reading the file).
+as one byte range, any other view in blocks of the bytes it spans (see scan.views); stride-0
+dimensions once, counted by their sizes, and large overlapping views from the values they span
+(scan.overlap). Storages are read as torch reads them, without verifying the zip CRC-32
+(torch.load does not either; checking it would cut the scan's speed to that of zlib.crc32, a
+third of reading the file).
 """
-
 from __future__ import annotations
 
 import math
 import os
-import struct
 import zipfile
+import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +30,7 @@ import numpy as np
 from . import ReaderError
 from .layout import check_count, marker, not_applicable, unchecked
 from .pickle_vm import PickleError, PickleTruncated
+from .torch_archive import ZipRecords, byte_order, element_bytes, legacy_places
 from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, TensorView, Unsupported, describe, \
     plain_value
 from .zipmembers import data_offset, declared_members, duplicate_names
@@ -35,6 +41,15 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 #: Inline NumPy arrays larger than this are not copied into a task.
 INLINE_LIMIT = 64 << 20
+#: Views whose dimensions overlap (a sliding window) are read element by element up to this many
+#: elements; larger ones are counted from the stored values they span, up to SPAN_LIMIT of them
+#: (about 32 bytes of working memory each: 128 MiB).
+OVERLAP_LIMIT = 1 << 24
+SPAN_LIMIT = 1 << 22
+#: The example inputs of torch.jit.trace: torch.jit.save keeps their shapes with empty storages,
+#: and torch.jit.load does not return them.
+SAVED_EMPTY = ("a traced input saved without its values (an empty storage; torch.jit.load does "
+               "not return traced inputs)")
 #: Bytes of a legacy file read to find its pickles (they precede the storages).
 LEGACY_PICKLE_LIMIT = 256 << 20
 
@@ -50,7 +65,7 @@ def plan(path: str) -> list:
         check_count(declared, "zip members")
     try:
         z = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise ReaderError(f"not a PyTorch checkpoint (zip or legacy): {e}") from None
     with z, open(path, "rb") as raw:
         return _plan_zip(path, z, raw)
@@ -58,40 +73,85 @@ def plan(path: str) -> list:
 
 def _plan_zip(path, z, raw) -> list:
     infos = z.infolist()
-    pickles = [i for i in infos if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
-    if len(pickles) != 1:
-        raise ReaderError(f"a PyTorch zip checkpoint holds one data.pkl, this one {len(pickles)}")
     dup = duplicate_names(infos)
     if dup:
         raise ReaderError(f"zip member {dup!r} appears twice (which one torch reads is undefined)")
-    prefix = pickles[0].filename[: -len("data.pkl")]
-    members = {i.filename: i for i in infos}
-    order = "<"
-    if prefix + "byteorder" in members:
-        text = z.read(prefix + "byteorder").decode("ascii", "replace").strip()
-        if text not in ("little", "big"):
-            raise ReaderError(f"byteorder record says {text!r}; 'little' or 'big' expected")
-        order = "<" if text == "little" else ">"
-    if pickles[0].file_size > INLINE_LIMIT * 4:
-        raise ReaderError(f"data.pkl of {pickles[0].file_size} bytes is over the limit")
+    records = ZipRecords(infos)
+    pickles = records.pickles()
+    if not any(p.lower() == "data.pkl" for p in pickles):
+        raise ReaderError(f"a PyTorch zip checkpoint holds {records.prefix}data.pkl, this one "
+                          "does not")
+    order = byte_order(z, records)
+    tasks = [marker(path, "pytorch")]
+    if not records.torchscript():  # torch.load reads data.pkl alone
+        tasks += [unchecked(path, p, "pickle", (), "a pickle beside data.pkl in an archive that "
+                            "is no TorchScript one (no constants.pkl): torch.load does not read "
+                            "it") for p in pickles if p.lower() != "data.pkl"]
+        pickles = [p for p in pickles if p.lower() == "data.pkl"]
+    used: set = set()
+    for name in pickles:
+        stem = name[:-len(".pkl")]
+        desc = _describe_member(z, records, name)
+        for _, item in desc.items:
+            if isinstance(item, TensorView):
+                info, _ = records.find(f"{stem}/{item.storage.key}")
+                used.add(info.filename if info is not None else None)
+
+        def locate(storage, stem=stem):
+            info, why = records.find(f"{stem}/{storage.key}")
+            if info is None:
+                return None, f"its storage {stem}/{storage.key}: {why}"
+            if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+                return None, f"its storage {info.filename} is compressed or encrypted"
+            if info.compress_size != info.file_size:
+                return None, f"storage {info.filename}: stored member sizes disagree"
+            need = storage.numel * element_bytes(storage.dtype)
+            if info.file_size == 0 and need and stem.lower() == "traced_inputs":
+                return None, SAVED_EMPTY
+            if need != info.file_size:
+                return None, (f"storage {info.filename} holds {info.file_size} bytes, "
+                              f"{storage.numel} elements of {storage.dtype or 'bytes'} need "
+                              f"{need} (torch refuses it)")
+            # torch swaps a big-endian storage in units of its own element size.
+            swap = order == ">" and element_bytes(storage.dtype) > 1
+            return (data_offset(raw, info), info.file_size, ">" if swap else "<"), ""
+
+        found = _tasks(path, desc, locate, "<")
+        if stem.lower() != "data":
+            found = [replace(t, name=f"{name}:{t.name}" if t.name else name) for t in found]
+        tasks += found
+    tasks += _unread(path, records, pickles, used)
+    return tasks
+
+
+def _describe_member(z, records, name):
+    info, why = records.find(name)
+    if info is None:
+        raise ReaderError(why)
+    if info.file_size > INLINE_LIMIT * 4:
+        raise ReaderError(f"{name} of {info.file_size} bytes is over the limit")
     try:
-        desc, _ = describe(z.read(pickles[0]))
+        return describe(z.read(info), torchscript=records.torchscript())[0]
     except PickleError as e:
-        raise ReaderError(f"data.pkl: {e}") from None
-    except (zipfile.BadZipFile, EOFError, OSError) as e:
-        raise ReaderError(f"data.pkl cannot be read: {e}") from None
+        raise ReaderError(f"{name}: {e}") from None
+    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, zlib.error) as e:
+        raise ReaderError(f"{name} cannot be read: {e}") from None
 
-    def locate(storage):
-        info = members.get(f"{prefix}data/{storage.key}")
-        if info is None:
-            return None, f"its storage data/{storage.key} is missing from the archive"
-        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
-            return None, f"its storage data/{storage.key} is compressed or encrypted"
-        if info.compress_size != info.file_size:
-            return None, f"storage data/{storage.key}: stored member sizes disagree"
-        return (data_offset(raw, info), info.file_size), ""
 
-    return [marker(path, "pytorch")] + _tasks(path, desc, locate, order)
+def _unread(path, records, pickles, used) -> list:
+    """Unchecked tasks for the storages no tensor refers to and the pickles torch does not
+    read as such (a storage's bytes are only ever left out where a view leaves them out)."""
+    folders = tuple(p[:-len(".pkl")].lower() + "/" for p in pickles)
+    out = []
+    for rel, info in records.members():
+        low = rel.lower()
+        if low.startswith(folders) and info.filename not in used:
+            out.append(unchecked(path, rel, "storage", (), "no tensor in the archive's pickles "
+                                 "refers to this storage (torch.load returns no tensor of it)"))
+        elif low.endswith(".pkl") and "/" in low:
+            out.append(unchecked(path, rel, "pickle", (), "a pickle inside a folder of the "
+                                 "archive, which torch.load and torch.jit.load do not read"))
+    return out
 
 
 def _plan_legacy(path) -> list:
@@ -104,11 +164,7 @@ def _plan_legacy(path) -> list:
             value, pos = plain_value(data, pos)
             if value != expected:
                 raise ReaderError(f"legacy PyTorch header holds {value!r}, expected {expected}")
-        info, pos = plain_value(data, pos)
-        if isinstance(info, dict) and info.get("little_endian") is False:
-            order = ">"
-        else:
-            order = "<"
+        _, pos = plain_value(data, pos)  # system info: torch reads storages little-endian anyway
         desc, pos = describe(data, pos)
         keys, pos = plain_value(data, pos)
     except PickleTruncated:
@@ -118,46 +174,22 @@ def _plan_legacy(path) -> list:
         raise ReaderError(f"legacy PyTorch checkpoint: {e}") from None
     if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
         raise ReaderError("legacy PyTorch checkpoint: the storage key list is malformed")
-    # Storage element sizes come from the views that use them; each storage is an int64 count
-    # and its bytes, in key order.
-    element = {}
-    for _, item in desc.items:
-        if isinstance(item, TensorView):
-            element[item.storage.key] = _storage_item_bytes(item)
-    places = {}
+    # A storage's element size and count are those of the first reference to it (torch's).
+    element = {k: (element_bytes(st.dtype), st.numel) for k, st in desc.storages.items()}
     with open(path, "rb") as f:
-        for key in keys:
-            head = _pread(f, pos, 8)
-            if len(head) < 8:
-                raise ReaderError(f"legacy PyTorch checkpoint: storage {key} lies past the end "
-                                  f"of the file ({size} bytes; truncated?)")
-            (numel,) = struct.unpack("<q", head)
-            item = element.get(key)
-            if numel < 0 or item is None:
-                raise ReaderError(f"legacy PyTorch checkpoint: storage {key} has count {numel} "
-                                  "or no tensor that says its element size")
-            places[key] = (pos + 8, numel * item)
-            pos += 8 + numel * item
-    if pos > size:
-        raise ReaderError(f"legacy PyTorch checkpoint: storages end at byte {pos}, the file has "
-                          f"{size} bytes (truncated?)")
+        places = legacy_places(f, pos, size, keys, element)
 
     def locate(storage):
         if storage.key not in places:
             return None, f"its storage {storage.key} is not in the file's storage list"
-        return places[storage.key], ""
+        start, nbytes = places[storage.key]
+        return (start, nbytes, "<"), ""  # a storage view's start is in its tensors' offsets
 
-    return [marker(path, "pytorch-legacy")] + _tasks(path, desc, locate, order)
-
-
-def _pread(f, pos, n) -> bytes:
-    f.seek(pos)
-    return f.read(n)
-
-
-def _storage_item_bytes(view: TensorView) -> int:
-    dtype = view.storage.dtype or "uint8"
-    return ELEMENTS[dtype][1] if dtype in ELEMENTS else INTEGERS.get(dtype, 1)
+    referred = {item.storage.key for _, item in desc.items if isinstance(item, TensorView)}
+    orphans = [unchecked(path, f"storage {key}", "storage", (), "no tensor in the pickle refers "
+                         "to this storage (torch.load returns no tensor of it)")
+               for key in dict.fromkeys(keys) if key not in referred]
+    return [marker(path, "pytorch-legacy")] + _tasks(path, desc, locate, "<") + orphans
 
 
 def _tasks(path, desc, locate, order) -> list:
@@ -205,6 +237,8 @@ def _shape(item) -> tuple:
 
 
 def _view(path, name, v: TensorView, locate, order) -> Task:
+    """The task of tensor `v`: `locate(storage)` gives ((byte offset, bytes, byte order), "")
+    or (None, why not); `order` is unused (each storage has its own)."""
     label, shape = v.dtype, v.size
     if v.dtype in INTEGERS:
         element, item = None, INTEGERS[v.dtype]
@@ -214,12 +248,8 @@ def _view(path, name, v: TensorView, locate, order) -> Task:
         return unchecked(path, name, label, shape, f"unknown torch dtype {v.dtype!r}")
     place, why = locate(v.storage)
     if place is None:
-        return unchecked(path, name, label, shape, why)
-    start, nbytes = place
-    if v.storage.dtype and v.storage.numel * _storage_item_bytes(v) != nbytes:
-        return unchecked(path, name, label, shape, f"storage {v.storage.key} holds {nbytes} bytes, "
-                         f"{v.storage.numel} elements of {v.storage.dtype} need "
-                         f"{v.storage.numel * _storage_item_bytes(v)}")
+        return (not_applicable if why == SAVED_EMPTY else unchecked)(path, name, label, shape, why)
+    start, nbytes, order = place
     numel = math.prod(shape)
     if numel:
         last = v.offset + sum((s - 1) * st for s, st in zip(shape, v.stride))
@@ -230,8 +260,21 @@ def _view(path, name, v: TensorView, locate, order) -> Task:
         return not_applicable(path, name, label, shape)
     if v.dtype == "float4_e2m1fn_x2":
         return not_applicable(path, name, label, shape, "float4 values cannot be NaN or Inf")
+    if order == ">" and element_bytes(v.storage.dtype) != item:
+        return unchecked(path, name, label, shape, f"big-endian storage {v.storage.key} is "
+                         f"swapped in {element_bytes(v.storage.dtype)}-byte units, its "
+                         f"{v.dtype} view reads {item}-byte elements: not read")
     if order == ">" and element == "bfloat16":
         return unchecked(path, name, label, shape, "big-endian bfloat16 storages are not read")
+    return strided_task(path, name, label, shape, v.stride, start + v.offset * item, element,
+                        item, order, v.flip)
+
+
+def strided_task(path, name, label, shape, stride, offset, element, item, order, flip) -> Task:
+    """The task of a view of `shape` and element `stride` whose first element is at byte
+    `offset`: one byte range when contiguous, else read in blocks of the bytes it spans; a
+    dimension of stride 0 (a broadcast) is read once and its count multiplied by its size, so a
+    view repeating a few stored values 2^40 times costs what those values cost."""
     grid = tuple(shape)
     if element in ("c16", "c8", "c4"):  # checked as real and imaginary parts
         element = f"{order}f{item // 2}"
@@ -239,14 +282,34 @@ def _view(path, name, v: TensorView, locate, order) -> Task:
     elif element in ("f8", "f4", "f2"):
         element = order + element
     base = Task(path, name, label, tuple(shape), source=path, element=element, grid=grid,
-                flip=v.flip)
-    offset = start + v.offset * item
+                flip=flip)
+    numel = math.prod(shape)
     if numel == 0:
         return replace(base, storage=RAW, offset=offset, nbytes=0)
-    if _contiguous(shape, v.stride):
+    if _contiguous(shape, stride):
         return replace(base, storage=RAW, offset=offset, nbytes=numel * item)
-    return replace(base, storage=STRIDED, offset=offset, nbytes=numel * item,
-                    strides=tuple(v.stride))
+    broadcast = tuple(d for d, (n, st) in enumerate(zip(shape, stride)) if st == 0 and n > 1)
+    distinct = numel // math.prod(shape[d] for d in broadcast)
+    if distinct > OVERLAP_LIMIT and _overlaps(shape, stride):
+        # Read the span once; each value counts as often as the view reaches it (scan.overlap).
+        span = 1 + sum((n - 1) * st for n, st in zip(shape, stride))
+        if span > SPAN_LIMIT or distinct >= 1 << 62:
+            return unchecked(path, name, label, shape, f"a view of {distinct} elements whose "
+                             f"dimensions overlap over {span} stored values: not read")
+        return replace(base, storage=STRIDED, offset=offset, nbytes=span * item,
+                       strides=tuple(stride), broadcast=broadcast, overlap=True)
+    return replace(base, storage=STRIDED, offset=offset, nbytes=distinct * item,
+                   strides=tuple(stride), broadcast=broadcast)
+
+
+def _overlaps(shape, stride) -> bool:
+    """Whether two indices of the view (stride-0 dimensions left out) reach one element."""
+    reach = 0
+    for st, n in sorted((st, n) for n, st in zip(shape, stride) if n > 1 and st > 0):
+        if st <= reach:
+            return True
+        reach += (n - 1) * st
+    return False
 
 
 def _contiguous(shape, stride) -> bool:

@@ -9,7 +9,8 @@ called (see pickle_vm).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 from .pickle_vm import Global, Machine, Opaque, PickleError, run
 
@@ -44,6 +45,8 @@ class Storage:
     key: str
     dtype: str        # torch dtype name; "" for an untyped storage (bytes)
     numel: int
+    start: int = 0    # a legacy storage view: elements [start, start + length) (length -1: all)
+    length: int = -1
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,24 @@ class Description:
 
     items: list = field(default_factory=list)
     disallowed: list = field(default_factory=list)
+    #: key -> the Storage of the first reference to it (torch's dtype and size for the key).
+    storages: dict = field(default_factory=dict)
 
 
-def describe(data: bytes, start: int = 0) -> tuple:
+def describe(data: bytes, start: int = 0, torchscript: bool = False) -> tuple:
     """(Description of the tensors and arrays the pickle at byte `start` of `data` describes,
     the byte after it). PickleError when the pickle is malformed or describes a tensor
-    impossibly."""
-    machine = Machine(rules=RULES, constants=CONSTANTS, persistent_load=_storage)
+    impossibly. `torchscript`: the pickle is one of a TorchScript archive's (not used here)."""
+    storages: dict = {}
+
+    def load(pid):
+        storage = _storage(pid)
+        storages.setdefault(storage.key, replace(storage, start=0, length=-1))
+        return storage
+
+    machine = Machine(rules=RULES, constants=CONSTANTS, persistent_load=load)
     root, end = run(data, machine, start)
-    out = Description(disallowed=list(machine.disallowed))
+    out = Description(disallowed=list(machine.disallowed), storages=storages)
     _collect(root, out.items)
     return out, end
 
@@ -122,7 +134,15 @@ def _storage(pid):
         dtype = ""
     else:
         raise PickleError(f"unknown storage type {kind!s:.80}")
-    return Storage(key, dtype, numel)
+    view = pid[5] if len(pid) > 5 else None
+    if view is None:
+        return Storage(key, dtype, numel)
+    if not (isinstance(view, tuple) and len(view) == 3 and isinstance(view[0], str)
+            and _count(view[1]) and _count(view[2])):
+        raise PickleError(f"malformed storage view {view!r:.80}")
+    if view[1] + view[2] > numel:
+        raise PickleError(f"a storage view reaches past storage {key}")
+    return Storage(key, dtype, numel, view[1], view[2])
 
 
 @dataclass(frozen=True)
@@ -153,7 +173,11 @@ def _view(storage, offset, size, stride, dtype=None, metadata=None):
     flip = ""
     if isinstance(metadata, dict):
         flip = "neg" if metadata.get("neg") else ("conj" if metadata.get("conj") else "")
-    return TensorView(storage, dtype, offset, size, stride, flip)
+    if storage.length >= 0 and math.prod(size):  # a legacy storage view: torch bounds it
+        last = offset + sum((n - 1) * st for n, st in zip(size, stride))
+        if last >= storage.length:
+            raise PickleError("a tensor reaches past the legacy storage view it is built on")
+    return TensorView(storage, dtype, offset + storage.start, size, stride, flip)
 
 
 def _rebuild_tensor(args, m):
