@@ -14,7 +14,7 @@ from .. import isnan, isneginf, isposinf
 from . import views
 from .chunks import chunks, strided_layout
 from .dtypes import np_dtype
-from .report import CHECKED, Location, TensorResult
+from ..results.report import CHECKED, Location, TensorResult
 from .tasks import RAW, Task
 
 _SWAP = {"posinf": "neginf", "neginf": "posinf", "nan": "nan"}
