@@ -4,6 +4,7 @@ and on hostile headers: small files that declare very many tensors or entries.
     python benchmarks/bench_scan.py [--size-gib 4] [--path /tmp/fpclass_bench.safetensors] [--keep]
     python benchmarks/bench_scan.py --hostile [--scale 0.1] [--timeout 120]   # that table only
     python benchmarks/bench_scan.py --no-hostile                              # throughput only
+    python benchmarks/bench_scan.py --no-hostile --baseline OLD/src   # also another fpclass tree
 
 Times, each in a fresh subprocess that reports its own peak RSS (VmHWM; see PEAK_RSS); the three
 run in turn, --repeat rounds (best time of each; the largest peak RSS of each):
@@ -12,6 +13,8 @@ run in turn, --repeat rounds (best time of each; the largest peak RSS of each):
               into one reused buffer per thread, on as many threads as the scan (one per core)
   scan        fpclass.scan.scan (chunks read into reused buffers), default threads
   adhoc       safetensors + numpy: get_tensor(name) and np.isnan(x).any() per tensor
+  baseline    (with --baseline SRC) the scan of the fpclass sources in SRC (another checkout's
+              src/), timed in turn with the others: "not slower than before" in one run
 Each child does its work twice and times the second: the first, untimed, pays for its imports
 (the scan's numba and compiled kernels: about 0.5 s here, which the scan's time used to include),
 its buffers and a CPU coming out of idle (a first read of the file here runs at half speed).
@@ -138,8 +141,11 @@ print(json.dumps({"mode": mode, "seconds": dt, "bytes": n, "found": found,
 """
 
 
-def measure(mode: str, path: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, path], capture_output=True, text=True)
+def measure(mode: str, path: str, src: str | None = None) -> dict:
+    """One child's report; `src`: the fpclass sources it imports (the installed ones if None)."""
+    env = dict(os.environ, PYTHONPATH=src) if src else None
+    out = subprocess.run([sys.executable, "-c", CHILD, mode, path], capture_output=True, text=True,
+                         env=env)
     if out.returncode:
         raise SystemExit(f"{mode} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -390,6 +396,8 @@ def main(argv=None) -> None:
     p.add_argument("--path", default="/tmp/fpclass_bench.safetensors")
     p.add_argument("--keep", action="store_true", help="keep the generated file(s)")
     p.add_argument("--repeat", type=int, default=3, help="throughput: rounds of read, scan, adhoc")
+    p.add_argument("--baseline", metavar="SRC",
+                   help="throughput: also time the scan of the fpclass sources in SRC")
     p.add_argument("--hostile", action="store_true", help="only the hostile-headers table")
     p.add_argument("--no-hostile", action="store_true", help="skip the hostile-headers table")
     p.add_argument("--scale", type=float, default=1.0,
@@ -418,10 +426,13 @@ def throughput(args) -> None:
             modes.append("adhoc")
         except ImportError:
             print("safetensors not installed: adhoc baseline skipped")
+        if args.baseline:
+            modes.append("baseline")
         rows = {}
         for _ in range(args.repeat):
             for m in modes:
-                r = measure(m, args.path)
+                r = (measure("scan", args.path, args.baseline) if m == "baseline"
+                     else measure(m, args.path))
                 best = rows.setdefault(m, r)
                 best["peak_rss_mb"] = max(best["peak_rss_mb"], r["peak_rss_mb"])
                 if r["seconds"] < best["seconds"]:

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scan_formats.py [--mib 1024] [--repeat 3] [--dir /tmp] [--keep]
     python benchmarks/bench_scan_formats.py --memory [--mib 2048]   # peak RSS of fpclass only
+    python benchmarks/bench_scan_formats.py --baseline OLD/src      # also another fpclass tree
 
 For each file (about --mib MiB of float32/bfloat16 tensors with no NaN), three fresh processes are
 timed alternately, best of --repeat, each reporting its own peak RSS (VmHWM):
@@ -10,6 +11,8 @@ timed alternately, best of --repeat, each reporting its own peak RSS (VmHWM):
   library   the format's own reader loading every tensor, then `isnan(t).any()` per tensor:
             torch.load(weights_only=True) + torch.isnan for .pt; h5py ds[...] + np.isnan for HDF5;
             zarr a[...] + np.isnan for zarr
+  baseline  (with --baseline SRC) fpclass.scan.scan([path]) of the fpclass sources in SRC (another
+            checkout's src/), timed in turn with the others: "not slower than before" in one run
 Targets (issue 13): .pt >= 3x the library and >= 70% of read; HDF5 and zarr >= 1.5x with
 uncompressed chunks, parity or better compressed.
 """
@@ -118,10 +121,12 @@ FILES = {  # kind -> (file name, maker)
 }
 
 
-def run(mode, kind, path) -> dict:
+def run(mode, kind, path, src=None) -> dict:
+    """One child's report; `src`: the fpclass sources it imports (the installed ones if None)."""
     import json
+    env = dict(os.environ, PYTHONPATH=src) if src else None
     out = subprocess.run([sys.executable, "-c", CHILD, mode, kind, path], capture_output=True,
-                         text=True)
+                         text=True, env=env)
     if out.returncode:
         raise RuntimeError(f"{mode} {kind}: {out.stderr[-600:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -167,6 +172,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dir", default="/tmp")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--only", default=",".join(FILES))
+    parser.add_argument("--baseline", metavar="SRC",
+                        help="also time the fpclass sources in SRC (e.g. an older checkout's src/)")
     parser.add_argument("--memory", action="store_true",
                         help="only fpclass's peak RSS per file (bounded memory: 2 GiB files)")
     args = parser.parse_args(argv)
@@ -176,21 +183,29 @@ def main(argv=None) -> int:
 
     def measure(kind, path):
         run("read", kind, path)  # warm the page cache
-        best = {m: None for m in ("read", "fpclass", "library")}
+        modes = ("read", "fpclass", "library") + (("baseline",) if args.baseline else ())
+        best = {m: None for m in modes}
         for _ in range(args.repeat):
             for mode in best:
-                r = run(mode, kind, path)
+                if mode == "baseline":
+                    r = run("fpclass", kind, path, args.baseline)
+                else:
+                    r = run(mode, kind, path)
                 if best[mode] is None or r["seconds"] < best[mode]["seconds"]:
                     best[mode] = {**r, "rss": max(r["rss"], (best[mode] or r)["rss"])}
         read, ours, lib = (best[m] for m in ("read", "fpclass", "library"))
-        return [kind, f"{size_of(path) / 2**20:.0f} MiB", f"{ours['seconds']:.2f} s",
-                f"{lib['seconds']:.2f} s", f"{lib['seconds'] / ours['seconds']:.2f}x",
-                f"{read['seconds'] / ours['seconds']:.0%}",
-                f"{size_of(path) / ours['seconds'] / 2**30:.2f} GiB/s",
-                f"{ours['rss']:.0f} / {lib['rss']:.0f} MB"]
+        row = [kind, f"{size_of(path) / 2**20:.0f} MiB", f"{ours['seconds']:.2f} s",
+               f"{lib['seconds']:.2f} s", f"{lib['seconds'] / ours['seconds']:.2f}x",
+               f"{read['seconds'] / ours['seconds']:.0%}",
+               f"{size_of(path) / ours['seconds'] / 2**30:.2f} GiB/s",
+               f"{ours['rss']:.0f} / {lib['rss']:.0f} MB"]
+        if args.baseline:
+            row.append(f"{best['baseline']['seconds'] / ours['seconds']:.2f}x")
+        return row
     rows = each_file(args, count, measure)
     print(table(["file", "on disk", "fpclass", "library + isnan", "fpclass speed-up",
-                 "% of reading the bytes", "fpclass file GiB/s", "peak RSS fpclass / library"], rows))
+                 "% of reading the bytes", "fpclass file GiB/s", "peak RSS fpclass / library"]
+                + (["speed vs --baseline"] if args.baseline else []), rows))
     return 0
 
 
