@@ -3,10 +3,17 @@ builds plain containers and inert descriptions, never importing, calling or cons
 the pickle names.
 
 A GLOBAL becomes a `Global(module, name)`, or an inert constant the caller names (a dtype, say).
-Calling one (REDUCE, NEWOBJ, INST, OBJ) gives the
-result of a rule in `rules` when the global is on that allow-list (the few functions torch.save and
-numpy use to describe tensors and arrays), and an inert `Opaque` otherwise. Every global outside
-the allow-list is recorded, so a caller can refuse to trust what the pickle describes.
+Calling one (REDUCE, INST, OBJ; NEWOBJ through `new_rules` first, as `cls.__new__` differs from
+`cls(...)`) gives the result of a rule in `rules` when the global is on that allow-list (the few
+functions torch.save and numpy use to describe tensors and arrays), and an inert `Opaque` otherwise.
+Every global outside the allow-list is recorded, so a caller can refuse to trust what the pickle
+describes; calling anything else (a constant, a container) is refused.
+
+Dict keys and set members are compared as Python compares them, without hashing the pickle's own
+tuples (a hostile key nested a million deep would overflow the C stack in `hash`, and a tuple
+shared through the memo at every level would take exponential time): a key that is not a plain
+atom is wrapped in a `Key` whose signature is flat (see `Keys`). The interpreter is a loop over
+opcodes; nothing in it recurses, so its time is linear in the pickle's size.
 """
 
 from __future__ import annotations
@@ -14,10 +21,16 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from .pickle_keys import Key, Keys, unkey  # noqa: F401 (unkey: for callers)
+
 #: Pickles larger than this are refused (a checkpoint's data.pkl is a few MB).
 MAX_PICKLE_BYTES = 256 << 20
 #: Deepest nesting of MARKs accepted (the stack is a list; this bounds only hostile input).
 MAX_MARKS = 100_000
+#: Most opcodes one pickle may run: each costs about 0.3 us and at most ~100 bytes of objects, so
+#: this keeps any pickle within seconds and a few hundred MB. A real checkpoint's data.pkl runs
+#: about 30 per tensor.
+MAX_OPS = 4_000_000
 
 
 class PickleError(Exception):
@@ -56,6 +69,10 @@ class Machine:
     constants: dict = field(default_factory=dict)   # "module.name" -> the value loading it gives
     persistent_load: object = None                  # pid -> value
     disallowed: list = field(default_factory=list)  # "module.name" of globals outside the rules
+    new_rules: dict = field(default_factory=dict)   # NEWOBJ (cls.__new__) where it differs
+    builder: object = None      # build(obj, state) -> True when it handled BUILD on obj
+    rename: object = None       # (module, name) -> (module, name), as unpickling maps old names
+    keys: Keys = field(default_factory=Keys)
 
 
 _MARK = object()
@@ -72,9 +89,9 @@ def run(data: bytes, machine: Machine, start: int = 0) -> tuple:
         return vm.run(), vm.pos
     except PickleError:
         raise
-    except (IndexError, KeyError, TypeError, ValueError, struct.error, UnicodeDecodeError,
-            OverflowError, MemoryError, RecursionError) as e:
-        raise PickleError(f"malformed pickle: {type(e).__name__}: {e}") from None
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError, struct.error,
+            UnicodeDecodeError, OverflowError, MemoryError, RecursionError) as e:
+        raise PickleError(f"malformed pickle: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 class _Interpreter:
@@ -127,15 +144,24 @@ class _Interpreter:
         return self.stack[-1]
 
     # -- calling (never really) -------------------------------------------------------------
-    def call(self, callee, args):
+    def call(self, callee, args, new=False):
         if not isinstance(callee, Global):
-            return Opaque(Global("?", type(callee).__name__), args)
-        rule = self.machine.rules.get(str(callee))
+            raise PickleError(f"the pickle calls a {type(callee).__name__}, not a global")
+        full = str(callee)
+        rule = (new and self.machine.new_rules.get(full)) or self.machine.rules.get(full)
         if rule is None:
+            if full not in self.machine.disallowed:
+                raise PickleError(f"the pickle calls {full}, which is not callable")
             return Opaque(callee, args)
-        return rule(args if isinstance(args, tuple) else tuple(args), self.machine)
+        if not isinstance(args, tuple):
+            if not isinstance(args, list):
+                raise PickleError(f"arguments of {full} are not a tuple")
+            args = tuple(args)
+        return rule(args, self.machine)
 
     def global_(self, module: str, name: str):
+        if self.machine.rename is not None:
+            module, name = self.machine.rename(module, name)
         full = f"{module}.{name}"
         if full in self.machine.constants:
             return self.machine.constants[full]
@@ -146,7 +172,11 @@ class _Interpreter:
     # -- the loop ---------------------------------------------------------------------------
     def run(self):
         data = self.data
+        ops = 0
         while True:
+            ops += 1
+            if ops > MAX_OPS:
+                raise PickleError(f"the pickle runs over {MAX_OPS} opcodes (the limit)")
             if self.pos >= len(data):
                 raise PickleTruncated("pickle ends without STOP")
             op = data[self.pos]
@@ -235,14 +265,16 @@ def _reduce(vm):
 def _newobj(vm):
     args = vm.pop()
     cls = vm.pop()
-    vm.push(vm.call(cls, args))
+    vm.push(vm.call(cls, args, new=True))
 
 
 def _newobj_ex(vm):
     kwargs = vm.pop()
     args = vm.pop()
     cls = vm.pop()
-    vm.push(vm.call(cls, tuple(args) + ((kwargs,) if kwargs else ())))
+    if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+        raise PickleError("NEWOBJ_EX arguments are not a tuple and a dict")
+    vm.push(vm.call(cls, args + ((kwargs,) if kwargs else ()), new=True))
 
 
 def _build(vm):
@@ -250,11 +282,12 @@ def _build(vm):
     obj = vm.top()
     if isinstance(obj, Opaque):
         obj.state = state
+    elif vm.machine.builder is not None and vm.machine.builder(obj, state):
+        pass
     elif hasattr(obj, "build"):
         obj.build(state)
-    elif isinstance(obj, dict) and isinstance(state, dict):
-        obj.update(state)
-    # anything else: the state is dropped (no __setstate__ is ever called)
+    else:  # what no __setstate__ or __dict__ takes: torch's weights-only load refuses it too
+        raise PickleError(f"BUILD on a {type(obj).__name__}, which takes no state")
 
 
 def _inst(vm):
@@ -313,7 +346,7 @@ def _setitem(vm):
     target = vm.top()
     if not isinstance(target, dict):
         raise PickleError("SETITEM on something that is not a dict")
-    target[_key(key)] = value
+    target[_key(vm, key)] = value
 
 
 def _setitems(vm):
@@ -322,15 +355,14 @@ def _setitems(vm):
     if not isinstance(target, dict) or len(items) % 2:
         raise PickleError("SETITEMS on something that is not a dict, or an odd item count")
     for i in range(0, len(items), 2):
-        target[_key(items[i])] = items[i + 1]
+        target[_key(vm, items[i])] = items[i + 1]
 
 
-def _key(key):
+def _key(vm, key):
     try:
-        hash(key)
+        return vm.machine.keys.key(key)
     except TypeError:
-        raise PickleError(f"unhashable dict key of type {type(key).__name__}") from None
-    return key
+        raise PickleError(f"unhashable dict key or set member: a {type(key).__name__}") from None
 
 
 def _additems(vm):
@@ -338,14 +370,14 @@ def _additems(vm):
     target = vm.top()
     if not isinstance(target, set):
         raise PickleError("ADDITEMS on something that is not a set")
-    target.update(_key(i) for i in items)
+    target.update(_key(vm, i) for i in items)
 
 
 def _dict(vm):
     items = vm.pop_mark()
     if len(items) % 2:
         raise PickleError("DICT with an odd item count")
-    vm.push({_key(items[i]): items[i + 1] for i in range(0, len(items), 2)})
+    vm.push({_key(vm, items[i]): items[i + 1] for i in range(0, len(items), 2)})
 
 
 def _get(key_of):
@@ -379,7 +411,8 @@ def _dup(vm):
 
 
 def _buffer(vm):
-    raise PickleError("out-of-band buffers (NEXT_BUFFER) are not supported")
+    raise PickleError("the pickle takes an out-of-band buffer (NEXT_BUFFER): its data is not in "
+                      "the file, and torch.load cannot read it")
 
 
 def _readonly(vm):
@@ -405,8 +438,9 @@ _HANDLERS = {
     ord("G"): lambda vm: vm.push(vm.u(">d")),
     ord("N"): _push(None), 0x88: _push(True), 0x89: _push(False),
     ord("S"): _text_string, ord("V"): _text_unicode,
-    ord("T"): lambda vm: vm.push(vm.read(vm.u("<i")).decode("latin-1")),
-    ord("U"): lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("latin-1")),
+    # Python 2 strings: torch.load decodes them as UTF-8 (its default encoding), strictly
+    ord("T"): lambda vm: vm.push(vm.read(vm.u("<i")).decode("utf-8")),
+    ord("U"): lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("utf-8")),
     ord("X"): lambda vm: vm.push(vm.read(vm.u("<I")).decode("utf-8", "surrogatepass")),
     0x8c: lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("utf-8", "surrogatepass")),
     0x8d: lambda vm: vm.push(vm.read(vm.u("<Q")).decode("utf-8", "surrogatepass")),
@@ -425,7 +459,7 @@ _HANDLERS = {
     0x8f: _push_new(set),
     ord("l"): lambda vm: vm.push(vm.pop_mark()),
     ord("t"): lambda vm: vm.push(tuple(vm.pop_mark())),
-    0x91: lambda vm: vm.push(frozenset(_key(i) for i in vm.pop_mark())),
+    0x91: lambda vm: vm.push(frozenset(_key(vm, i) for i in vm.pop_mark())),
     0x85: lambda vm: vm.push((vm.pop(),)),
     0x86: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop()]))),
     0x87: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop(), vm.pop()]))),

@@ -1,0 +1,75 @@
+"""Dict keys and set members of a pickle, compared as Python compares them without hashing the
+pickle's own tuples: a hostile key nested a million deep would overflow the C stack in `hash`, and
+a tuple shared through the memo at every level would take exponential time."""
+
+from __future__ import annotations
+
+_ATOMS = (str, bytes, int, float, complex, bool, type(None))
+
+
+class Key:
+    """A dict key or set member that is not a plain atom (a tuple, a tensor): compared by `sig`,
+    a flat value equal for two keys exactly when Python finds the keys equal."""
+
+    __slots__ = ("sig", "value")
+
+    def __init__(self, sig, value):
+        self.sig, self.value = sig, value
+
+    def __hash__(self):
+        return hash(self.sig)
+
+    def __eq__(self, other):
+        return isinstance(other, Key) and self.sig == other.sig
+
+
+class Keys:
+    """Signatures of a run's keys. A tuple's signature is ("T", n), n numbering the distinct
+    tuples of signatures of its members (an atom is its own signature; an object hashed by
+    identity, like a tensor, is ("O", object)); computed bottom-up without recursion, once per
+    tuple, so deep and shared tuples cost their size."""
+
+    def __init__(self):
+        self.interned: dict = {}
+        self.known: dict = {}   # id(value) -> (value, signature)
+
+    def key(self, value):
+        """`value` as a dict key: itself if an atom, else a Key. TypeError if unhashable."""
+        if type(value) in _ATOMS:
+            return value
+        if type(value) is Key:
+            return value
+        return Key(self.sig(value), value)
+
+    def sig(self, root):
+        known = self.known
+        stack = [root]
+        while stack:
+            x = stack[-1]
+            if type(x) in _ATOMS or id(x) in known:
+                stack.pop()
+                continue
+            if type(x) in (tuple, frozenset):
+                pending = [c for c in x if type(c) not in _ATOMS and id(c) not in known]
+                if pending:
+                    stack.extend(pending)
+                    continue
+                members = [c if type(c) in _ATOMS else known[id(c)][1] for c in x]
+                if type(x) is tuple:
+                    sig = ("T", self.interned.setdefault(tuple(members), len(self.interned)))
+                else:
+                    sig = ("F", self.interned.setdefault(frozenset(members), len(self.interned)))
+            elif type(x) is Key:
+                sig = x.sig
+            elif isinstance(x, (list, dict, set, bytearray)) or type(x).__hash__ is None:
+                raise TypeError(f"unhashable type: {type(x).__name__!r}")
+            else:
+                sig = ("O", x)
+            known[id(x)] = (x, sig)
+            stack.pop()
+        return root if type(root) in _ATOMS else known[id(root)][1]
+
+
+def unkey(key):
+    """The value a dict key or set member stands for."""
+    return key.value if type(key) is Key else key

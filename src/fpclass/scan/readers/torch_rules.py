@@ -1,0 +1,589 @@
+"""What each global `torch.load(weights_only=True)` allows does with its arguments, and what BUILD
+does to what it built (torch/_weights_only_unpickler.py, torch/_utils.py), done on descriptions:
+nothing is imported, called or constructed. Also NumPy's own pickle globals for arrays, dtypes and
+scalars (which torch takes with `add_safe_globals`), and the non-tensor companions checkpoints
+carry (see COMPANIONS), whose arguments and state are kept to be walked like a dict.
+
+A tensor is a `Tensor`: its item (a TensorView of a storage, values from the pickle, or what cannot
+be read) and its Python attributes. Python `OrderedDict` and `Counter` are `Mapping`s (a dict with
+attributes); torch.Size is a `Size` (a tuple that means sizes to torch.Tensor).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .pickle_vm import Global, PickleError, unkey
+from .torch_items import (ELEMENTS, INTEGERS, STORAGE_DTYPES, InlineArray, NoData, Storage,
+                          TensorView, Unsupported, Values)
+
+#: The modules torch never lets a pickle name, even when a user allows one of their globals.
+BLOCKED_MODULES = ("sys", "os", "posix", "nt")
+
+#: Non-tensor objects checkpoints carry beside their tensors, not on torch's allow-list: their
+#: arguments and state are walked like a dict (floats inside are checked); nothing is called.
+#: `--allow-global module.Name` adds to it.
+COMPANIONS = frozenset({
+    "argparse.Namespace",
+    "pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PurePath",
+    "pathlib.PurePosixPath", "pathlib.PureWindowsPath",
+    "transformers.training_args.TrainingArguments",
+    "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+    "transformers.training_args.OptimizerNames",
+    "transformers.trainer_utils.IntervalStrategy", "transformers.trainer_utils.SaveStrategy",
+    "transformers.trainer_utils.HubStrategy", "transformers.trainer_utils.SchedulerType",
+    "transformers.trainer_utils.EvaluationStrategy", "transformers.trainer_utils.FSDPOption",
+    "transformers.debug_utils.DebugOption", "transformers.trainer_pt_utils.AcceleratorConfig",
+    "accelerate.utils.dataclasses.DistributedType", "accelerate.state.PartialState",
+    "torch.torch_version.TorchVersion",
+})
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A tensor as torch would return it: `item` describes its values (None: a sparse tensor,
+    whose parts are attributes), `attrs` its Python attributes by name."""
+
+    item: object
+    dtype: str
+    param: bool = False
+    attrs: dict = field(default_factory=dict)
+
+
+class Mapping(dict):
+    """collections.OrderedDict or Counter: a dict, plus the attributes BUILD gives it."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind, self.attrs = kind, {}
+
+
+class Size(tuple):
+    """torch.Size: sizes, where a plain tuple given to torch.Tensor would be values."""
+
+
+@dataclass(eq=False)
+class Companion:
+    """A companion object (see COMPANIONS): what it was called with and the state BUILD gave."""
+
+    callee: str
+    args: tuple
+    state: object = None
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+
+
+@dataclass(frozen=True)
+class QScheme:
+    name: str
+
+
+def _count(v) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _ints(v) -> bool:
+    return isinstance(v, tuple) and all(type(i) is int for i in v)
+
+
+def view(storage, offset, size, stride, dtype=None, metadata=None) -> TensorView:
+    """The view torch's set_(storage, offset, size, stride) makes, in `dtype` (default the
+    storage's): PickleError where torch.load would fail."""
+    if not isinstance(storage, Storage):
+        raise PickleError("a tensor rebuilt from something that is not a storage")
+    dtype = dtype.name if isinstance(dtype, DType) else (dtype or storage.dtype or "uint8")
+    size, stride = tuple(size) if isinstance(size, list) else size, \
+        tuple(stride) if isinstance(stride, list) else stride
+    if not (_count(offset) and _ints(size) and _ints(stride) and len(size) == len(stride)
+            and all(s >= 0 for s in size) and all(s >= 0 for s in stride)):
+        raise PickleError("malformed tensor view (offset, sizes or strides)")
+    if storage.length >= 0 and math.prod(size):   # a legacy storage view: torch bounds it
+        last = offset + sum((s - 1) * st for s, st in zip(size, stride))
+        if last >= storage.length:
+            raise PickleError(f"a view reaches past its storage view of {storage.key}")
+    flip = ""
+    if isinstance(metadata, dict):
+        flip = "neg" if metadata.get("neg") else ("conj" if metadata.get("conj") else "")
+    return TensorView(storage, dtype, offset + storage.start, tuple(size), tuple(stride), flip)
+
+
+def whole(storage: Storage, dtype: str = "") -> TensorView:
+    """The 1-D view of a whole storage (a bare storage, set_(storage), torch.Tensor(storage))."""
+    numel = storage.length if storage.length >= 0 else storage.numel
+    return TensorView(storage, dtype or storage.dtype or "uint8", storage.start, (numel,), (1,))
+
+
+def _hooks(t: Tensor, hooks) -> Tensor:
+    if hooks:   # torch keeps them as an attribute (normally an empty OrderedDict)
+        t.attrs["_backward_hooks"] = hooks
+    return t
+
+
+def _rebuild_tensor(args, m):
+    v = view(*args[:4])
+    return Tensor(v, v.dtype)
+
+
+def _rebuild_tensor_v2(args, m):
+    v = view(*args[:4], metadata=args[6] if len(args) > 6 else None)
+    return _hooks(Tensor(v, v.dtype), args[5] if len(args) > 5 else None)
+
+
+def _rebuild_tensor_v3(args, m):
+    v = view(*args[:4], dtype=args[6], metadata=args[7] if len(args) > 7 else None)
+    return _hooks(Tensor(v, v.dtype), args[5])
+
+
+def _tensor(x, what) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise PickleError(f"{what} of something that is not a tensor")
+    return x
+
+
+def _parameter(args, m):
+    data = args[0] if args else None
+    if data is None:
+        return Tensor(NoData("tensor", "an empty tensor"), "float32", param=True)
+    data = _tensor(data, "a Parameter")
+    return Tensor(data.item, data.dtype, param=True)   # a new object: attributes stay behind
+
+
+def _rebuild_parameter(args, m):
+    return _hooks(_parameter(args[:1], m), args[2])
+
+
+def _rebuild_parameter_with_state(args, m):
+    return set_obj_state(_rebuild_parameter(args[:3], m), args[3])
+
+
+def set_obj_state(t: Tensor, state) -> Tensor:
+    """torch._utils._set_obj_state: setattr for each item of the dict (and slots) state."""
+    if isinstance(state, tuple):
+        if len(state) != 2:
+            raise PickleError("invalid serialized tensor state")
+        parts = state
+    else:
+        parts = (state,)
+    for part in parts:
+        if not part:
+            continue
+        if not isinstance(part, dict):
+            raise PickleError("tensor state is not a dict")
+        for k, v in part.items():
+            k = unkey(k)
+            if type(k) is not str:
+                raise PickleError("tensor attribute name is not a string")
+            if k == "data":   # setattr(t, "data", v) replaces the tensor's values
+                v = _tensor(v, "a tensor's data")
+                t.item, t.dtype = v.item, v.dtype
+            else:
+                t.attrs[k] = v
+    return t
+
+
+def _from_type(args, m):
+    """_rebuild_from_type_v2(func, new_type, args, state): func(*args), as new_type, then state."""
+    func, new_type, inner, state = args
+    rule = m.rules.get(str(func)) if isinstance(func, Global) else None
+    if rule is None or not isinstance(inner, tuple):
+        raise PickleError("_rebuild_from_type_v2 of something torch does not call")
+    t = _tensor(rule(inner, m), "_rebuild_from_type_v2")
+    if str(new_type) == "torch.nn.parameter.Parameter" and not t.param:
+        t = Tensor(t.item, t.dtype, param=True)   # as_subclass: a new object
+    elif str(new_type) not in ("torch.Tensor", "torch.nn.parameter.Parameter"):
+        raise PickleError(f"a tensor of type {new_type} (allowed only by add_safe_globals)")
+    return set_obj_state(t, state)
+
+
+def build_tensor(t: Tensor, state) -> None:
+    """BUILD on a tensor: set_(*state) (torch.Tensor); Tensor.__setstate__ for a Parameter."""
+    if not isinstance(state, tuple):
+        raise PickleError("tensor BUILD state is not a tuple")
+    if t.param and len(state) == 5:    # legacy Variable: data, then flags and hooks
+        data = _tensor(state[0], "a Parameter's data")
+        t.item, t.dtype = data.item, data.dtype
+        _hooks(t, state[2])
+    elif t.param and len(state) == 3:
+        _hooks(t, state[2])
+    elif len(state) in (0, 1, 4):
+        _set(t, state)
+    else:
+        raise PickleError("tensor BUILD state of an unexpected length")
+
+
+def _set(t: Tensor, args) -> None:
+    if not args:
+        t.item = NoData("tensor", "an empty tensor")
+        return
+    source = args[0]
+    if isinstance(source, Tensor) and len(args) == 1:
+        t.item = source.item
+        return
+    if not isinstance(source, Storage):
+        raise PickleError("set_ of something that is not a storage or a tensor")
+    if source.dtype and source.dtype != t.dtype:
+        raise PickleError(f"set_ of a {source.dtype} storage on a {t.dtype} tensor")
+    t.item = whole(source, t.dtype) if len(args) == 1 else view(source, *args[1:4], dtype=t.dtype)
+
+
+def _qtensor(args, m):
+    """_rebuild_qtensor: integer data, with its scale(s) and zero point(s) as attributes."""
+    storage, offset, size, stride, params = args[:5]
+    v = view(storage, offset, size, stride)
+    t = _hooks(Tensor(v, v.dtype), args[6] if len(args) > 6 else None)
+    scheme = params[0].name if isinstance(params, tuple) and params and \
+        isinstance(params[0], QScheme) else "?"
+    if scheme == "per_tensor_affine":
+        t.attrs["scale"], t.attrs["zero_point"] = params[1], params[2]
+    elif scheme in ("per_channel_affine", "per_channel_affine_float_qparams"):
+        scales, zero_points = params[1], params[2]
+        floats = scheme.endswith("float_qparams")
+        if isinstance(scales, list):   # torch makes them float64 (float32 for float_qparams)
+            scales = values(scales, "float32" if floats else "float64")
+        if isinstance(zero_points, list):
+            zero_points = values(zero_points, "float32" if floats else "int64")
+        t.attrs["scales"], t.attrs["zero_points"] = scales, zero_points
+    else:
+        raise PickleError(f"torch cannot rebuild a quantized tensor of qscheme {scheme}")
+    return t
+
+
+def _sparse(args, m):
+    """_rebuild_sparse_tensor(layout, data): its indices and values, as torch holds them."""
+    layout, data = args[0], args[1]
+    if not isinstance(data, tuple):
+        raise PickleError("sparse tensor data is not a tuple")
+    roles = ("indices", "values") if layout == "torch.sparse_coo" else \
+        ("compressed_indices", "plain_indices", "values")
+    t = Tensor(None, "")
+    t.attrs.update(zip(roles, data))
+    return t
+
+
+def _device_copy(args, m):
+    """_rebuild_device_tensor_from_cpu_tensor / _from_numpy: the data converted to a dtype."""
+    data, dtype = args[0], args[1]
+    name = dtype.name if isinstance(dtype, DType) else "?"
+    if isinstance(data, Tensor) and data.dtype == name:
+        return Tensor(data.item, name)
+    if isinstance(data, NumpyArray) and isinstance(data.array, InlineArray) \
+            and np.dtype(data.array.dtype).name == name:
+        return Tensor(data.array, name)
+    return Tensor(Unsupported("tensor", f"converted to {name} on load (not read)"), name)
+
+
+def _unsupported(what):
+    return lambda args, m: Tensor(Unsupported(what, f"{what} are not read"), "")
+
+
+def _meta(args, m):
+    return Tensor(NoData("meta tensor", "a meta tensor holds no data"), "")
+
+
+#: torch's dtype of each tensor class (torch.Tensor: the default dtype, float32).
+TENSOR_CLASSES = {"Tensor": "float32", "DoubleTensor": "float64", "FloatTensor": "float32",
+                  "HalfTensor": "float16", "BFloat16Tensor": "bfloat16", "LongTensor": "int64",
+                  "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
+                  "ByteTensor": "uint8", "BoolTensor": "bool"}
+
+
+def _legacy_constructor(dtype):
+    """torch.Tensor(...) / torch.FloatTensor(...): empty, sizes, values, a storage or a tensor."""
+    def rule(args, m):
+        if not args or (len(args) == 1 and isinstance(args[0], Size) and not args[0]):
+            return Tensor(NoData("tensor", "an empty tensor"), dtype)
+        first = args[0]
+        if len(args) == 1 and isinstance(first, Storage):
+            t = Tensor(None, dtype)
+            _set(t, (first,))
+            return t
+        if len(args) == 1 and isinstance(first, Tensor):
+            return Tensor(first.item, first.dtype)
+        sizes = tuple(first) if len(args) == 1 and isinstance(first, Size) else args
+        if all(type(s) is int and s >= 0 for s in sizes):
+            if math.prod(sizes) == 0:
+                return Tensor(NoData("tensor", "an empty tensor"), dtype)
+            return Tensor(Unsupported(dtype, "torch.Tensor(sizes) holds uninitialized memory"),
+                          dtype)
+        if len(args) == 1 and isinstance(first, (list, tuple)):
+            return Tensor(values(first, dtype), dtype)
+        raise PickleError("a tensor constructor called with arguments torch does not take")
+    return rule
+
+
+def values(nested, dtype: str) -> Values:
+    """The values of a (nested) list of numbers as a tensor of `dtype` holds them (float32
+    rounding included: 1e300 becomes inf), walked without recursion."""
+    flat, shape, level = [], [], [(nested, 0)]
+    while level:
+        nxt = []
+        for x, depth in level:
+            if isinstance(x, (list, tuple)):
+                if depth == len(shape):
+                    shape.append(len(x))
+                elif depth > len(shape) or shape[depth] != len(x):
+                    raise PickleError("a tensor built from a ragged list")
+                nxt.extend((c, depth + 1) for c in x)
+            elif type(x) in (int, float, bool):
+                if depth != len(shape):
+                    raise PickleError("a tensor built from a ragged list")
+                flat.append(x)
+            else:
+                raise PickleError(f"a tensor built from a list holding a {type(x).__name__}")
+        level = nxt
+        if len(shape) > 64:
+            raise PickleError("a tensor built from a list nested over 64 deep")
+    if dtype in INTEGERS:
+        return Values(dtype, tuple(shape), np.zeros(len(flat), np.int8).reshape(shape))
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = np.array(flat, np.float64)
+        if dtype in ("float32", "bfloat16"):
+            a = a.astype(np.float32)
+        if dtype == "bfloat16":
+            a = _round_bfloat16(a)
+        elif dtype == "float16":
+            a = a.astype(np.float16)
+    return Values(dtype, tuple(shape), a.reshape(shape))
+
+
+def _round_bfloat16(a):
+    """float32 values rounded to bfloat16 (to nearest, ties to even), kept as float32."""
+    bits = a.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32)
+    return np.where(np.isnan(a), a, rounded.view(np.float32))
+
+
+def _ordered_dict(kind):
+    def rule(args, m):
+        out = Mapping(kind)
+        source = args[0] if args else None
+        if isinstance(source, dict):
+            out.update(source)
+        elif isinstance(source, (list, tuple)) and kind == "OrderedDict":
+            for pair in source:
+                if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+                    raise PickleError("OrderedDict built from something other than pairs")
+                out[m.keys.key(pair[0])] = pair[1]
+        elif isinstance(source, (list, tuple, str)):   # Counter(iterable) counts its members
+            for x in source:
+                k = m.keys.key(x)
+                out[k] = out.get(k, 0) + 1
+        elif source is not None:
+            raise PickleError(f"{kind} built from a {type(source).__name__}")
+        return out
+    return rule
+
+
+def build_mapping(obj: Mapping, state) -> None:
+    """BUILD on an OrderedDict or Counter: its __dict__ takes the state (attributes)."""
+    if isinstance(state, tuple) and len(state) == 2 and obj.kind == "Counter":
+        state = {**(state[0] or {}), **(state[1] or {})}
+    if not isinstance(state, dict):
+        raise PickleError(f"{obj.kind} BUILD state is not a dict")
+    for k, v in state.items():
+        if type(unkey(k)) is not str:
+            raise PickleError("attribute name is not a string")
+        obj.attrs[unkey(k)] = v
+
+
+def _encode(args, m):
+    text, encoding = args[0], args[1] if len(args) > 1 else "utf-8"
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise PickleError("_codecs.encode used for something other than bytes")
+    return text.encode("latin-1")
+
+
+def _set_of(args, m):
+    source = args[0] if args else ()
+    if not isinstance(source, (list, tuple, set, frozenset, str, dict)):
+        raise PickleError(f"a set built from a {type(source).__name__}")
+    return {m.keys.key(unkey(x)) for x in source}
+
+
+def _bytearray(args, m):
+    if not args:
+        return bytearray()
+    if isinstance(args[0], (bytes, bytearray)):
+        return bytearray(args[0])
+    return bytearray(_encode(args, m))
+
+
+def _complex(args, m):
+    if not all(type(a) in (int, float, bool, complex) for a in args) or len(args) > 2:
+        raise PickleError("complex() of something that is not a number")
+    return complex(*args)
+
+
+class NumpyArray:
+    """numpy.ndarray under reconstruction: BUILD gives it (version, shape, dtype, fortran, data)."""
+
+    __hash__ = None   # ndarrays are unhashable
+
+    def __init__(self):
+        self.array = None
+
+    def build(self, state):
+        if isinstance(state, tuple) and len(state) == 4:
+            state = (1, *state)
+        if not (isinstance(state, tuple) and len(state) == 5):
+            raise PickleError("unexpected numpy array state")
+        _, shape, dtype, fortran, raw = state
+        if not isinstance(dtype, NumpyDType) or not _ints(tuple(shape)):
+            raise PickleError("unexpected numpy array state")
+        if isinstance(raw, list):
+            self.array = Unsupported(dtype.str(), "NumPy object arrays are not read")
+        else:
+            self.array = InlineArray(dtype.str(), tuple(shape), bool(fortran), _bytes(raw))
+
+
+class NumpyDType:
+    def __init__(self, code):
+        self.code, self.order = code, "|"
+
+    def build(self, state):
+        if isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", ">", "|", "="):
+            self.order = state[1]
+        if isinstance(state, tuple) and len(state) >= 4 and state[3] is not None:
+            self.code = "V"  # a structured dtype: fields are not read
+
+    def str(self) -> str:
+        return ("|" if self.order == "|" else self.order) + self.code
+
+
+def _bytes(raw) -> bytes:
+    if isinstance(raw, (bytes, bytearray)):
+        return bytes(raw)
+    if isinstance(raw, str):  # protocol 2 writes bytes as latin-1 text
+        return raw.encode("latin-1")
+    raise PickleError("numpy array data is not bytes")
+
+
+def _np_dtype(args, m):
+    if not args or not isinstance(args[0], str):
+        raise PickleError("numpy dtype without a type code")
+    return NumpyDType(args[0])
+
+
+def _np_scalar(args, m):
+    if len(args) != 2 or not isinstance(args[0], NumpyDType):
+        raise PickleError("unexpected numpy scalar")
+    return InlineArray(args[0].str(), (), False, _bytes(args[1]))
+
+
+def _np_frombuffer(args, m):
+    """numpy's protocol-5 reduction: _frombuffer(buffer, dtype, shape, order)."""
+    buf, dtype, shape, order = args
+    if not isinstance(dtype, NumpyDType) or not _ints(tuple(shape)):
+        raise PickleError("unexpected numpy buffer")
+    out = NumpyArray()
+    out.array = InlineArray(dtype.str(), tuple(shape), order == "F", _bytes(buf))
+    return out
+
+
+def _companion(name):
+    return lambda args, m: Companion(name, args)
+
+
+_TENSOR_REBUILDS = {
+    "_rebuild_tensor": _rebuild_tensor, "_rebuild_tensor_v2": _rebuild_tensor_v2,
+    "_rebuild_tensor_v3": _rebuild_tensor_v3, "_rebuild_parameter": _rebuild_parameter,
+    "_rebuild_parameter_with_state": _rebuild_parameter_with_state, "_rebuild_qtensor": _qtensor,
+    "_rebuild_sparse_tensor": _sparse,
+    "_rebuild_nested_tensor": _unsupported("nested tensors"),
+    "_rebuild_wrapper_subclass": _unsupported("tensor subclasses"),
+    "_rebuild_device_tensor_from_cpu_tensor": _device_copy,
+    "_rebuild_device_tensor_from_numpy": _device_copy,
+    "_rebuild_meta_tensor_no_storage": _meta,
+}
+
+RULES = {
+    **{f"torch._utils.{name}": rule for name, rule in _TENSOR_REBUILDS.items()},
+    "torch._tensor._rebuild_from_type_v2": _from_type,
+    "torch.nn.parameter.Parameter": _parameter,
+    "torch.Size": lambda args, m: Size(args[0] if args else ()),
+    "torch.device": lambda args, m: "device",
+    "torch.serialization._get_layout": lambda args, m: str(args[0]) if args else "",
+    "collections.OrderedDict": _ordered_dict("OrderedDict"),
+    "collections.Counter": _ordered_dict("Counter"),
+    "builtins.set": _set_of, "builtins.bytearray": _bytearray, "builtins.complex": _complex,
+    "_codecs.encode": _encode,
+    **{f"{module}.{name}": _legacy_constructor(dtype) for name, dtype in TENSOR_CLASSES.items()
+       for module in ("torch", "torch.cuda") if not (name == "Tensor" and module == "torch.cuda")},
+    **{f"{module}.{name}": _unsupported("sparse tensors") for name in TENSOR_CLASSES
+       for module in ("torch.sparse", "torch.cuda.sparse") if name not in ("Tensor", "BoolTensor")},
+    # NumPy's own reductions (torch takes them only with add_safe_globals)
+    **{f"numpy{core}.multiarray._reconstruct": lambda args, m: NumpyArray()
+       for core in (".core", "._core")},
+    **{f"numpy{core}.multiarray.scalar": _np_scalar for core in (".core", "._core")},
+    **{f"numpy{core}.numeric._frombuffer": _np_frombuffer for core in (".core", "._core")},
+    "numpy.ndarray": lambda args, m: "ndarray",
+    "numpy.dtype": _np_dtype,
+}
+
+#: What NEWOBJ (cls.__new__(cls, *args)) gives where it differs from calling the class.
+NEW_RULES = {
+    "collections.OrderedDict": lambda args, m: Mapping("OrderedDict"),
+    "collections.Counter": lambda args, m: Mapping("Counter"),
+    "builtins.set": lambda args, m: set(),
+    "builtins.bytearray": lambda args, m: bytearray(),
+}
+
+#: Globals that are values, not calls: dtypes, storage classes, quantization schemes.
+CONSTANTS = {
+    **{f"torch.{name}": DType(name) for name in (*ELEMENTS, *INTEGERS)},
+    **{f"{module}.{name}": Global(module, name) for name in STORAGE_DTYPES
+       for module in ("torch", "torch.cuda")},
+    "torch.storage.UntypedStorage": Global("torch.storage", "UntypedStorage"),
+    "torch.storage.TypedStorage": Global("torch.storage", "TypedStorage"),
+    **{f"torch.{name}": QScheme(name) for name in (
+        "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",
+        "per_channel_symmetric", "per_channel_affine_float_qparams")},
+}
+
+# torch/_utils.py IMPORT_MAPPING and NAME_MAPPING (from Python's _compat_pickle): the names
+# Python 2 pickles use, as torch's weights-only unpickler maps them.
+_IMPORT_MAPPING = {"__builtin__": "builtins", "copy_reg": "copyreg", "Queue": "queue",
+                   "repr": "reprlib", "_abcoll": "collections.abc", "UserDict": "collections",
+                   "UserList": "collections", "UserString": "collections", "whichdb": "dbm",
+                   "StringIO": "io", "cStringIO": "io"}
+_NAME_MAPPING = {("__builtin__", "xrange"): ("builtins", "range"),
+                 ("__builtin__", "reduce"): ("functools", "reduce"),
+                 ("__builtin__", "intern"): ("sys", "intern"),
+                 ("__builtin__", "unichr"): ("builtins", "chr"),
+                 ("__builtin__", "unicode"): ("builtins", "str"),
+                 ("__builtin__", "long"): ("builtins", "int"),
+                 ("__builtin__", "basestring"): ("builtins", "str")}
+
+
+def rename(module: str, name: str) -> tuple:
+    if (module, name) in _NAME_MAPPING:
+        return _NAME_MAPPING[(module, name)]
+    return _IMPORT_MAPPING.get(module, module), name
+
+
+def builder(obj, state) -> bool:
+    """BUILD as torch's weights-only unpickler does it; False for what it leaves to `obj.build`
+    (NumPy objects) or refuses."""
+    if isinstance(obj, Tensor):
+        build_tensor(obj, state)
+    elif isinstance(obj, Mapping):
+        build_mapping(obj, state)
+    elif isinstance(obj, Companion):
+        obj.state = state
+    else:
+        return False
+    return True
+
+
+def rules_with(allow_globals=()) -> dict:
+    """RULES, with every companion (COMPANIONS and `allow_globals`) walked like a dict; a global
+    of a blocked module is never allowed."""
+    extra = {name for name in (*COMPANIONS, *allow_globals)
+             if name.split(".")[0] not in BLOCKED_MODULES and name not in RULES}
+    return {**RULES, **{name: _companion(name) for name in extra}}
