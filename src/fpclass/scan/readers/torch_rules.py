@@ -51,6 +51,7 @@ class Tensor:
     dtype: str
     param: bool = False
     attrs: dict = field(default_factory=dict)
+    requires_grad: bool = False
 
 
 class Mapping(dict):
@@ -132,12 +133,12 @@ def _rebuild_tensor(args, m):
 
 def _rebuild_tensor_v2(args, m):
     v = view(*args[:4], metadata=args[6] if len(args) > 6 else None)
-    return _hooks(Tensor(v, v.dtype), args[5] if len(args) > 5 else None)
+    return _hooks(Tensor(v, v.dtype, requires_grad=args[4] is True), args[5])
 
 
 def _rebuild_tensor_v3(args, m):
     v = view(*args[:4], dtype=args[6], metadata=args[7] if len(args) > 7 else None)
-    return _hooks(Tensor(v, v.dtype), args[5])
+    return _hooks(Tensor(v, v.dtype, requires_grad=args[4] is True), args[5])
 
 
 def _tensor(x, what) -> Tensor:
@@ -148,14 +149,16 @@ def _tensor(x, what) -> Tensor:
 
 def _parameter(args, m):
     data = args[0] if args else None
+    grad = args[1] is not False if len(args) > 1 else True
     if data is None:
-        return Tensor(NoData("tensor", "an empty tensor"), "float32", param=True)
-    data = _tensor(data, "a Parameter")
-    return Tensor(data.item, data.dtype, param=True)   # a new object: attributes stay behind
+        return Tensor(NoData("tensor", "an empty tensor"), "float32", param=True,
+                      requires_grad=grad)
+    data = _tensor(data, "a Parameter")   # a new object: attributes stay behind
+    return Tensor(data.item, data.dtype, param=True, requires_grad=grad)
 
 
 def _rebuild_parameter(args, m):
-    return _hooks(_parameter(args[:1], m), args[2])
+    return _hooks(_parameter(args[:2], m), args[2])
 
 
 def _rebuild_parameter_with_state(args, m):
@@ -205,11 +208,14 @@ def build_tensor(t: Tensor, state) -> None:
     """BUILD on a tensor: set_(*state) (torch.Tensor); Tensor.__setstate__ for a Parameter."""
     if not isinstance(state, tuple):
         raise PickleError("tensor BUILD state is not a tuple")
+    if t.requires_grad and len(state) in (0, 1, 4):
+        raise PickleError("set_ on a tensor that requires grad (torch refuses it)")
     if t.param and len(state) == 5:    # legacy Variable: data, then flags and hooks
         data = _tensor(state[0], "a Parameter's data")
         t.item, t.dtype = data.item, data.dtype
         _hooks(t, state[2])
     elif t.param and len(state) == 3:
+        t.requires_grad = state[0] is True
         _hooks(t, state[2])
     elif len(state) in (0, 1, 4):
         _set(t, state)
