@@ -24,10 +24,12 @@ class Key:
 
 
 class Keys:
-    """Signatures of a run's keys. A tuple's signature is ("T", n), n numbering the distinct
-    tuples of signatures of its members (an atom is its own signature; an object hashed by
-    identity, like a tensor, is ("O", object)); computed bottom-up without recursion, once per
-    tuple, so deep and shared tuples cost their size."""
+    """Signatures of a run's keys. A tuple (or frozenset) of atoms is flat: Python hashes it
+    without recursing, so it is its own key, and ("t", tuple) its signature as a member. Any other
+    tuple's signature is ("T", n), n numbering the distinct tuples of signatures of its members
+    (an atom is its own signature; an object hashed by identity, like a tensor, is ("O", object));
+    computed bottom-up without recursion, once per tuple, so deep and shared tuples cost their
+    size."""
 
     def __init__(self):
         self.interned: dict = {}
@@ -37,7 +39,7 @@ class Keys:
         """`value` as a dict key: itself if an atom, else a Key. TypeError if unhashable."""
         if type(value) in _ATOMS:
             return value
-        if type(value) is Key:
+        if type(value) is Key or _flat(value):
             return value
         return Key(self.sig(value), value)
 
@@ -49,7 +51,9 @@ class Keys:
             if type(x) in _ATOMS or id(x) in known:
                 stack.pop()
                 continue
-            if type(x) in (tuple, frozenset):
+            if _flat(x):
+                sig = ("t", x)
+            elif type(x) in (tuple, frozenset):
                 pending = [c for c in x if type(c) not in _ATOMS and id(c) not in known]
                 if pending:
                     stack.extend(pending)
@@ -68,6 +72,10 @@ class Keys:
             known[id(x)] = (x, sig)
             stack.pop()
         return root if type(root) in _ATOMS else known[id(root)][1]
+
+
+def _flat(x) -> bool:
+    return (type(x) is tuple or type(x) is frozenset) and all(type(c) in _ATOMS for c in x)
 
 
 def unkey(key):

@@ -30,7 +30,7 @@ MAX_MARKS = 100_000
 #: Most opcodes one pickle may run: each costs about 0.3 us and at most ~100 bytes of objects, so
 #: this keeps any pickle within seconds and a few hundred MB. A real checkpoint's data.pkl runs
 #: about 30 per tensor.
-MAX_OPS = 4_000_000
+MAX_OPS = 3_000_000
 
 
 class PickleError(Exception):
@@ -76,6 +76,7 @@ class Machine:
 
 
 _MARK = object()
+_STRUCTS: dict = {}
 
 
 def run(data: bytes, machine: Machine, start: int = 0) -> tuple:
@@ -118,8 +119,12 @@ class _Interpreter:
         return out
 
     def u(self, fmt: str):
-        size = struct.calcsize(fmt)
-        return struct.unpack(fmt, self.read(size))[0]
+        st = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+        pos = self.pos
+        if pos + st.size > len(self.data):
+            raise PickleTruncated(f"pickle ends inside an opcode argument at byte {pos}")
+        self.pos = pos + st.size
+        return st.unpack_from(self.data, pos)[0]
 
     # -- the stack --------------------------------------------------------------------------
     def pop_mark(self) -> list:
@@ -131,7 +136,7 @@ class _Interpreter:
         return items
 
     def push(self, value):
-        self.stack.append(value)
+        self.stack.append(value)  # handlers on the hot path append to vm.stack directly
 
     def pop(self):
         if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):
@@ -431,11 +436,11 @@ _HANDLERS = {
     0x80: _proto, 0x95: _frame, ord("."): _stop, ord("("): _mark, ord("1"): lambda vm: vm.pop_mark(),
     ord("0"): _pop, ord("2"): _dup,
     ord("I"): _text_int, ord("L"): _text_int, ord("F"): _text_float,
-    ord("J"): lambda vm: vm.push(vm.u("<i")), ord("K"): lambda vm: vm.push(vm.read(1)[0]),
-    ord("M"): lambda vm: vm.push(vm.u("<H")),
+    ord("J"): lambda vm: vm.stack.append(vm.u("<i")), ord("K"): lambda vm: vm.stack.append(vm.u("B")),
+    ord("M"): lambda vm: vm.stack.append(vm.u("<H")),
     0x8a: lambda vm: vm.push(int.from_bytes(vm.read(vm.read(1)[0]), "little", signed=True)),
     0x8b: lambda vm: vm.push(int.from_bytes(vm.read(vm.u("<i")), "little", signed=True)),
-    ord("G"): lambda vm: vm.push(vm.u(">d")),
+    ord("G"): lambda vm: vm.stack.append(vm.u(">d")),
     ord("N"): _push(None), 0x88: _push(True), 0x89: _push(False),
     ord("S"): _text_string, ord("V"): _text_unicode,
     # Python 2 strings: torch.load decodes them as UTF-8 (its default encoding), strictly
@@ -463,8 +468,8 @@ _HANDLERS = {
     0x85: lambda vm: vm.push((vm.pop(),)),
     0x86: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop()]))),
     0x87: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop(), vm.pop()]))),
-    ord("g"): _get(lambda vm: int(vm.line())), ord("h"): _get(lambda vm: vm.read(1)[0]),
+    ord("g"): _get(lambda vm: int(vm.line())), ord("h"): _get(lambda vm: vm.u("B")),
     ord("j"): _get(lambda vm: vm.u("<I")),
-    ord("p"): _put(lambda vm: int(vm.line())), ord("q"): _put(lambda vm: vm.read(1)[0]),
+    ord("p"): _put(lambda vm: int(vm.line())), ord("q"): _put(lambda vm: vm.u("B")),
     ord("r"): _put(lambda vm: vm.u("<I")), 0x94: _memoize,
 }

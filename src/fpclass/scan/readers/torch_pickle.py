@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .pickle_vm import Global, Machine, Opaque, PickleError, run, unkey
+from .layout import MAX_TENSORS
+from .pickle_vm import Global, Key, Machine, Opaque, PickleError, run, unkey
 from .torch_items import (ELEMENTS, INTEGERS, STORAGE_DTYPES, InlineArray, NoData, Storage,
                           TensorView, Unsupported, Values)
 from .torch_rules import (CONSTANTS, NEW_RULES, Companion, DType, Mapping, NumpyArray, Tensor,
@@ -95,34 +96,79 @@ def _storages():
     return load
 
 
+#: Values that hold no float and nothing below them.
+_LEAVES = frozenset({int, bool, str, bytes, bytearray, type(None), DType, Global})
+
+
 def _collect(root, items: list) -> None:
     """(name, item) for every tensor, array and float value under `root`, depth first in pickle
     order, named by the keys and indices leading to it joined with '.' ('@' before a tensor's or
-    mapping's attribute). Iterative; each object is visited once."""
+    mapping's attribute). Iterative; each object is visited once, leaves from their parent."""
     stack = [("", "", root)]   # (the name of the parent, this one's key, the object)
     seen: set = set()
     scalars = _Scalars(items)
     while stack:
+        if len(items) > MAX_TENSORS:
+            raise PickleError(f"the pickle holds over {MAX_TENSORS} tensors and values")
         parent, key, obj = stack.pop()
         kind = type(obj)
         if kind is float or kind is complex:
-            scalars.add(_name(parent, key), obj)
+            scalars.add(parent, key, obj)
             continue
-        if kind in (int, bool, str, bytes, bytearray, type(None), DType, Global):
-            continue
-        if id(obj) in seen:
+        if kind in _LEAVES or id(obj) in seen:
             continue
         seen.add(id(obj))
         name = _name(parent, key)
         below = name if len(name) <= NAME_LIMIT else \
             (parent if len(parent) > NAME_LIMIT else name[:NAME_LIMIT] + "…")
-        children = _children(obj, name, items)
-        for k, child in reversed(children):
-            stack.append((below, k, child))
+        if isinstance(obj, (list, tuple)):
+            if obj and all(type(x) is float for x in obj):   # one item for a list of floats
+                items.append((name, Values("float", (len(obj),), np.array(obj, np.float64))))
+                continue
+            pairs = zip(range(len(obj) - 1, -1, -1), reversed(obj))   # no pair list: lists
+        elif isinstance(obj, dict):   # lists and dicts may be huge: no list of pairs
+            pairs = _dict_pairs(obj)
+        else:
+            pairs = reversed(_children(obj, name, items))
+        for k, child in pairs:
+            kind = type(child)
+            if kind is float or kind is complex:
+                scalars.add(below, k, child)
+            elif kind not in _LEAVES and (kind not in _EMPTIABLE or child):
+                stack.append((below, k, child))
     scalars.finish()
 
 
-def _name(parent: str, key: str) -> str:
+def _dict_pairs(obj):
+    """(name, child) of a dict's attributes, values and keys that are not plain names, last first
+    (the walk pushes them on a stack); a key that holds values (a tensor, a tuple, a float) is
+    walked as `<key i>`, and its value named `<value i>`."""
+    if isinstance(obj, Mapping):
+        yield from reversed([(f"@{k}", v) for k, v in obj.attrs.items()])
+    i = len(obj)
+    for k, v in reversed(obj.items()):
+        i -= 1
+        k = unkey(k)
+        if type(k) in _NAMES:
+            yield _key_name(k), v
+        else:
+            yield f"<value {i}>", v
+            yield f"<key {i}>", k
+
+
+_NAMES = frozenset({str, int, bool, type(None), bytes})
+
+
+def _key_name(k):
+    """The name of a dict key that is an atom (str, int, float, bool, None, bytes)."""
+    return k if type(k) is str and len(k) <= 100 else str(k)[:100]
+
+
+_EMPTIABLE = frozenset({list, tuple, dict, set, frozenset})
+
+
+def _name(parent: str, key) -> str:
+    key = key if type(key) is str else str(key)
     if not parent:
         return key
     if key.startswith("@"):
@@ -132,22 +178,6 @@ def _name(parent: str, key: str) -> str:
 
 def _children(obj, name, items) -> list:
     """The (key, child) pairs to walk under `obj`; emits `obj`'s own item into `items`."""
-    if isinstance(obj, (list, tuple)):
-        if obj and all(type(x) is float for x in obj):   # one item for a list of floats
-            items.append((name, Values("float", (len(obj),), np.array(obj, np.float64))))
-            return []
-        return [(str(i), x) for i, x in enumerate(obj)]
-    if isinstance(obj, dict):
-        out = []
-        for i, (k, v) in enumerate(obj.items()):
-            k = unkey(k)
-            if type(k) in (str, int, bool) or k is None:
-                out.append((str(k)[:100], v))
-            else:   # a tensor, tuple or float key: the key is walked too
-                out += [(f"<key {i}>", k), (f"<value {i}>", v)]
-        if isinstance(obj, Mapping):
-            out += [(f"@{k}", v) for k, v in obj.attrs.items()]
-        return out
     if isinstance(obj, (set, frozenset)):
         return [(f"<member {i}>", unkey(x)) for i, x in enumerate(obj)]
     if isinstance(obj, Tensor):
@@ -187,13 +217,15 @@ class _Scalars:
     def __init__(self, items):
         self.items, self.count, self.pools = items, 0, {}
 
-    def add(self, name, value):
+    def add(self, parent, key, value):
         self.count += 1
-        label = type(value).__name__
+        label = "float" if type(value) is float else "complex"
         if self.count <= SCALARS_ONE_BY_ONE:
-            self.items.append((name, Values(label, (), np.array(value))))
+            self.items.append((_name(parent, key), Values(label, (), np.array(value))))
+        elif label in self.pools:
+            self.pools[label][1].append(value)
         else:
-            self.pools.setdefault(label, (name, []))[1].append(value)
+            self.pools[label] = (_name(parent, key), [value])
 
     def finish(self):
         for label, (first, vals) in self.pools.items():
