@@ -431,3 +431,26 @@ def test_a_pickle_over_the_opcode_limit_is_not_clean(tmp_path):
     finally:
         pickle_vm.MAX_OPS = old
     assert report.exit_code == ExitCode.INCONCLUSIVE and "opcodes" in report.problems[0].reason
+
+
+def test_torchscript_pickles_walk_module_classes(tmp_path):
+    from fpclass.scan.readers.torch_pickle import describe
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.tensor([1.0, NAN]))
+            self.c = INF
+
+        def forward(self, x):
+            return x * self.w.sum() * self.c
+
+    torch.jit.save(torch.jit.script(M()), tmp_path / "ts.pt")
+    with zipfile.ZipFile(tmp_path / "ts.pt") as z:
+        data = z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+    plain, _ = describe(data)
+    assert any(g.startswith("__torch__.") for g in plain.disallowed)   # not in torch.load
+    desc, _ = describe(data, torchscript=True)
+    assert not desc.disallowed
+    assert {name: type(item).__name__ for name, item in desc.items} == {"w": "TensorView",
+                                                                        "c": "Values"}

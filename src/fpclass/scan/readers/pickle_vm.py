@@ -72,6 +72,7 @@ class Machine:
     new_rules: dict = field(default_factory=dict)   # NEWOBJ (cls.__new__) where it differs
     builder: object = None      # build(obj, state) -> True when it handled BUILD on obj
     rename: object = None       # (module, name) -> (module, name), as unpickling maps old names
+    fallback: object = None     # "module.name" -> a rule for globals not in `rules`, or None
     keys: Keys = field(default_factory=Keys)
 
 
@@ -154,6 +155,8 @@ class _Interpreter:
             raise PickleError(f"the pickle calls a {type(callee).__name__}, not a global")
         full = str(callee)
         rule = (new and self.machine.new_rules.get(full)) or self.machine.rules.get(full)
+        if rule is None and self.machine.fallback is not None:
+            rule = self.machine.fallback(full)
         if rule is None:
             if full not in self.machine.disallowed:
                 raise PickleError(f"the pickle calls {full}, which is not callable")
@@ -170,7 +173,8 @@ class _Interpreter:
         full = f"{module}.{name}"
         if full in self.machine.constants:
             return self.machine.constants[full]
-        if full not in self.machine.rules and full not in self.machine.disallowed:
+        if full not in self.machine.rules and full not in self.machine.disallowed and not (
+                self.machine.fallback is not None and self.machine.fallback(full)):
             self.machine.disallowed.append(full)
         return Global(module, name)
 

@@ -19,7 +19,7 @@ from .pickle_vm import Global, Key, Machine, Opaque, PickleError, run, unkey
 from .torch_items import (ELEMENTS, INTEGERS, STORAGE_DTYPES, InlineArray, NoData, Storage,
                           TensorView, Unsupported, Values)
 from .torch_rules import (CONSTANTS, NEW_RULES, Companion, DType, Mapping, NumpyArray, Tensor,
-                          builder, rename, rules_with, whole)
+                          builder, rename, rules_with, torchscript_rule, whole)
 
 #: Python float and complex scalars reported one by one; past this many, the rest are reported
 #: together (one task per type), so a hostile pickle of millions of floats stays cheap.
@@ -37,13 +37,15 @@ class Description:
     disallowed: list = field(default_factory=list)
 
 
-def describe(data: bytes, start: int = 0, allow_globals=()) -> tuple:
+def describe(data: bytes, start: int = 0, allow_globals=(), torchscript: bool = False) -> tuple:
     """(Description of the tensors, arrays and values the pickle at byte `start` of `data`
     describes, the byte after it). PickleError when the pickle is malformed or describes what
-    torch.load(weights_only=True) would refuse to build."""
-    machine = Machine(rules=rules_with(allow_globals), constants=CONSTANTS,
+    torch.load(weights_only=True) would refuse to build. `torchscript`: a pickle of a TorchScript
+    archive, where torch.jit.load also takes its module classes (`__torch__.*`, walked like a
+    dict) and type tags (torch.jit._pickle)."""
+    machine = Machine(rules=rules_with(allow_globals, torchscript), constants=CONSTANTS,
                       persistent_load=_storages(), new_rules=NEW_RULES, builder=builder,
-                      rename=rename)
+                      rename=rename, fallback=torchscript_rule if torchscript else None)
     root, end = run(data, machine, start)
     out = Description(disallowed=list(machine.disallowed))
     _collect(root, out.items)
@@ -87,17 +89,22 @@ def _storages():
         if not (isinstance(meta, tuple) and len(meta) == 3 and isinstance(meta[0], str)
                 and all(type(v) is int and v >= 0 for v in meta[1:])):
             raise PickleError("malformed storage view metadata")
-        view_key, offset, size = meta
+        view_key, offset, size = meta   # in elements of this reference's dtype, as torch reads
+        numel = root.numel * _itemsize(root.dtype) // _itemsize(dtype)
         if view_key not in views:
-            if offset + size > root.numel:
+            if offset + size > numel:
                 raise PickleError(f"a storage view reaches past storage {key}")
-            views[view_key] = Storage(key, root.dtype, root.numel, offset, size)
+            views[view_key] = Storage(key, dtype, numel, offset, size)
         return views[view_key]
     return load
 
 
 #: Values that hold no float and nothing below them.
 _LEAVES = frozenset({int, bool, str, bytes, bytearray, type(None), DType, Global})
+
+
+def _itemsize(dtype: str) -> int:
+    return ELEMENTS[dtype][1] if dtype in ELEMENTS else INTEGERS.get(dtype, 1)
 
 
 def _collect(root, items: list) -> None:

@@ -121,8 +121,8 @@ def whole(storage: Storage, dtype: str = "") -> TensorView:
 
 
 def _hooks(t: Tensor, hooks) -> Tensor:
-    if hooks:   # torch keeps them as an attribute (normally an empty OrderedDict)
-        t.attrs["_backward_hooks"] = hooks
+    """torch sets backward_hooks as the tensor's _backward_hooks (an empty OrderedDict, written
+    for compatibility): hooks, not values of the tensor, so not walked."""
     return t
 
 
@@ -587,9 +587,30 @@ def builder(obj, state) -> bool:
     return True
 
 
-def rules_with(allow_globals=()) -> dict:
+def rules_with(allow_globals=(), torchscript: bool = False) -> dict:
     """RULES, with every companion (COMPANIONS and `allow_globals`) walked like a dict; a global
-    of a blocked module is never allowed."""
+    of a blocked module is never allowed. `torchscript`: with torch.jit's type tags and lists."""
     extra = {name for name in (*COMPANIONS, *allow_globals)
              if name.split(".")[0] not in BLOCKED_MODULES and name not in RULES}
-    return {**RULES, **{name: _companion(name) for name in extra}}
+    rules = {**RULES, **{name: _companion(name) for name in extra}}
+    if torchscript:
+        rules.update(TORCHSCRIPT_RULES)
+    return rules
+
+
+def _first_arg(args, m):
+    if not args:
+        raise PickleError("a torch.jit._pickle helper without arguments")
+    return args[0]
+
+
+#: What torch.jit.load's unpickler also takes in a TorchScript archive: a value with its type
+#: tag, lists built by type (the value as it is).
+TORCHSCRIPT_RULES = {f"torch.jit._pickle.{name}": _first_arg for name in (
+    "restore_type_tag", "build_intlist", "build_tensorlist", "build_doublelist",
+    "build_boollist", "build_complexlist")}
+
+
+def torchscript_rule(full: str):
+    """The rule for a TorchScript module class (`__torch__.*`): walked like a dict."""
+    return _companion(full) if full.startswith("__torch__.") else None
