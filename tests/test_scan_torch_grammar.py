@@ -433,6 +433,7 @@ def test_a_pickle_over_the_opcode_limit_is_not_clean(tmp_path):
     assert report.exit_code == ExitCode.INCONCLUSIVE and "opcodes" in report.problems[0].reason
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")   # torch.jit.script
 def test_torchscript_pickles_walk_module_classes(tmp_path):
     from fpclass.scan.readers.torch_pickle import describe
 
