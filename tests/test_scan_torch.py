@@ -300,7 +300,8 @@ def test_pickle_interpreter_refuses_malformed_input():
         # builtins.frozenset is outside torch's allow-list: only protocol 4's opcode makes one
         obj = {"k": [b"by", {2}, bytearray(b"z"), complex(1, 2)]
                + ([frozenset({1})] if protocol >= 4 else [])}
-        from fpclass.scan.readers.torch_rules import CONSTANTS, RULES, rename
+        from fpclass.scan.readers.pickle_objects import rename
+        from fpclass.scan.readers.torch_rules import CONSTANTS, RULES
         machine = Machine(rules=RULES, constants=CONSTANTS, rename=rename)
         assert run(pickle.dumps(obj, protocol=protocol), machine)[0] == obj, protocol
         assert not machine.disallowed

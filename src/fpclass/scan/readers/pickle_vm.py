@@ -8,12 +8,9 @@ Calling one (REDUCE, INST, OBJ; NEWOBJ through `new_rules` first, as `cls.__new_
 functions torch.save and numpy use to describe tensors and arrays), and an inert `Opaque` otherwise.
 Every global outside the allow-list is recorded, so a caller can refuse to trust what the pickle
 describes; calling anything else (a constant, a container) is refused.
-
-Dict keys and set members are compared as Python compares them, without hashing the pickle's own
-tuples (a hostile key nested a million deep would overflow the C stack in `hash`, and a tuple
-shared through the memo at every level would take exponential time): a key that is not a plain
-atom is wrapped in a `Key` whose signature is flat (see `Keys`). The interpreter is a loop over
-opcodes; nothing in it recurses, so its time is linear in the pickle's size.
+Dict keys and set members compare as Python compares them without hashing the pickle's tuples
+(pickle_values.Keys). The interpreter is a loop over opcodes; nothing in it recurses, so its time
+is linear in the pickle's size.
 """
 
 from __future__ import annotations
@@ -21,7 +18,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .pickle_keys import Key, Keys, unkey  # noqa: F401 (unkey: for callers)
+from .pickle_values import (Global, Keys, Opaque, PickleError,  # noqa: F401 (for callers)
+                            PickleTruncated)
 
 #: Pickles larger than this are refused (a checkpoint's data.pkl is a few MB).
 MAX_PICKLE_BYTES = 256 << 20
@@ -31,34 +29,6 @@ MAX_MARKS = 100_000
 #: this keeps any pickle within seconds and a few hundred MB. A real checkpoint's data.pkl runs
 #: about 30 per tensor.
 MAX_OPS = 3_000_000
-
-
-class PickleError(Exception):
-    """The pickle is malformed or uses something this interpreter does not accept."""
-
-
-class PickleTruncated(PickleError):
-    """The data ends before the pickle does."""
-
-
-@dataclass(frozen=True)
-class Global:
-    """A global the pickle names (never imported)."""
-
-    module: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.module}.{self.name}"
-
-
-@dataclass(eq=False)
-class Opaque:
-    """The result of calling a global that is not on the allow-list: nothing was called."""
-
-    callee: Global
-    args: object = None
-    state: object = None
 
 
 @dataclass(eq=False)

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .layout import MAX_TENSORS
-from .pickle_vm import Global, Key, Machine, Opaque, PickleError, run, unkey
+from .pickle_values import Global, Opaque, PickleError, unkey
+from .pickle_vm import Machine, run
 from .torch_items import (ELEMENTS, INTEGERS, STORAGE_DTYPES, InlineArray, NoData, Storage,
                           TensorView, Unsupported, Values)
-from .torch_rules import (CONSTANTS, NEW_RULES, Companion, DType, Mapping, NumpyArray, Tensor,
-                          builder, rename, rules_with, torchscript_rule, whole)
+from .pickle_objects import Companion, Mapping, NumpyArray, rename
+from .torch_rules import (CONSTANTS, NEW_RULES, DType, Tensor, builder, rules_with,
+                          torchscript_rule, whole)
 
 #: Python float and complex scalars reported one by one; past this many, the rest are reported
 #: together (one task per type), so a hostile pickle of millions of floats stays cheap.

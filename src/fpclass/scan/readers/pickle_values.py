@@ -1,8 +1,41 @@
-"""Dict keys and set members of a pickle, compared as Python compares them without hashing the
-pickle's own tuples: a hostile key nested a million deep would overflow the C stack in `hash`, and
-a tuple shared through the memo at every level would take exponential time."""
+"""What the pickle interpreter (pickle_vm) builds besides plain containers: globals, the inert
+result of calling one outside the allow-list, and dict keys and set members compared as Python
+compares them without hashing the pickle's own tuples (a hostile key nested a million deep would
+overflow the C stack in `hash`, and a tuple shared through the memo at every level would take
+exponential time)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class PickleError(Exception):
+    """The pickle is malformed or uses something this interpreter does not accept."""
+
+
+class PickleTruncated(PickleError):
+    """The data ends before the pickle does."""
+
+
+@dataclass(frozen=True)
+class Global:
+    """A global the pickle names (never imported)."""
+
+    module: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(eq=False)
+class Opaque:
+    """The result of calling a global that is not on the allow-list: nothing was called."""
+
+    callee: Global
+    args: object = None
+    state: object = None
+
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None))
 
