@@ -34,7 +34,7 @@ def _parts(a):
 def truth(obj) -> tuple:
     """(NaN, +Inf, -Inf) counts over every float value reachable in a torch.load result."""
     counts = np.zeros(3, np.int64)
-    stack, seen = [obj], set()
+    stack, seen = [obj], {}   # id -> object: kept alive, so ids are not reused
 
     def count(a):
         v = _parts(a)
@@ -48,7 +48,7 @@ def truth(obj) -> tuple:
             continue
         if id(x) in seen or isinstance(x, (int, str, bytes, type(None))):
             continue
-        seen.add(id(x))
+        seen[id(x)] = x
         if isinstance(x, torch.Tensor):
             if x.is_quantized:
                 if x.qscheme() == torch.per_tensor_affine:
@@ -56,8 +56,10 @@ def truth(obj) -> tuple:
                 else:
                     stack.append(x.q_per_channel_scales())
                     stack.append(x.q_per_channel_zero_points())
-            elif x.is_sparse:
+            elif x.layout == torch.sparse_coo:
                 stack.append(x._values())
+            elif x.layout != torch.strided:
+                stack.append(x.values())
             elif x.dtype.is_floating_point or x.dtype.is_complex:
                 t = x.detach().resolve_conj().resolve_neg()
                 count(torch.view_as_real(t).numpy() if t.is_complex() else t.double().numpy())
@@ -233,6 +235,26 @@ def test_quantized_tensors_do_not_hide_the_others(tmp_path):
     got = {t.name: t.status for t in report.tensors}
     assert got["q"] == got["qc"] == "not_applicable" and got["q@scale"] == "checked"
     assert got["qc@scales"] == "checked" and got["w"] == "checked"
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support:UserWarning")
+def test_sparse_tensors_values_are_checked(tmp_path):
+    dense = torch.tensor([[0.0, NAN], [INF, 0.0]])
+    torch.save({"coo": dense.to_sparse(), "csr": dense.to_sparse_csr()}, tmp_path / "a.pt")
+    report, expected = judge(tmp_path / "a.pt")
+    assert expected == (2, 2, 0)
+    assert {t.name for t in report.tensors if t.status == "checked"} == {"coo@values",
+                                                                         "csr@values"}
+
+
+def test_many_python_floats_are_pooled_past_the_first_thousands(tmp_path):
+    from fpclass.scan.readers.torch_pickle import SCALARS_ONE_BY_ONE
+    values = {f"v{k}": float(k) for k in range(SCALARS_ONE_BY_ONE + 500)}
+    values["v10"], values[f"v{SCALARS_ONE_BY_ONE + 499}"] = NAN, -INF
+    torch.save(values, tmp_path / "a.pt")
+    report, expected = judge(tmp_path / "a.pt")
+    assert expected == (1, 0, 1) and len(report.tensors) == SCALARS_ONE_BY_ONE + 1
+    assert report.tensors[-1].name == f"v{SCALARS_ONE_BY_ONE} and 499 more Python float values"
 
 
 def test_numpy_arrays_pickled_with_protocol_5(tmp_path):

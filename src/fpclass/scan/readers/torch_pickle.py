@@ -139,12 +139,15 @@ def _collect(root, items: list) -> None:
             pairs = _dict_pairs(obj)
         else:
             pairs = reversed(_children(obj, name, items))
+        floats = []
         for k, child in pairs:
             kind = type(child)
             if kind is float or kind is complex:
-                scalars.add(below, k, child)
+                floats.append((k, child))
             elif kind not in _LEAVES and (kind not in _EMPTIABLE or child):
                 stack.append((below, k, child))
+        for k, child in reversed(floats):   # in pickle order
+            scalars.add(below, k, child)
     scalars.finish()
 
 

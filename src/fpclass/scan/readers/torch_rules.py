@@ -156,7 +156,7 @@ def _from_type(args, m):
         raise PickleError("_rebuild_from_type_v2 of something torch does not call")
     t = _tensor(rule(inner, m), "_rebuild_from_type_v2")
     if str(new_type) == "torch.nn.parameter.Parameter" and not t.param:
-        t = Tensor(t.item, t.dtype, param=True)   # as_subclass: a new object
+        t = Tensor(t.item, t.dtype, param=True, requires_grad=t.requires_grad)   # as_subclass
     elif str(new_type) not in ("torch.Tensor", "torch.nn.parameter.Parameter"):
         raise PickleError(f"a tensor of type {new_type} (allowed only by add_safe_globals)")
     return set_obj_state(t, state)
