@@ -136,7 +136,8 @@ TrainingArguments.__module__ = "transformers.training_args"
 def _transformers_names(monkeypatch):
     """Lets pickle find TrainingArguments as transformers.training_args.TrainingArguments."""
     import types
-    package, module = types.ModuleType("transformers"), types.ModuleType("transformers.training_args")
+    package = types.ModuleType("transformers")
+    module = types.ModuleType("transformers.training_args")
     module.TrainingArguments = TrainingArguments
     package.training_args = module
     monkeypatch.setitem(sys.modules, "transformers", package)

@@ -42,9 +42,9 @@ class PlanInterrupted(KeyboardInterrupt):
 def plan(paths, *, include=(), exclude=(), task_bytes: int = TASK_BYTES,
          debug: bool = False, allow_globals=()) -> list:
     """Tasks for every tensor in `paths` (files or directories), plus FILE markers, file problems
-    and skipped files. Reads headers only; `allow_globals` go to the PyTorch reader. Shards reached through an index are planned once; a
+    and skipped files. Reads headers only. Shards reached through an index are planned once; a
     file another file reads (external data, a shard) is not reported again. Ctrl-C raises
-    PlanInterrupted holding the tasks planned so far."""
+    PlanInterrupted holding the tasks planned so far. `allow_globals` go to the PyTorch reader."""
     tasks: list = []
     try:
         walk = expand(paths, include, exclude)
