@@ -37,6 +37,7 @@ class Description:
 
     items: list = field(default_factory=list)
     disallowed: list = field(default_factory=list)
+    storages: dict = field(default_factory=dict)   # key -> its first reference (root) Storage
 
 
 def describe(data: bytes, start: int = 0, allow_globals=(), torchscript: bool = False) -> tuple:
@@ -45,11 +46,12 @@ def describe(data: bytes, start: int = 0, allow_globals=(), torchscript: bool = 
     torch.load(weights_only=True) would refuse to build. `torchscript`: a pickle of a TorchScript
     archive, where torch.jit.load also takes its module classes (`__torch__.*`, walked like a
     dict) and type tags (torch.jit._pickle)."""
+    roots: dict = {}
     machine = Machine(rules=rules_with(allow_globals, torchscript), constants=CONSTANTS,
-                      persistent_load=_storages(), new_rules=NEW_RULES, builder=builder,
+                      persistent_load=_storages(roots), new_rules=NEW_RULES, builder=builder,
                       rename=rename, fallback=torchscript_rule if torchscript else None)
     root, end = run(data, machine, start)
-    out = Description(disallowed=list(machine.disallowed))
+    out = Description(disallowed=list(machine.disallowed), storages=roots)
     _collect(root, out.items)
     return out, end
 
@@ -64,11 +66,11 @@ def plain_value(data: bytes, start: int = 0) -> tuple:
     return value, end
 
 
-def _storages():
+def _storages(roots: dict):
     """torch.save's persistent ids, ("storage", storage type, key, location, numel) and the
     legacy format's with a sixth element, view_metadata (view key, offset, size) or None. As
     torch.load, the first reference to a key fixes its storage's dtype and size."""
-    roots, views = {}, {}
+    views: dict = {}
 
     def load(pid):
         if not (isinstance(pid, tuple) and len(pid) in (5, 6) and pid[0] == "storage"):
