@@ -3,9 +3,11 @@ storages, nested optimizer state, the legacy format, a Hugging Face Trainer dire
 hostile pickles that must run nothing. Truth comes from torch's own load of the same file."""
 
 import dataclasses
+import enum
 import io
 import json
 import os
+import pathlib
 import pickle
 import subprocess
 import sys
@@ -123,10 +125,24 @@ def adam_checkpoint(tmp_path, poison=False):
     return model, opt
 
 
+class IntervalStrategy(str, enum.Enum):   # transformers.trainer_utils.IntervalStrategy
+    STEPS = "steps"
+
+
+IntervalStrategy.__module__ = "transformers.trainer_utils"
+
+
 @dataclasses.dataclass
 class TrainingArguments:   # pickled by the name transformers' own has (see trainer_checkpoint)
     output_dir: str = "out"
     learning_rate: float = 5e-5
+    adam_betas: tuple = (0.9, 0.999)
+    eval_strategy: IntervalStrategy = IntervalStrategy.STEPS
+    logging_dir: pathlib.PurePosixPath = pathlib.PurePosixPath("out/runs")
+    fsdp_config: dict = dataclasses.field(default_factory=lambda: {"min_num_params": 0})
+
+    def __post_init__(self):
+        self._setup_devices = torch.device("cpu")   # transformers' cached property
 
 
 TrainingArguments.__module__ = "transformers.training_args"
@@ -138,10 +154,12 @@ def _transformers_names(monkeypatch):
     import types
     package = types.ModuleType("transformers")
     module = types.ModuleType("transformers.training_args")
-    module.TrainingArguments = TrainingArguments
-    package.training_args = module
+    utils = types.ModuleType("transformers.trainer_utils")
+    module.TrainingArguments, utils.IntervalStrategy = TrainingArguments, IntervalStrategy
+    package.training_args, package.trainer_utils = module, utils
     monkeypatch.setitem(sys.modules, "transformers", package)
     monkeypatch.setitem(sys.modules, "transformers.training_args", module)
+    monkeypatch.setitem(sys.modules, "transformers.trainer_utils", utils)
 
 
 def trainer_checkpoint(directory, poison=False):
