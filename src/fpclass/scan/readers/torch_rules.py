@@ -75,7 +75,10 @@ def view(storage, offset, size, stride, dtype=None, metadata=None) -> TensorView
 def whole(storage: Storage, dtype: str = "") -> TensorView:
     """The 1-D view of a whole storage (a bare storage, set_(storage), torch.Tensor(storage))."""
     numel = storage.length if storage.length >= 0 else storage.numel
-    return TensorView(storage, dtype or storage.dtype or "uint8", storage.start, (numel,), (1,))
+    dtype = dtype or storage.dtype or "uint8"
+    if not storage.dtype:   # an untyped storage counts bytes
+        numel //= ELEMENTS[dtype][1] if dtype in ELEMENTS else INTEGERS.get(dtype, 1)
+    return TensorView(storage, dtype, storage.start, (numel,), (1,))
 
 
 def _hooks(t: Tensor, hooks) -> Tensor:
@@ -191,8 +194,8 @@ def _set(t: Tensor, args) -> None:
         return
     if not isinstance(source, Storage):
         raise PickleError("set_ of something that is not a storage or a tensor")
-    if source.dtype and source.dtype != t.dtype:
-        raise PickleError(f"set_ of a {source.dtype} storage on a {t.dtype} tensor")
+    if (source.dtype or "uint8") != t.dtype:   # torch.load types an untyped storage uint8
+        raise PickleError(f"set_ of a {source.dtype or 'uint8'} storage on a {t.dtype} tensor")
     t.item = whole(source, t.dtype) if len(args) == 1 else view(source, *args[1:4], dtype=t.dtype)
 
 
