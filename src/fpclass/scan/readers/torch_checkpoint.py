@@ -262,8 +262,10 @@ def _contiguous(shape, stride) -> bool:
 def _inline(path, name, a: InlineArray) -> Task:
     try:
         dtype = np.dtype(a.dtype)
-    except TypeError:
-        return unchecked(path, name, a.dtype, a.shape, f"unknown NumPy dtype {a.dtype!r}")
+    except (TypeError, ValueError, OverflowError):
+        return unchecked(path, name, a.dtype[:40], a.shape, f"unknown NumPy dtype {a.dtype[:40]!r}")
+    if dtype.kind in "SU" and math.prod(a.shape) * dtype.itemsize == len(a.data):
+        return not_applicable(path, name, a.dtype, a.shape, "text, not a floating-point type")
     if dtype.kind not in "fcbiu" or dtype.names is not None:
         return unchecked(path, name, a.dtype, a.shape, f"NumPy {dtype} arrays are not read")
     need = math.prod(a.shape) * dtype.itemsize
