@@ -38,6 +38,7 @@ class Opaque:
 
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None))
+_ATOM_TYPES = frozenset(_ATOMS)
 
 
 class Key:
@@ -77,38 +78,43 @@ class Keys:
         return Key(self.sig(value), value)
 
     def sig(self, root):
-        known = self.known
+        known, atoms, interned = self.known, _ATOM_TYPES, self.interned
         stack = [root]
         while stack:
-            x = stack[-1]
-            if type(x) in _ATOMS or id(x) in known:
-                stack.pop()
+            x = stack.pop()
+            if id(x) in known:
                 continue
-            if _flat(x):
-                sig = ("t", x)
-            elif type(x) in (tuple, frozenset):
-                pending = [c for c in x if type(c) not in _ATOMS and id(c) not in known]
-                if pending:
-                    stack.extend(pending)
-                    continue
-                members = [c if type(c) in _ATOMS else known[id(c)][1] for c in x]
-                if type(x) is tuple:
-                    sig = ("T", self.interned.setdefault(tuple(members), len(self.interned)))
+            kind = type(x)
+            if kind is tuple or kind is frozenset:
+                inner = [c for c in x if type(c) not in atoms]
+                if not inner:
+                    sig = ("t", x)   # flat: hashed as itself
                 else:
-                    sig = ("F", self.interned.setdefault(frozenset(members), len(self.interned)))
-            elif type(x) is Key:
+                    pending = [c for c in inner if id(c) not in known]
+                    if pending:      # their signatures first, then this one's again
+                        stack.append(x)
+                        stack.extend(pending)
+                        continue
+                    members = [c if type(c) in atoms else known[id(c)][1] for c in x]
+                    if kind is tuple:
+                        sig = ("T", interned.setdefault(tuple(members), len(interned)))
+                    else:
+                        sig = ("F", interned.setdefault(frozenset(members), len(interned)))
+            elif kind is Key:
                 sig = x.sig
-            elif isinstance(x, (list, dict, set, bytearray)) or type(x).__hash__ is None:
-                raise TypeError(f"unhashable type: {type(x).__name__!r}")
+            elif kind in atoms:
+                continue
+            elif isinstance(x, (list, dict, set, bytearray)) or kind.__hash__ is None:
+                raise TypeError(f"unhashable type: {kind.__name__!r}")
             else:
                 sig = ("O", x)
             known[id(x)] = (x, sig)
-            stack.pop()
-        return root if type(root) in _ATOMS else known[id(root)][1]
+        return root if type(root) in atoms else known[id(root)][1]
 
 
 def _flat(x) -> bool:
-    return (type(x) is tuple or type(x) is frozenset) and all(type(c) in _ATOMS for c in x)
+    return (type(x) is tuple or type(x) is frozenset) and \
+        not any(type(c) not in _ATOM_TYPES for c in x)
 
 
 def unkey(key):

@@ -132,8 +132,8 @@ def _collect(root, items: list) -> None:
         name = _name(parent, key)
         below = name if len(name) <= NAME_LIMIT else \
             (parent if len(parent) > NAME_LIMIT else name[:NAME_LIMIT] + "…")
-        if isinstance(obj, (list, tuple)):
-            if obj and all(type(x) is float for x in obj):   # one item for a list of floats
+        if kind is list or kind is tuple:
+            if obj and type(obj[0]) is float and all(type(x) is float for x in obj):   # one item
                 items.append((name, Values("float", (len(obj),), np.array(obj, np.float64))))
                 continue
             pairs = zip(range(len(obj) - 1, -1, -1), reversed(obj))   # no pair list: lists
@@ -141,14 +141,15 @@ def _collect(root, items: list) -> None:
             pairs = _dict_pairs(obj)
         else:
             pairs = reversed(_children(obj, name, items))
-        floats = []
+        floats = None
         for k, child in pairs:
             kind = type(child)
             if kind is float or kind is complex:
+                floats = floats or []
                 floats.append((k, child))
             elif kind not in _LEAVES and (kind not in _EMPTIABLE or child):
                 stack.append((below, k, child))
-        for k, child in reversed(floats):   # in pickle order
+        for k, child in reversed(floats or ()):   # in pickle order
             scalars.add(below, k, child)
     scalars.finish()
 
