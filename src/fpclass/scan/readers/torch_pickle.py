@@ -207,7 +207,14 @@ def _children(obj, name, items) -> list:
     elif isinstance(obj, (TensorView, InlineArray, Values, Unsupported, NoData)):
         items.append((name, obj))
     elif isinstance(obj, Companion):
-        return [(f"args.{i}", a) for i, a in enumerate(obj.args)] + _state(obj.state)
+        children = [(f"args.{i}", a) for i, a in enumerate(obj.args)] + _state(obj.state)
+        for _, child in children:   # bytes a companion holds could be an array's: not known
+            inner = child if type(child) in (tuple, list) else (child,)
+            if any(type(x) in (bytes, bytearray) and x for x in inner):
+                items.append((name, Unsupported(obj.callee, f"{obj.callee} holds raw bytes, "
+                                                "which are not interpreted")))
+                break
+        return children
     elif isinstance(obj, Opaque):
         return [("args", obj.args), ("state", obj.state)]
     return []
