@@ -89,6 +89,13 @@ class _Interpreter:
         self.pos = end + 1
         return out
 
+    def byte(self) -> int:
+        pos = self.pos
+        if pos >= len(self.data):
+            raise PickleTruncated(f"pickle ends inside an opcode argument at byte {pos}")
+        self.pos = pos + 1
+        return self.data[pos]
+
     def u(self, fmt: str):
         st = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
         pos = self.pos
@@ -150,24 +157,22 @@ class _Interpreter:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self):
-        data = self.data
-        ops = 0
-        while True:
-            ops += 1
-            if ops > MAX_OPS:
-                raise PickleError(f"the pickle runs over {MAX_OPS} opcodes (the limit)")
-            if self.pos >= len(data):
+        data, size, handlers = self.data, len(self.data), _HANDLERS
+        for _ in range(MAX_OPS):
+            pos = self.pos
+            if pos >= size:
                 raise PickleTruncated("pickle ends without STOP")
-            op = data[self.pos]
-            self.pos += 1
-            handler = _HANDLERS.get(op)
+            op = data[pos]
+            self.pos = pos + 1
+            handler = handlers.get(op)
             if handler is None:
-                raise PickleError(f"unknown pickle opcode 0x{op:02x} at byte {self.pos - 1}")
+                raise PickleError(f"unknown pickle opcode 0x{op:02x} at byte {pos}")
             if handler is _stop:
                 if len(self.stack) != 1 or self.marks:
                     raise PickleError("STOP with a stack of other than one value")
                 return self.stack[0]
             handler(self)
+        raise PickleError(f"the pickle runs over {MAX_OPS} opcodes (the limit)")
 
 
 def _stop(vm):
@@ -362,15 +367,19 @@ def _dict(vm):
 def _get(key_of):
     def handler(vm):
         key = key_of(vm)
-        if key not in vm.memo:
+        value = vm.memo.get(key, _MARK)
+        if value is _MARK:
             raise PickleError(f"memo key {key} read before it was written")
-        vm.push(vm.memo[key])
+        vm.stack.append(value)
     return handler
 
 
 def _put(key_of):
     def handler(vm):
-        vm.memo[key_of(vm)] = vm.top()
+        key = key_of(vm)
+        if not vm.stack:
+            raise PickleError(f"stack underflow at byte {vm.pos}")
+        vm.memo[key] = vm.stack[-1]
     return handler
 
 
@@ -411,7 +420,7 @@ _HANDLERS = {
     ord("0"): _pop, ord("2"): _dup,
     ord("I"): _text_int, ord("L"): _text_int, ord("F"): _text_float,
     ord("J"): lambda vm: vm.stack.append(vm.u("<i")),
-    ord("K"): lambda vm: vm.stack.append(vm.u("B")),
+    ord("K"): lambda vm: vm.stack.append(vm.byte()),
     ord("M"): lambda vm: vm.stack.append(vm.u("<H")),
     0x8a: lambda vm: vm.push(int.from_bytes(vm.read(vm.read(1)[0]), "little", signed=True)),
     0x8b: lambda vm: vm.push(int.from_bytes(vm.read(vm.u("<i")), "little", signed=True)),
@@ -443,8 +452,8 @@ _HANDLERS = {
     0x85: lambda vm: vm.push((vm.pop(),)),
     0x86: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop()]))),
     0x87: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop(), vm.pop()]))),
-    ord("g"): _get(lambda vm: int(vm.line())), ord("h"): _get(lambda vm: vm.u("B")),
+    ord("g"): _get(lambda vm: int(vm.line())), ord("h"): _get(lambda vm: vm.byte()),
     ord("j"): _get(lambda vm: vm.u("<I")),
-    ord("p"): _put(lambda vm: int(vm.line())), ord("q"): _put(lambda vm: vm.u("B")),
+    ord("p"): _put(lambda vm: int(vm.line())), ord("q"): _put(lambda vm: vm.byte()),
     ord("r"): _put(lambda vm: vm.u("<I")), 0x94: _memoize,
 }
