@@ -34,7 +34,6 @@ COMPANIONS = frozenset({
 })
 
 
-
 class Mapping(dict):
     """collections.OrderedDict or Counter: a dict, plus the attributes BUILD gives it."""
 
@@ -71,7 +70,7 @@ def _ordered_dict(kind):
                 if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
                     raise PickleError("OrderedDict built from something other than pairs")
                 out[m.keys.key(pair[0])] = pair[1]
-        elif isinstance(source, (list, tuple, str)):   # Counter(iterable) counts its members
+        elif isinstance(source, (list, tuple, str)) and kind == "Counter":   # counts members
             for x in source:
                 k = m.keys.key(x)
                 out[k] = out.get(k, 0) + 1
