@@ -94,6 +94,11 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                       help="in directories, skip files and directories whose name or path below "
                       "the directory matches GLOB (repeatable)")
+    scan.add_argument("--allow-global", action="append", default=[], metavar="MODULE.NAME",
+                      dest="allow_globals",
+                      help="in PyTorch pickles, walk objects of this class like a dict (floats "
+                           "inside checked) instead of reporting the file unchecked; nothing is "
+                           "imported or called (repeatable)")
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
                            "workers read the files from a shared filesystem. Needs fpclass[dask].")
@@ -173,6 +178,9 @@ def _scan(args, out, err, env) -> int:
             raise ValueError(f"--max-locations must be >= 0, got {args.max_locations}")
         if args.threads is not None and args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        for name in args.allow_globals:
+            if "." not in name.strip(".") or " " in name:
+                raise ValueError(f"--allow-global takes a global as module.Name, got {name!r}")
     except ValueError as e:
         _error(err, f"fpclass scan: error: {e}")
         return ExitCode.INCONCLUSIVE
@@ -201,7 +209,8 @@ def _scan(args, out, err, env) -> int:
     try:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
                              threads=args.threads, include=args.include, exclude=args.exclude,
-                             debug=args.traceback, execute_on=execute_on,
+                             allow_globals=args.allow_globals, debug=args.traceback,
+                             execute_on=execute_on,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:

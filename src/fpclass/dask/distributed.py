@@ -203,7 +203,7 @@ def scan(paths, scheduler, *, fail_on="nan,inf", max_locations: int = engine.DEF
          threads=None, chunk_bytes: int = CHUNK_BYTES,
          task_bytes: int = engine.TASK_BYTES, progress=None, retries: int = RETRIES,
          no_workers_timeout: float | None = NO_WORKERS_TIMEOUT,
-         debug: bool = False) -> "engine.ScanReport":
+         debug: bool = False, allow_globals=()) -> "engine.ScanReport":
     """fpclass.scan.scan(paths, ...) with the tensors checked on the dask cluster at `scheduler`
     (an address like 'tcp://host:8786', or a distributed.Client). Same report; `threads` is
     accepted for symmetry and ignored: each worker's own thread count applies. A cluster with no
@@ -214,7 +214,7 @@ def scan(paths, scheduler, *, fail_on="nan,inf", max_locations: int = engine.DEF
     _check_no_workers_timeout(no_workers_timeout)
     return engine.scan(paths, fail_on=fail_on, max_locations=max_locations, chunk_bytes=chunk_bytes,
                        task_bytes=task_bytes, progress=progress, debug=debug,
-                       execute_on=functools.partial(execute, scheduler=scheduler, retries=retries,
+                       allow_globals=allow_globals, execute_on=functools.partial(execute, scheduler=scheduler, retries=retries,
                                                     no_workers_timeout=no_workers_timeout))
 
 

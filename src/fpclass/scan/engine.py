@@ -41,16 +41,16 @@ class PlanInterrupted(KeyboardInterrupt):
 
 
 def plan(paths, *, include=(), exclude=(), task_bytes: int = TASK_BYTES,
-         debug: bool = False) -> list:
+         debug: bool = False, allow_globals=()) -> list:
     """Tasks for every tensor in `paths` (files or directories), plus FILE markers, file problems
     and skipped files. Reads headers only. Shards reached through an index are planned once; a
     file another file reads (external data, a shard) is not reported again. Ctrl-C raises
-    PlanInterrupted holding the tasks planned so far."""
+    PlanInterrupted holding the tasks planned so far. `allow_globals` go to the PyTorch reader."""
     tasks: list = []
     try:
         walk = expand(paths, include, exclude)
         tasks += [problem(p, r) for p, r in walk.problems]
-        _plan_files(walk.found, tasks, task_bytes, debug)
+        _plan_files(walk.found, tasks, task_bytes, debug, _globals(allow_globals))
         read = {os.path.realpath(f) for f in {t.source or t.file for t in tasks
                                               if t.status != PROBLEM}}
         unread = [problem(p, r) for p, r in walk.unreadable if os.path.realpath(p) not in read]
@@ -60,7 +60,16 @@ def plan(paths, *, include=(), exclude=(), task_bytes: int = TASK_BYTES,
     return tasks + unread
 
 
-def _plan_files(found, tasks, task_bytes, debug) -> None:
+def _globals(names) -> tuple:
+    """`allow_globals` as a tuple of "module.Name" strings; ValueError otherwise."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    for n in names:
+        if not (isinstance(n, str) and "." in n.strip(".") and " " not in n):
+            raise ValueError(f"allow_globals must name globals as 'module.Name', got {n!r}")
+    return names
+
+
+def _plan_files(found, tasks, task_bytes, debug, allow_globals=()) -> None:
     # Indexes first, so a shard listed by an index and also found directly is planned once.
     found = sorted(found, key=lambda f: f[1] != "safetensors-index")
     seen: set = set()
@@ -69,7 +78,9 @@ def _plan_files(found, tasks, task_bytes, debug) -> None:
         if real in seen:
             continue
         try:
-            file_tasks = planner(kind)(path)
+            options = {"allow_globals": allow_globals} if allow_globals and kind == "pytorch" \
+                else {}
+            file_tasks = planner(kind)(path, **options)
         except ReaderError as e:
             seen.add(real)
             tasks.append(problem(path, str(e)))
@@ -427,7 +438,7 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None) -> ScanReport:
+         execute_on=None, allow_globals=()) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -436,7 +447,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     gives the report so far, interrupted. ValueError for bad arguments. `execute_on` replaces this
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
-    run; `progress(task, result)` as each finishes."""
+    run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
+    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -447,11 +459,12 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
+    allow_globals = _globals(allow_globals)
     with scratch.session():  # a compressed file's decompressed copy lives until the end
         start = time.perf_counter()
         try:
             tasks = plan(paths, include=include, exclude=exclude, task_bytes=task_bytes,
-                         debug=debug)
+                         debug=debug, allow_globals=allow_globals)
         except PlanInterrupted as e:
             tasks = e.tasks
             results = [interrupted_result(t) for t in tasks]

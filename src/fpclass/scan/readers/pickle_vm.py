@@ -3,10 +3,14 @@ builds plain containers and inert descriptions, never importing, calling or cons
 the pickle names.
 
 A GLOBAL becomes a `Global(module, name)`, or an inert constant the caller names (a dtype, say).
-Calling one (REDUCE, NEWOBJ, INST, OBJ) gives the
-result of a rule in `rules` when the global is on that allow-list (the few functions torch.save and
-numpy use to describe tensors and arrays), and an inert `Opaque` otherwise. Every global outside
-the allow-list is recorded, so a caller can refuse to trust what the pickle describes.
+Calling one (REDUCE, INST, OBJ; NEWOBJ through `new_rules` first, as `cls.__new__` differs from
+`cls(...)`) gives the result of a rule in `rules` when the global is on that allow-list (the few
+functions torch.save and numpy use to describe tensors and arrays), and an inert `Opaque` otherwise.
+Every global outside the allow-list is recorded, so a caller can refuse to trust what the pickle
+describes; calling anything else (a constant, a container) is refused.
+Dict keys and set members compare as Python compares them without hashing the pickle's tuples
+(pickle_values.Keys). The interpreter is a loop over opcodes; nothing in it recurses, so its time
+is linear in the pickle's size.
 """
 
 from __future__ import annotations
@@ -14,38 +18,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from .pickle_values import (Global, Keys, Opaque, PickleError,  # noqa: F401 (for callers)
+                            PickleTruncated)
+
 #: Pickles larger than this are refused (a checkpoint's data.pkl is a few MB).
 MAX_PICKLE_BYTES = 256 << 20
 #: Deepest nesting of MARKs accepted (the stack is a list; this bounds only hostile input).
 MAX_MARKS = 100_000
-
-
-class PickleError(Exception):
-    """The pickle is malformed or uses something this interpreter does not accept."""
-
-
-class PickleTruncated(PickleError):
-    """The data ends before the pickle does."""
-
-
-@dataclass(frozen=True)
-class Global:
-    """A global the pickle names (never imported)."""
-
-    module: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.module}.{self.name}"
-
-
-@dataclass(eq=False)
-class Opaque:
-    """The result of calling a global that is not on the allow-list: nothing was called."""
-
-    callee: Global
-    args: object = None
-    state: object = None
+#: Most opcodes one pickle may run: each costs about 0.3 us and at most ~100 bytes of objects, so
+#: this keeps any pickle within seconds and a few hundred MB. A real checkpoint's data.pkl runs
+#: about 30 per tensor.
+MAX_OPS = 3_000_000
 
 
 @dataclass(eq=False)
@@ -56,9 +39,15 @@ class Machine:
     constants: dict = field(default_factory=dict)   # "module.name" -> the value loading it gives
     persistent_load: object = None                  # pid -> value
     disallowed: list = field(default_factory=list)  # "module.name" of globals outside the rules
+    new_rules: dict = field(default_factory=dict)   # NEWOBJ (cls.__new__) where it differs
+    builder: object = None      # build(obj, state) -> True when it handled BUILD on obj
+    rename: object = None       # (module, name) -> (module, name), as unpickling maps old names
+    fallback: object = None     # "module.name" -> a rule for globals not in `rules`, or None
+    keys: Keys = field(default_factory=Keys)
 
 
 _MARK = object()
+_STRUCTS: dict = {}
 
 
 def run(data: bytes, machine: Machine, start: int = 0) -> tuple:
@@ -72,9 +61,9 @@ def run(data: bytes, machine: Machine, start: int = 0) -> tuple:
         return vm.run(), vm.pos
     except PickleError:
         raise
-    except (IndexError, KeyError, TypeError, ValueError, struct.error, UnicodeDecodeError,
-            OverflowError, MemoryError, RecursionError) as e:
-        raise PickleError(f"malformed pickle: {type(e).__name__}: {e}") from None
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError, struct.error,
+            UnicodeDecodeError, OverflowError, MemoryError, RecursionError) as e:
+        raise PickleError(f"malformed pickle: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 class _Interpreter:
@@ -100,9 +89,20 @@ class _Interpreter:
         self.pos = end + 1
         return out
 
+    def byte(self) -> int:
+        pos = self.pos
+        if pos >= len(self.data):
+            raise PickleTruncated(f"pickle ends inside an opcode argument at byte {pos}")
+        self.pos = pos + 1
+        return self.data[pos]
+
     def u(self, fmt: str):
-        size = struct.calcsize(fmt)
-        return struct.unpack(fmt, self.read(size))[0]
+        st = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+        pos = self.pos
+        if pos + st.size > len(self.data):
+            raise PickleTruncated(f"pickle ends inside an opcode argument at byte {pos}")
+        self.pos = pos + st.size
+        return st.unpack_from(self.data, pos)[0]
 
     # -- the stack --------------------------------------------------------------------------
     def pop_mark(self) -> list:
@@ -114,7 +114,7 @@ class _Interpreter:
         return items
 
     def push(self, value):
-        self.stack.append(value)
+        self.stack.append(value)  # handlers on the hot path append to vm.stack directly
 
     def pop(self):
         if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):
@@ -127,38 +127,52 @@ class _Interpreter:
         return self.stack[-1]
 
     # -- calling (never really) -------------------------------------------------------------
-    def call(self, callee, args):
+    def call(self, callee, args, new=False):
         if not isinstance(callee, Global):
-            return Opaque(Global("?", type(callee).__name__), args)
-        rule = self.machine.rules.get(str(callee))
+            raise PickleError(f"the pickle calls a {type(callee).__name__}, not a global")
+        full = str(callee)
+        rule = (new and self.machine.new_rules.get(full)) or self.machine.rules.get(full)
+        if rule is None and self.machine.fallback is not None:
+            rule = self.machine.fallback(full)
         if rule is None:
+            if full not in self.machine.disallowed:
+                raise PickleError(f"the pickle calls {full}, which is not callable")
             return Opaque(callee, args)
-        return rule(args if isinstance(args, tuple) else tuple(args), self.machine)
+        if not isinstance(args, tuple):
+            if not isinstance(args, list):
+                raise PickleError(f"arguments of {full} are not a tuple")
+            args = tuple(args)
+        return rule(args, self.machine)
 
     def global_(self, module: str, name: str):
+        if self.machine.rename is not None:
+            module, name = self.machine.rename(module, name)
         full = f"{module}.{name}"
         if full in self.machine.constants:
             return self.machine.constants[full]
-        if full not in self.machine.rules and full not in self.machine.disallowed:
+        if full not in self.machine.rules and full not in self.machine.disallowed and not (
+                self.machine.fallback is not None and self.machine.fallback(full)):
             self.machine.disallowed.append(full)
         return Global(module, name)
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self):
-        data = self.data
-        while True:
-            if self.pos >= len(data):
+        data, size, handlers = self.data, len(self.data), _HANDLERS
+        for _ in range(MAX_OPS):
+            pos = self.pos
+            if pos >= size:
                 raise PickleTruncated("pickle ends without STOP")
-            op = data[self.pos]
-            self.pos += 1
-            handler = _HANDLERS.get(op)
+            op = data[pos]
+            self.pos = pos + 1
+            handler = handlers.get(op)
             if handler is None:
-                raise PickleError(f"unknown pickle opcode 0x{op:02x} at byte {self.pos - 1}")
+                raise PickleError(f"unknown pickle opcode 0x{op:02x} at byte {pos}")
             if handler is _stop:
                 if len(self.stack) != 1 or self.marks:
                     raise PickleError("STOP with a stack of other than one value")
                 return self.stack[0]
             handler(self)
+        raise PickleError(f"the pickle runs over {MAX_OPS} opcodes (the limit)")
 
 
 def _stop(vm):
@@ -235,14 +249,16 @@ def _reduce(vm):
 def _newobj(vm):
     args = vm.pop()
     cls = vm.pop()
-    vm.push(vm.call(cls, args))
+    vm.push(vm.call(cls, args, new=True))
 
 
 def _newobj_ex(vm):
     kwargs = vm.pop()
     args = vm.pop()
     cls = vm.pop()
-    vm.push(vm.call(cls, tuple(args) + ((kwargs,) if kwargs else ())))
+    if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+        raise PickleError("NEWOBJ_EX arguments are not a tuple and a dict")
+    vm.push(vm.call(cls, args + ((kwargs,) if kwargs else ()), new=True))
 
 
 def _build(vm):
@@ -250,11 +266,12 @@ def _build(vm):
     obj = vm.top()
     if isinstance(obj, Opaque):
         obj.state = state
+    elif vm.machine.builder is not None and vm.machine.builder(obj, state):
+        pass
     elif hasattr(obj, "build"):
         obj.build(state)
-    elif isinstance(obj, dict) and isinstance(state, dict):
-        obj.update(state)
-    # anything else: the state is dropped (no __setstate__ is ever called)
+    else:  # what no __setstate__ or __dict__ takes: torch's weights-only load refuses it too
+        raise PickleError(f"BUILD on a {type(obj).__name__}, which takes no state")
 
 
 def _inst(vm):
@@ -313,7 +330,7 @@ def _setitem(vm):
     target = vm.top()
     if not isinstance(target, dict):
         raise PickleError("SETITEM on something that is not a dict")
-    target[_key(key)] = value
+    target[_key(vm, key)] = value
 
 
 def _setitems(vm):
@@ -322,15 +339,14 @@ def _setitems(vm):
     if not isinstance(target, dict) or len(items) % 2:
         raise PickleError("SETITEMS on something that is not a dict, or an odd item count")
     for i in range(0, len(items), 2):
-        target[_key(items[i])] = items[i + 1]
+        target[_key(vm, items[i])] = items[i + 1]
 
 
-def _key(key):
+def _key(vm, key):
     try:
-        hash(key)
+        return vm.machine.keys.key(key)
     except TypeError:
-        raise PickleError(f"unhashable dict key of type {type(key).__name__}") from None
-    return key
+        raise PickleError(f"unhashable dict key or set member: a {type(key).__name__}") from None
 
 
 def _additems(vm):
@@ -338,28 +354,32 @@ def _additems(vm):
     target = vm.top()
     if not isinstance(target, set):
         raise PickleError("ADDITEMS on something that is not a set")
-    target.update(_key(i) for i in items)
+    target.update(_key(vm, i) for i in items)
 
 
 def _dict(vm):
     items = vm.pop_mark()
     if len(items) % 2:
         raise PickleError("DICT with an odd item count")
-    vm.push({_key(items[i]): items[i + 1] for i in range(0, len(items), 2)})
+    vm.push({_key(vm, items[i]): items[i + 1] for i in range(0, len(items), 2)})
 
 
 def _get(key_of):
     def handler(vm):
         key = key_of(vm)
-        if key not in vm.memo:
+        value = vm.memo.get(key, _MARK)
+        if value is _MARK:
             raise PickleError(f"memo key {key} read before it was written")
-        vm.push(vm.memo[key])
+        vm.stack.append(value)
     return handler
 
 
 def _put(key_of):
     def handler(vm):
-        vm.memo[key_of(vm)] = vm.top()
+        key = key_of(vm)
+        if not vm.stack:
+            raise PickleError(f"stack underflow at byte {vm.pos}")
+        vm.memo[key] = vm.stack[-1]
     return handler
 
 
@@ -379,7 +399,8 @@ def _dup(vm):
 
 
 def _buffer(vm):
-    raise PickleError("out-of-band buffers (NEXT_BUFFER) are not supported")
+    raise PickleError("the pickle takes an out-of-band buffer (NEXT_BUFFER): its data is not in "
+                      "the file, and torch.load cannot read it")
 
 
 def _readonly(vm):
@@ -398,15 +419,17 @@ _HANDLERS = {
     0x80: _proto, 0x95: _frame, ord("."): _stop, ord("("): _mark, ord("1"): lambda vm: vm.pop_mark(),
     ord("0"): _pop, ord("2"): _dup,
     ord("I"): _text_int, ord("L"): _text_int, ord("F"): _text_float,
-    ord("J"): lambda vm: vm.push(vm.u("<i")), ord("K"): lambda vm: vm.push(vm.read(1)[0]),
-    ord("M"): lambda vm: vm.push(vm.u("<H")),
+    ord("J"): lambda vm: vm.stack.append(vm.u("<i")),
+    ord("K"): lambda vm: vm.stack.append(vm.byte()),
+    ord("M"): lambda vm: vm.stack.append(vm.u("<H")),
     0x8a: lambda vm: vm.push(int.from_bytes(vm.read(vm.read(1)[0]), "little", signed=True)),
     0x8b: lambda vm: vm.push(int.from_bytes(vm.read(vm.u("<i")), "little", signed=True)),
-    ord("G"): lambda vm: vm.push(vm.u(">d")),
+    ord("G"): lambda vm: vm.stack.append(vm.u(">d")),
     ord("N"): _push(None), 0x88: _push(True), 0x89: _push(False),
     ord("S"): _text_string, ord("V"): _text_unicode,
-    ord("T"): lambda vm: vm.push(vm.read(vm.u("<i")).decode("latin-1")),
-    ord("U"): lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("latin-1")),
+    # Python 2 strings: torch.load decodes them as UTF-8 (its default encoding), strictly
+    ord("T"): lambda vm: vm.push(vm.read(vm.u("<i")).decode("utf-8")),
+    ord("U"): lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("utf-8")),
     ord("X"): lambda vm: vm.push(vm.read(vm.u("<I")).decode("utf-8", "surrogatepass")),
     0x8c: lambda vm: vm.push(vm.read(vm.read(1)[0]).decode("utf-8", "surrogatepass")),
     0x8d: lambda vm: vm.push(vm.read(vm.u("<Q")).decode("utf-8", "surrogatepass")),
@@ -425,12 +448,12 @@ _HANDLERS = {
     0x8f: _push_new(set),
     ord("l"): lambda vm: vm.push(vm.pop_mark()),
     ord("t"): lambda vm: vm.push(tuple(vm.pop_mark())),
-    0x91: lambda vm: vm.push(frozenset(_key(i) for i in vm.pop_mark())),
+    0x91: lambda vm: vm.push(frozenset(_key(vm, i) for i in vm.pop_mark())),
     0x85: lambda vm: vm.push((vm.pop(),)),
     0x86: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop()]))),
     0x87: lambda vm: vm.push(tuple(reversed([vm.pop(), vm.pop(), vm.pop()]))),
-    ord("g"): _get(lambda vm: int(vm.line())), ord("h"): _get(lambda vm: vm.read(1)[0]),
+    ord("g"): _get(lambda vm: int(vm.line())), ord("h"): _get(lambda vm: vm.byte()),
     ord("j"): _get(lambda vm: vm.u("<I")),
-    ord("p"): _put(lambda vm: int(vm.line())), ord("q"): _put(lambda vm: vm.read(1)[0]),
+    ord("p"): _put(lambda vm: int(vm.line())), ord("q"): _put(lambda vm: vm.byte()),
     ord("r"): _put(lambda vm: vm.u("<I")), 0x94: _memoize,
 }

@@ -28,11 +28,11 @@ from dataclasses import replace
 import numpy as np
 
 from . import ReaderError
-from .layout import check_count, marker, not_applicable, unchecked
+from .layout import check_count, marker, not_applicable, unchecked, values_task
 from .pickle_vm import PickleError, PickleTruncated
 from .torch_archive import ZipRecords, byte_order, element_bytes, legacy_places
-from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, TensorView, Unsupported, describe, \
-    plain_value
+from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, NoData, TensorView, Unsupported, \
+    Values, describe, plain_value
 from .zipmembers import data_offset, declared_members, duplicate_names
 from ..detect import is_torch_legacy
 from ..tasks import INLINE, RAW, STRIDED, Task
@@ -54,12 +54,13 @@ SAVED_EMPTY = ("a traced input saved without its values (an empty storage; torch
 LEGACY_PICKLE_LIMIT = 256 << 20
 
 
-def plan(path: str) -> list:
-    """Tasks for every tensor and inline array of the PyTorch checkpoint at `path`."""
+def plan(path: str, allow_globals=()) -> list:
+    """Tasks for every tensor, inline array and float value of the PyTorch checkpoint at `path`;
+    `allow_globals` ("module.Name") are walked like dicts as the companions are (torch_rules)."""
     with open(path, "rb") as f:
         head = f.read(16)
     if is_torch_legacy(head):
-        return _plan_legacy(path)
+        return _plan_legacy(path, allow_globals)
     declared = declared_members(path)
     if declared is not None:
         check_count(declared, "zip members")
@@ -68,10 +69,10 @@ def plan(path: str) -> list:
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise ReaderError(f"not a PyTorch checkpoint (zip or legacy): {e}") from None
     with z, open(path, "rb") as raw:
-        return _plan_zip(path, z, raw)
+        return _plan_zip(path, z, raw, allow_globals)
 
 
-def _plan_zip(path, z, raw) -> list:
+def _plan_zip(path, z, raw, allow_globals=()) -> list:
     infos = z.infolist()
     dup = duplicate_names(infos)
     if dup:
@@ -91,7 +92,7 @@ def _plan_zip(path, z, raw) -> list:
     used: set = set()
     for name in pickles:
         stem = name[:-len(".pkl")]
-        desc = _describe_member(z, records, name)
+        desc = _describe_member(z, records, name, allow_globals)
         for _, item in desc.items:
             if isinstance(item, TensorView):
                 info, _ = records.find(f"{stem}/{item.storage.key}")
@@ -124,14 +125,15 @@ def _plan_zip(path, z, raw) -> list:
     return tasks
 
 
-def _describe_member(z, records, name):
+def _describe_member(z, records, name, allow_globals=()):
     info, why = records.find(name)
     if info is None:
         raise ReaderError(why)
     if info.file_size > INLINE_LIMIT * 4:
         raise ReaderError(f"{name} of {info.file_size} bytes is over the limit")
     try:
-        return describe(z.read(info), torchscript=records.torchscript())[0]
+        return describe(z.read(info), allow_globals=allow_globals,
+                        torchscript=records.torchscript())[0]
     except PickleError as e:
         raise ReaderError(f"{name}: {e}") from None
     except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, zlib.error) as e:
@@ -154,7 +156,7 @@ def _unread(path, records, pickles, used) -> list:
     return out
 
 
-def _plan_legacy(path) -> list:
+def _plan_legacy(path, allow_globals=()) -> list:
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         data = f.read(min(size, LEGACY_PICKLE_LIMIT))
@@ -165,7 +167,7 @@ def _plan_legacy(path) -> list:
             if value != expected:
                 raise ReaderError(f"legacy PyTorch header holds {value!r}, expected {expected}")
         _, pos = plain_value(data, pos)  # system info: torch reads storages little-endian anyway
-        desc, pos = describe(data, pos)
+        desc, pos = describe(data, pos, allow_globals)
         keys, pos = plain_value(data, pos)
     except PickleTruncated:
         raise ReaderError("legacy PyTorch checkpoint: its pickles do not end within the first "
@@ -194,21 +196,29 @@ def _plan_legacy(path) -> list:
 
 def _tasks(path, desc, locate, order) -> list:
     """One task per item of `desc`; `locate(storage)` gives ((byte offset, bytes), "") or
-    (None, why not)."""
+    (None, why not). A global outside the allow-list makes everything unchecked: what the pickle
+    describes depends on what that global would have done."""
     items = desc.items
-    floats = [name for name, item in items if _may_hold_floats(item)]
-    if desc.disallowed and floats:
-        why = (f"the pickle names {desc.disallowed[0]}, outside the allow-list of what torch.save "
-               "writes for tensors (nothing was called); its tensors are not checked")
-        return [unchecked(path, name, _label(item), _shape(item), why) for name, item in items]
+    check_count(len(items), "tensors and values")
+    if desc.disallowed:
+        names = ", ".join(desc.disallowed[:3]) + (", ..." if len(desc.disallowed) > 3 else "")
+        why = (f"the pickle names {names}, outside what torch.load(weights_only=True) allows and "
+               "fpclass's companions (nothing was imported or called; --allow-global walks a "
+               "trusted one like a dict): what it holds is not checked")
+        return [unchecked(path, "", "pickle", (), why)] + [
+            unchecked(path, name, _label(item), _shape(item),
+                      f"the pickle names {desc.disallowed[0]}, outside the allow-list")
+            for name, item in items]
     if not items:
-        names = f"; it names {', '.join(desc.disallowed[:3])} (never called)" \
-            if desc.disallowed else ""
-        return [not_applicable(path, "", "pickle", (), "holds no tensor or array data" + names)]
+        return [not_applicable(path, "", "pickle", (), "holds no tensor, array or float value")]
     tasks = []
     for name, item in items:
         if isinstance(item, Unsupported):
             tasks.append(unchecked(path, name, item.what, (), item.reason))
+        elif isinstance(item, NoData):
+            tasks.append(not_applicable(path, name, item.what, (), item.reason))
+        elif isinstance(item, Values):
+            tasks.append(values_task(path, name, item.array, item.label))
         elif isinstance(item, InlineArray):
             tasks.append(_inline(path, name, item))
         else:
@@ -216,19 +226,11 @@ def _tasks(path, desc, locate, order) -> list:
     return tasks
 
 
-def _may_hold_floats(item) -> bool:
-    if isinstance(item, TensorView):
-        return item.dtype not in INTEGERS
-    if isinstance(item, InlineArray):
-        return item.dtype[-1:] not in "?bBhHiIlLqQ" and not item.dtype[1:].startswith(("i", "u", "b"))
-    return True
-
-
 def _label(item) -> str:
-    if isinstance(item, TensorView):
+    if isinstance(item, (TensorView, InlineArray)):
         return item.dtype
-    if isinstance(item, InlineArray):
-        return item.dtype
+    if isinstance(item, Values):
+        return item.label
     return item.what
 
 
@@ -324,8 +326,10 @@ def _contiguous(shape, stride) -> bool:
 def _inline(path, name, a: InlineArray) -> Task:
     try:
         dtype = np.dtype(a.dtype)
-    except TypeError:
-        return unchecked(path, name, a.dtype, a.shape, f"unknown NumPy dtype {a.dtype!r}")
+    except (TypeError, ValueError, OverflowError):
+        return unchecked(path, name, a.dtype[:40], a.shape, f"unknown NumPy dtype {a.dtype[:40]!r}")
+    if dtype.kind in "SU" and math.prod(a.shape) * dtype.itemsize == len(a.data):
+        return not_applicable(path, name, a.dtype, a.shape, "text, not a floating-point type")
     if dtype.kind not in "fcbiu" or dtype.names is not None:
         return unchecked(path, name, a.dtype, a.shape, f"NumPy {dtype} arrays are not read")
     need = math.prod(a.shape) * dtype.itemsize

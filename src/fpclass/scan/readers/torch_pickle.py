@@ -1,110 +1,57 @@
 """What a PyTorch checkpoint's pickle describes, read without running it: every tensor as a view
-(storage key, dtype, offset, sizes, strides) and every NumPy array pickled inline, found anywhere in
-the structure, with the path of keys that leads to it.
+(storage key, dtype, offset, sizes, strides), every NumPy array pickled inline, every Python float
+or complex value, found anywhere in the structure torch.load(weights_only=True) would return (dict
+keys, sets and tensor attributes included), with the path of keys that leads to it.
 
-Only the globals torch.save and numpy write for tensors, arrays and containers have rules here
-(torch's weights-only unpickler allows much the same set); any other global is recorded and never
-called (see pickle_vm).
+The globals torch's weights-only unpickler allows do here what they do there (torch_rules);
+any other global is recorded and never called (see pickle_vm), except the companions walked like
+a dict (torch_rules.COMPANIONS and the caller's `allow_globals`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from .pickle_vm import Global, Machine, Opaque, PickleError, run
+import numpy as np
 
-#: torch storage class name -> torch dtype name (legacy typed storages name their dtype).
-STORAGE_DTYPES = {
-    "DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
-    "BFloat16Storage": "bfloat16", "ComplexDoubleStorage": "complex128",
-    "ComplexFloatStorage": "complex64", "LongStorage": "int64", "IntStorage": "int32",
-    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
-    "QInt8Storage": "qint8", "QUInt8Storage": "quint8", "QInt32Storage": "qint32",
-    "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
-}
-#: torch dtype name -> (NumPy/ml_dtypes element name, bytes per element); None: not a float.
-ELEMENTS = {
-    "float64": ("f8", 8), "float32": ("f4", 4), "float16": ("f2", 2), "bfloat16": ("bfloat16", 2),
-    "complex128": ("c16", 16), "complex64": ("c8", 8), "complex32": ("c4", 4),
-    "float8_e4m3fn": ("float8_e4m3fn", 1), "float8_e5m2": ("float8_e5m2", 1),
-    "float8_e4m3fnuz": ("float8_e4m3fnuz", 1), "float8_e5m2fnuz": ("float8_e5m2fnuz", 1),
-    "float8_e8m0fnu": ("float8_e8m0fnu", 1), "float4_e2m1fn_x2": ("float4_e2m1fn", 1),
-}
-#: Integer and bool dtypes (cannot hold NaN/Inf) with their bytes per element.
-INTEGERS = {"int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint16": 2, "uint32": 4,
-            "uint64": 8, "bool": 1, "qint8": 1, "quint8": 1, "qint32": 4, "quint4x2": 1,
-            "quint2x4": 1, **{f"int{b}": 1 for b in range(1, 8)},
-            **{f"uint{b}": 1 for b in range(1, 8)}}
+from .layout import MAX_TENSORS
+from .pickle_values import Global, Opaque, PickleError, unkey
+from .pickle_vm import Machine, run
+from .torch_items import (ELEMENTS, INTEGERS, STORAGE_DTYPES, InlineArray, NoData, Storage,
+                          TensorView, Unsupported, Values)
+from .pickle_objects import Companion, Mapping, NumpyArray, rename
+from .torch_rules import (CONSTANTS, NEW_RULES, DType, Tensor, builder, rules_with,
+                          torchscript_rule, whole)
 
-
-@dataclass(frozen=True)
-class Storage:
-    """A storage the pickle points at: zip member `data/<key>`, `numel` elements of `dtype`."""
-
-    key: str
-    dtype: str        # torch dtype name; "" for an untyped storage (bytes)
-    numel: int
-    start: int = 0    # a legacy storage view: elements [start, start + length) (length -1: all)
-    length: int = -1
-
-
-@dataclass(frozen=True)
-class TensorView:
-    """A tensor: `size`/`stride` (in elements) from element `offset` of a storage, in `dtype`.
-    `flip`: "neg" when torch's lazy negation bit is set, "conj" for the lazy conjugate."""
-
-    storage: Storage
-    dtype: str
-    offset: int
-    size: tuple
-    stride: tuple
-    flip: str = ""
-
-
-@dataclass(frozen=True)
-class InlineArray:
-    """A NumPy array (or scalar) whose bytes are in the pickle itself."""
-
-    dtype: str        # NumPy dtype string, e.g. "<f8"
-    shape: tuple
-    fortran: bool
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Unsupported:
-    """A tensor the pickle describes in a way that is not read (sparse, quantized, nested...)."""
-
-    what: str
-    reason: str
+#: Python float and complex scalars reported one by one; past this many, the rest are reported
+#: together (one task per type), so a hostile pickle of millions of floats stays cheap.
+SCALARS_ONE_BY_ONE = 2000
+#: Names longer than this keep their first characters and the last key only.
+NAME_LIMIT = 240
 
 
 @dataclass
 class Description:
-    """Everything found: (name, TensorView | InlineArray | Unsupported) in pickle order, and the
-    globals outside the allow-list."""
+    """Everything found: (name, TensorView | InlineArray | Values | Unsupported | NoData) in
+    pickle order, and the globals outside the allow-list."""
 
     items: list = field(default_factory=list)
     disallowed: list = field(default_factory=list)
-    #: key -> the Storage of the first reference to it (torch's dtype and size for the key).
-    storages: dict = field(default_factory=dict)
+    storages: dict = field(default_factory=dict)   # key -> its first reference (root) Storage
 
 
-def describe(data: bytes, start: int = 0, torchscript: bool = False) -> tuple:
-    """(Description of the tensors and arrays the pickle at byte `start` of `data` describes,
-    the byte after it). PickleError when the pickle is malformed or describes a tensor
-    impossibly. `torchscript`: the pickle is one of a TorchScript archive's (not used here)."""
-    storages: dict = {}
-
-    def load(pid):
-        storage = _storage(pid)
-        storages.setdefault(storage.key, replace(storage, start=0, length=-1))
-        return storage
-
-    machine = Machine(rules=RULES, constants=CONSTANTS, persistent_load=load)
+def describe(data: bytes, start: int = 0, allow_globals=(), torchscript: bool = False) -> tuple:
+    """(Description of the tensors, arrays and values the pickle at byte `start` of `data`
+    describes, the byte after it). PickleError when the pickle is malformed or describes what
+    torch.load(weights_only=True) would refuse to build. `torchscript`: a pickle of a TorchScript
+    archive, where torch.jit.load also takes its module classes (`__torch__.*`, walked like a
+    dict) and type tags (torch.jit._pickle)."""
+    roots: dict = {}
+    machine = Machine(rules=rules_with(allow_globals, torchscript), constants=CONSTANTS,
+                      persistent_load=_storages(roots), new_rules=NEW_RULES, builder=builder,
+                      rename=rename, fallback=torchscript_rule if torchscript else None)
     root, end = run(data, machine, start)
-    out = Description(disallowed=list(machine.disallowed), storages=storages)
+    out = Description(disallowed=list(machine.disallowed), storages=roots)
     _collect(root, out.items)
     return out, end
 
@@ -119,255 +66,194 @@ def plain_value(data: bytes, start: int = 0) -> tuple:
     return value, end
 
 
-def _storage(pid):
-    """torch.save's persistent id: ("storage", storage type, key, location, numel)."""
-    if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
-        raise PickleError(f"unexpected persistent id {pid!r:.80}")
-    kind, key, numel = pid[1], pid[2], pid[4]
-    if not isinstance(key, str) or not _count(numel):
-        raise PickleError(f"malformed storage reference {pid!r:.80}")
-    if isinstance(kind, _DType):
-        dtype = kind.name
-    elif isinstance(kind, Global) and kind.name in STORAGE_DTYPES:
-        dtype = STORAGE_DTYPES[kind.name]
-    elif isinstance(kind, Global) and kind.name == "UntypedStorage":
-        dtype = ""
-    else:
-        raise PickleError(f"unknown storage type {kind!s:.80}")
-    view = pid[5] if len(pid) > 5 else None
-    if view is None:
-        return Storage(key, dtype, numel)
-    if not (isinstance(view, tuple) and len(view) == 3 and isinstance(view[0], str)
-            and _count(view[1]) and _count(view[2])):
-        raise PickleError(f"malformed storage view {view!r:.80}")
-    if view[1] + view[2] > numel:
-        raise PickleError(f"a storage view reaches past storage {key}")
-    return Storage(key, dtype, numel, view[1], view[2])
+def _storages(roots: dict):
+    """torch.save's persistent ids, ("storage", storage type, key, location, numel) and the
+    legacy format's with a sixth element, view_metadata (view key, offset, size) or None. As
+    torch.load, the first reference to a key fixes its storage's dtype and size."""
+    views: dict = {}
+
+    def load(pid):
+        if not (isinstance(pid, tuple) and len(pid) in (5, 6) and pid[0] == "storage"):
+            raise PickleError("unexpected persistent id (not a storage)")
+        kind, key, numel = pid[1], pid[2], pid[4]
+        if not isinstance(key, str) or type(numel) is not int or numel < 0:
+            raise PickleError("malformed storage reference")
+        if isinstance(kind, DType):
+            dtype = kind.name
+        elif isinstance(kind, Global) and kind.name in STORAGE_DTYPES:
+            dtype = STORAGE_DTYPES[kind.name]
+        elif isinstance(kind, Global) and kind.name == "UntypedStorage":
+            dtype = ""
+        else:
+            raise PickleError(f"unknown storage type {kind if isinstance(kind, Global) else '?'}")
+        root = roots.setdefault(key, Storage(key, dtype, numel))
+        meta = pid[5] if len(pid) == 6 else None
+        if meta is None:
+            return root
+        if not (isinstance(meta, tuple) and len(meta) == 3 and isinstance(meta[0], str)
+                and all(type(v) is int and v >= 0 for v in meta[1:])):
+            raise PickleError("malformed storage view metadata")
+        view_key, offset, size = meta   # in elements of this reference's dtype, as torch reads
+        numel = root.numel * _itemsize(root.dtype) // _itemsize(dtype)
+        if view_key not in views:
+            if offset + size > numel:
+                raise PickleError(f"a storage view reaches past storage {key}")
+            views[view_key] = Storage(key, dtype, numel, offset, size)
+        return views[view_key]
+    return load
 
 
-@dataclass(frozen=True)
-class _DType:
-    name: str
+#: Values that hold no float and nothing below them.
+_LEAVES = frozenset({int, bool, str, bytes, bytearray, type(None), DType, Global})
 
 
-def _count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _ints(v) -> bool:
-    return isinstance(v, tuple) and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
-
-
-def _view(storage, offset, size, stride, dtype=None, metadata=None):
-    if not isinstance(storage, Storage):
-        raise PickleError("a tensor rebuilt from something that is not a storage")
-    dtype = dtype.name if isinstance(dtype, _DType) else storage.dtype
-    if isinstance(size, list):
-        size = tuple(size)
-    if isinstance(stride, list):
-        stride = tuple(stride)
-    if not (_count(offset) and _ints(size) and _ints(stride) and len(size) == len(stride)
-            and all(s >= 0 for s in size) and all(s >= 0 for s in stride)):
-        raise PickleError(f"malformed tensor view: offset {offset!r:.40}, size {size!r:.60}, "
-                          f"stride {stride!r:.60}")
-    flip = ""
-    if isinstance(metadata, dict):
-        flip = "neg" if metadata.get("neg") else ("conj" if metadata.get("conj") else "")
-    if storage.length >= 0 and math.prod(size):  # a legacy storage view: torch bounds it
-        last = offset + sum((n - 1) * st for n, st in zip(size, stride))
-        if last >= storage.length:
-            raise PickleError("a tensor reaches past the legacy storage view it is built on")
-    return TensorView(storage, dtype, offset + storage.start, size, stride, flip)
-
-
-def _rebuild_tensor(args, m):
-    return _view(*args[:4])
-
-
-def _rebuild_tensor_v2(args, m):
-    return _view(*args[:4], metadata=args[6] if len(args) > 6 else None)
-
-
-def _rebuild_tensor_v3(args, m):
-    return _view(*args[:4], dtype=args[6], metadata=args[7] if len(args) > 7 else None)
-
-
-def _first(args, m):
-    return args[0]
-
-
-def _from_type(args, m):
-    func, _new_type, inner = args[0], args[1], args[2]
-    if isinstance(func, Global) and str(func) in _TENSOR_REBUILDS and isinstance(inner, tuple):
-        return RULES[str(func)](inner, m)
-    return Opaque(func if isinstance(func, Global) else Global("?", "?"), inner)
-
-
-def _unsupported(what):
-    return lambda args, m: Unsupported(what, f"{what} are not read")
-
-
-def _no_data(args, m):
-    return Unsupported("meta tensor", "a meta tensor holds no data")
-
-
-def _ordered_dict(args, m):
-    return dict(args[0]) if args and isinstance(args[0], (list, tuple)) else {}
-
-
-def _encode(args, m):
-    text, encoding = args[0], args[1] if len(args) > 1 else "utf-8"
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise PickleError("_codecs.encode used for something other than bytes")
-    return text.encode("latin-1")
-
-
-class _NumpyArray:
-    """numpy.ndarray under reconstruction: BUILD gives it (version, shape, dtype, fortran, data)."""
-
-    def __init__(self):
-        self.array = None
-
-    def build(self, state):
-        if not (isinstance(state, tuple) and len(state) == 5):
-            raise PickleError("unexpected numpy array state")
-        _, shape, dtype, fortran, raw = state
-        if not isinstance(dtype, _NumpyDType) or not _ints(tuple(shape)):
-            raise PickleError("unexpected numpy array state")
-        self.array = InlineArray(dtype.str(), tuple(shape), bool(fortran), _bytes(raw))
-
-
-class _NumpyDType:
-    def __init__(self, code):
-        self.code, self.order = code, "|"
-
-    def build(self, state):
-        if isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", ">", "|", "="):
-            self.order = state[1]
-        if isinstance(state, tuple) and len(state) >= 4 and state[3] is not None:
-            self.code = "V"  # a structured dtype: fields are not read
-
-    def str(self) -> str:
-        return ("|" if self.order == "|" else self.order) + self.code
-
-
-def _bytes(raw) -> bytes:
-    if isinstance(raw, (bytes, bytearray)):
-        return bytes(raw)
-    if isinstance(raw, str):  # protocol 2 writes bytes as latin-1 text
-        return raw.encode("latin-1")
-    raise PickleError("numpy array data is not bytes (object arrays are not read)")
-
-
-def _np_reconstruct(args, m):
-    return _NumpyArray()
-
-
-def _np_dtype(args, m):
-    if not args or not isinstance(args[0], str):
-        raise PickleError("numpy dtype without a type code")
-    return _NumpyDType(args[0])
-
-
-def _np_scalar(args, m):
-    if len(args) != 2 or not isinstance(args[0], _NumpyDType):
-        raise PickleError("unexpected numpy scalar")
-    return InlineArray(args[0].str(), (), False, _bytes(args[1]))
-
-
-def _hashables(args) -> list:
-    items = list(args[0]) if args and isinstance(args[0], (list, tuple, set, frozenset)) else []
-    for item in items:
-        hash(item)  # TypeError (a malformed pickle) for lists and dicts
-    return items
-
-
-#: Built-ins protocol 2 pickles call for bytes, sets and complex numbers (Python 2 names them
-#: __builtin__); each is applied to inert values only.
-_BUILTINS = {
-    "set": lambda args, m: set(_hashables(args)),
-    "frozenset": lambda args, m: frozenset(_hashables(args)),
-    "bytearray": lambda args, m: bytearray(args[0] if args and isinstance(args[0], bytes)
-                                           else _encode(args, m) if args else b""),
-    "complex": lambda args, m: complex(*[a for a in args if isinstance(a, (int, float))][:2]),
-    "slice": lambda args, m: "slice",
-}
-
-_TENSOR_REBUILDS = {
-    "torch._utils._rebuild_tensor": _rebuild_tensor,
-    "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
-    "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
-    "torch._utils._rebuild_parameter": _first,
-    "torch._utils._rebuild_parameter_with_state": _first,
-    "torch._utils._rebuild_qtensor": _unsupported("quantized tensors"),
-    "torch._utils._rebuild_sparse_tensor": _unsupported("sparse tensors"),
-    "torch._utils._rebuild_nested_tensor": _unsupported("nested tensors"),
-    "torch._utils._rebuild_wrapper_subclass": _unsupported("tensor subclasses"),
-    "torch._utils._rebuild_device_tensor_from_cpu_tensor": _unsupported("device tensors"),
-    "torch._utils._rebuild_device_tensor_from_numpy": _unsupported("device tensors"),
-    "torch._utils._rebuild_meta_tensor_no_storage": _no_data,
-}
-
-RULES = {
-    **_TENSOR_REBUILDS,
-    "torch._tensor._rebuild_from_type_v2": _from_type,
-    "torch.nn.parameter.Parameter": _first,
-    "torch.Size": lambda args, m: tuple(args[0]) if args else (),
-    "torch.device": lambda args, m: "device",
-    "torch.serialization._get_layout": lambda args, m: "layout",
-    "collections.OrderedDict": _ordered_dict,
-    **{f"{module}.{name}": rule for module in ("builtins", "__builtin__")
-       for name, rule in _BUILTINS.items()},
-    "_codecs.encode": _encode,
-    "numpy.core.multiarray._reconstruct": _np_reconstruct,
-    "numpy._core.multiarray._reconstruct": _np_reconstruct,
-    "numpy.ndarray": lambda args, m: "ndarray",
-    "numpy.dtype": _np_dtype,
-    "numpy.core.multiarray.scalar": _np_scalar,
-    "numpy._core.multiarray.scalar": _np_scalar,
-}
-
-
-#: Globals that are values, not calls: dtypes and storage classes.
-CONSTANTS = {
-    **{f"torch.{name}": _DType(name) for name in (*ELEMENTS, *INTEGERS)},
-    **{f"torch.{name}": Global("torch", name) for name in STORAGE_DTYPES},
-    "torch.storage.UntypedStorage": Global("torch.storage", "UntypedStorage"),
-}
+def _itemsize(dtype: str) -> int:
+    return ELEMENTS[dtype][1] if dtype in ELEMENTS else INTEGERS.get(dtype, 1)
 
 
 def _collect(root, items: list) -> None:
-    """(name, item) for every TensorView, InlineArray and Unsupported under `root`, depth first
-    in pickle order, named by the keys and indices leading to it joined with '.'."""
-    stack = [("", root)]
+    """(name, item) for every tensor, array and float value under `root`, depth first in pickle
+    order, named by the keys and indices leading to it joined with '.' ('@' before a tensor's or
+    mapping's attribute). Iterative; each object is visited once, leaves from their parent."""
+    stack = [("", "", root)]   # (the name of the parent, this one's key, the object)
     seen: set = set()
+    scalars = _Scalars(items)
     while stack:
-        name, obj = stack.pop()
-        if isinstance(obj, (TensorView, Unsupported)):
-            items.append((name, obj))
-        elif isinstance(obj, _NumpyArray):
-            if obj.array is not None:
-                items.append((name, obj.array))
-        elif isinstance(obj, InlineArray):
-            items.append((name, obj))
-        elif isinstance(obj, (dict, list, tuple, set, frozenset, Opaque)):
-            if id(obj) in seen:
+        if len(items) > MAX_TENSORS:
+            raise PickleError(f"the pickle holds over {MAX_TENSORS} tensors and values")
+        parent, key, obj = stack.pop()
+        kind = type(obj)
+        if kind is float or kind is complex:
+            scalars.add(parent, key, obj)
+            continue
+        if kind in _LEAVES or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        name = _name(parent, key)
+        below = name if len(name) <= NAME_LIMIT else \
+            (parent if len(parent) > NAME_LIMIT else name[:NAME_LIMIT] + "…")
+        if kind is list or kind is tuple:
+            if obj and type(obj[0]) is float and all(type(x) is float for x in obj):   # one item
+                items.append((name, Values("float", (len(obj),), np.array(obj, np.float64))))
                 continue
-            seen.add(id(obj))
-            children = _children(obj)
-            for key, child in reversed(children):
-                stack.append((f"{name}.{key}" if name else str(key), child))
+            pairs = zip(range(len(obj) - 1, -1, -1), reversed(obj))   # no pair list: lists
+        elif isinstance(obj, dict):   # lists and dicts may be huge: no list of pairs
+            pairs = _dict_pairs(obj)
+        else:
+            pairs = reversed(_children(obj, name, items))
+        floats = None
+        for k, child in pairs:
+            kind = type(child)
+            if kind is float or kind is complex:
+                floats = floats or []
+                floats.append((k, child))
+            elif kind not in _LEAVES and (kind not in _EMPTIABLE or child):
+                stack.append((below, k, child))
+        for k, child in reversed(floats or ()):   # in pickle order
+            scalars.add(below, k, child)
+    scalars.finish()
 
 
-def _children(obj) -> list:
-    if isinstance(obj, dict):
-        return list(obj.items())
-    if isinstance(obj, (list, tuple)):
-        return list(enumerate(obj))
-    if isinstance(obj, Opaque):
+def _dict_pairs(obj):
+    """(name, child) of a dict's attributes, values and keys that are not plain names, last first
+    (the walk pushes them on a stack); a key that holds values (a tensor, a tuple, a float) is
+    walked as `<key i>`, and its value named `<value i>`."""
+    if isinstance(obj, Mapping):
+        yield from reversed([(f"@{k}", v) for k, v in obj.attrs.items()])
+    i = len(obj)
+    for k, v in reversed(obj.items()):
+        i -= 1
+        k = unkey(k)
+        if type(k) in _NAMES:
+            yield _key_name(k), v
+        else:
+            yield f"<value {i}>", v
+            yield f"<key {i}>", k
+
+
+_NAMES = frozenset({str, int, bool, type(None), bytes})
+
+
+def _key_name(k):
+    """The name of a dict key that is an atom (str, int, float, bool, None, bytes)."""
+    return k if type(k) is str and len(k) <= 100 else str(k)[:100]
+
+
+_EMPTIABLE = frozenset({list, tuple, dict, set, frozenset})
+
+
+def _name(parent: str, key) -> str:
+    key = key if type(key) is str else str(key)
+    if not parent:
+        return key
+    if key.startswith("@"):
+        return parent + key
+    return parent + "." + key
+
+
+def _children(obj, name, items) -> list:
+    """The (key, child) pairs to walk under `obj`; emits `obj`'s own item into `items`."""
+    if isinstance(obj, (set, frozenset)):
+        return [(f"<member {i}>", unkey(x)) for i, x in enumerate(obj)]
+    if isinstance(obj, Tensor):
+        if obj.item is not None:
+            items.append((name, obj.item))
+        return [(f"@{k}", v) for k, v in obj.attrs.items()]
+    if isinstance(obj, Storage):   # saved bare: its elements as a 1-D tensor of its dtype
+        items.append((name, whole(obj)))
+    elif isinstance(obj, NumpyArray):
+        if obj.array is not None:
+            items.append((name, obj.array))
+    elif isinstance(obj, (TensorView, InlineArray, Values, Unsupported, NoData)):
+        items.append((name, obj))
+    elif isinstance(obj, Companion):
+        children = [(f"args.{i}", a) for i, a in enumerate(obj.args)] + _state(obj.state)
+        for _, child in children:   # bytes a companion holds could be an array's: not known
+            inner = child if type(child) in (tuple, list) else (child,)
+            if any(type(x) in (bytes, bytearray) and x for x in inner):
+                items.append((name, Unsupported(obj.callee, f"{obj.callee} holds raw bytes, "
+                                                "which are not interpreted")))
+                break
+        return children
+    elif isinstance(obj, Opaque):
         return [("args", obj.args), ("state", obj.state)]
-    return []  # sets hold only hashable values: no tensors
+    return []
 
 
-__all__ = ["Description", "InlineArray", "PickleError", "Storage", "TensorView", "Unsupported",
-           "describe"]
+def _state(state) -> list:
+    """A companion's state, walked like a dict: its __dict__ (and slots) keys as names."""
+    parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+    out = []
+    for part in parts:
+        if isinstance(part, dict):
+            out += [(str(unkey(k))[:100], v) for k, v in part.items()]
+        elif part is not None:
+            out.append(("state", part))
+    return out
+
+
+class _Scalars:
+    """Python floats and complex numbers, reported each as a value with its name; past
+    SCALARS_ONE_BY_ONE, pooled (one item per type, named after the first)."""
+
+    def __init__(self, items):
+        self.items, self.count, self.pools = items, 0, {}
+
+    def add(self, parent, key, value):
+        self.count += 1
+        label = "float" if type(value) is float else "complex"
+        if self.count <= SCALARS_ONE_BY_ONE:
+            self.items.append((_name(parent, key), Values(label, (), np.array(value))))
+        elif label in self.pools:
+            self.pools[label][1].append(value)
+        else:
+            self.pools[label] = (_name(parent, key), [value])
+
+    def finish(self):
+        for label, (first, vals) in self.pools.items():
+            self.items.append((f"{first} and {len(vals) - 1} more Python {label} values",
+                               Values(label, (len(vals),), np.array(vals))))
+
+
+__all__ = ["Description", "ELEMENTS", "INTEGERS", "InlineArray", "NoData", "PickleError",
+           "Storage", "TensorView", "Unsupported", "Values", "describe", "plain_value"]
