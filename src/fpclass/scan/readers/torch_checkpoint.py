@@ -93,10 +93,11 @@ def _plan_zip(path, z, raw, allow_globals=()) -> list:
     for name in pickles:
         stem = name[:-len(".pkl")]
         desc = _describe_member(z, records, name, allow_globals)
-        for _, item in desc.items:
-            if isinstance(item, TensorView):
-                info, _ = records.find(f"{stem}/{item.storage.key}")
-                used.add(info.filename if info is not None else None)
+        # A storage the pickle loads is accounted for even where torch drops what was built on
+        # it (an OrderedDict made by NEWOBJ from a list returns empty): torch returns none of it.
+        for key in desc.storages:
+            info, _ = records.find(f"{stem}/{key}")
+            used.add(info.filename if info is not None else None)
 
         def locate(storage, stem=stem):
             info, why = records.find(f"{stem}/{storage.key}")
