@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 import zipfile
 import zlib
 from dataclasses import replace
@@ -166,7 +167,8 @@ def _plan_legacy(path, allow_globals=()) -> list:
         for expected in (LEGACY_MAGIC, LEGACY_PROTOCOL):
             value, pos = plain_value(data, pos)
             if value != expected:
-                raise ReaderError(f"legacy PyTorch header holds {value!r}, expected {expected}")
+                raise ReaderError(f"legacy PyTorch header holds {reprlib.repr(value)}, "
+                                  f"expected {expected}")
         _, pos = plain_value(data, pos)  # system info: torch reads storages little-endian anyway
         desc, pos = describe(data, pos, allow_globals)
         keys, pos = plain_value(data, pos)
