@@ -195,7 +195,10 @@ class _Tally:
 
     def add(self, values, where, nbytes: int) -> None:
         """Classify `values` (the last axis holds the complex parts when the task flips
-        conjugates); `where(row)` gives the location index of an index row of `values`."""
+        conjugates; a masked array: masked values are missing); `where(row)` gives the location index of an index row of `values`."""
+        if isinstance(values, np.ma.MaskedArray):  # decoded CF values: masked ones are missing
+            self.missing += int(np.count_nonzero(np.ma.getmaskarray(values)))
+            values = values.filled(0)
         room = self.limit - len(self.locations)
         if self.task.flip == "conj":  # only the imaginary parts change sign
             re = _classify(values[..., 0], room)

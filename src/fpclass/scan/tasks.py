@@ -96,6 +96,8 @@ class Task:
     flip: str = ""                  # "neg": stored values are negated (torch's lazy negation);
                                     # "conj": imaginary parts are (torch's lazy conjugate)
     missing: bool = False           # NaN is this format's declared blank: counted as missing
+    decode: object = None           # DATASET: a cf.Policy its reader applies to the stored values
+                                    # (`element` is then the decoded dtype)
 
     @property
     def key(self) -> tuple:
