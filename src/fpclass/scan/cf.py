@@ -46,7 +46,7 @@ class Policy:
 
     stored: str                 # dtype of the values as stored ("" read them as the task says)
     view: str = ""              # dtype they are read as (_Unsigned), "" for `stored`
-    blanks: tuple = ()          # masked values (in the read type); NaN masks every NaN
+    blanks: tuple = ()          # (value, dtype) of masked values; NaN masks every NaN
     valid_min: object = None
     valid_max: object = None
     scale: tuple = ()           # (value, dtype) of scale_factor, () when not applied
@@ -59,7 +59,7 @@ class Policy:
         mask = np.zeros(data.shape, bool)
         with np.errstate(all="ignore"):
             for b in self.blanks:
-                b = _scalar(b, data.dtype)
+                b = _scalar(*b)
                 mask |= np.isnan(data) if isinstance(b, np.floating) and np.isnan(b) else data == b
             if self.valid_min is not None:
                 mask |= data < _scalar(self.valid_min, data.dtype)
@@ -151,7 +151,9 @@ def policy(attrs: dict, stored: str, *, byte_fill: bool = True):
     if fill is not None:
         blanks += list(fill)
     elif f"{dt.kind}{dt.itemsize}" in DEFAULT_FILLS and (dt.itemsize > 1 or byte_fill):
-        blanks.append(np.array(DEFAULT_FILLS[f"{dt.kind}{dt.itemsize}"], stored).view(read))
+        # In the stored type even under _Unsigned (as netCDF4 compares it: a negative default
+        # fill then matches no unsigned value).
+        blanks.append(np.array(DEFAULT_FILLS[f"{dt.kind}{dt.itemsize}"], stored)[()])
     valid_min = valid_max = None
     vrange = cast("valid_range")
     if vrange is not None and vrange.size == 2:
@@ -179,7 +181,7 @@ def policy(attrs: dict, stored: str, *, byte_fill: bool = True):
     elif valid and offset and offset[0] != 0.0:
         apply_offset = offset
     nan_blank = any(isinstance(b, np.floating) and np.isnan(b) for b in blanks)
-    p = Policy(stored, view, tuple(b.item() for b in blanks),
+    p = Policy(stored, view, tuple((b.item(), b.dtype.str) for b in blanks),
                None if valid_min is None else valid_min.item(),
                None if valid_max is None else valid_max.item(), apply_scale, apply_offset, to)
     if p.packed:

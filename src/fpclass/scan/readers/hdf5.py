@@ -33,6 +33,7 @@ import numpy as np
 
 from . import ReaderError
 from .hdf5_blocks import block_shape, _grid, read_blocks
+from .hdf5_netcdf import Dimensions
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import INSTALL, Part, _h5py, _type_label, leaf_values, parts
 from .layout import marker, not_applicable, unchecked, values_task
@@ -102,59 +103,70 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
     [start, start + size) of `path` (start None: not readable in place)."""
     tasks: list = []
     walked = 0
+    dims = Dimensions(h5py, f)
     try:
         for name, obj in _walk(h5py, f, path, prefix, tasks):
             walked += 1
+            owner = prefix + name
+            try:
+                attrs = list(obj.attrs) if h5py.h5a.get_num_attrs(obj.id) else []
+            except Exception as e:
+                attrs = []
+                tasks.append(unchecked(path, f"{owner}@", "?", (),
+                                       f"the attributes cannot be listed: {e}"))
             if isinstance(obj, h5py.Dataset):
+                first = len(tasks)
                 try:
-                    tasks += _dataset(h5py, obj, path, prefix + name, start, size,
-                                      member_prefix + name)
+                    tasks += _dataset(h5py, obj, path, owner, start, size, member_prefix + name,
+                                      attrs)
                 except Exception as e:
-                    tasks.append(unchecked(path, prefix + name, "?", (), f"cannot be read: {e}"))
-            tasks += _attributes(h5py, obj, path, prefix + name)
+                    tasks.append(unchecked(path, owner, "?", (), f"cannot be read: {e}"))
+                if "CLASS" in attrs or "DIMENSION_LIST" in attrs:
+                    dims.add(obj, name, first, len(tasks))
+            if attrs:
+                tasks += _attributes(h5py, obj, path, owner, attrs)
     except Exception as e:  # a corrupt group: what was walked is still planned
         tasks.append(problem(path, f"{prefix}the walk of the file's groups stopped after "
                              f"{walked} objects: {e}"))
+    dims.apply(tasks, path, prefix)
     return tasks
 
 
 def _walk(h5py, f, path, prefix, tasks):
     """Yield (name, object) for the root group ("") and every object reachable from it by hard
     links, once each, depth first in name order (as HDF5's own visit), each opened from its
-    parent group: time linear in the objects, whatever the nesting. External links become
-    unchecked tasks; soft links name objects reached by their hard links, and are skipped."""
-    seen = set()
-
-    def key(obj):
-        info = h5py.h5o.get_info(obj.id)
-        return info.fileno, info.addr
-
-    seen.add(key(f))
+    parent group through HDF5's low-level calls: time linear in the objects, whatever the
+    nesting. External links become unchecked tasks; soft links name objects reached by their
+    hard links, and are skipped."""
+    h5l, h5o = h5py.h5l, h5py.h5o
+    kinds = ((h5py.h5d.DatasetID, h5py.Dataset), (h5py.h5g.GroupID, h5py.Group))
+    seen = {h5o.get_info(f.id).addr}
     yield "", f
-    stack = [("", f, iter(list(f)))]
+    stack = [("", f.id, iter(list(f.id)))]
     while stack:
-        base, group, names = stack[-1]
-        name = next(names, None)
-        if name is None:
+        base, gid, names = stack[-1]
+        raw = next(names, None)
+        if raw is None:
             stack.pop()
             continue
-        full = base + name
-        link = group.get(name, getlink=True)
-        if isinstance(link, h5py.ExternalLink):
+        full = base + raw.decode("utf-8", "surrogateescape")
+        info = gid.links.get_info(raw)
+        if info.type == h5l.TYPE_EXTERNAL:
+            link = h5py.Group(gid).get(raw, getlink=True)
             tasks.append(unchecked(path, prefix + full, "external link", (),
                                    f"external link to {link.filename}:{link.path}: data in "
                                    "another file, not followed"))
             continue
-        if not isinstance(link, h5py.HardLink):
+        if info.type != h5l.TYPE_HARD or info.u in seen:
             continue
-        obj = group.get(name)
-        k = key(obj)
-        if k in seen:
-            continue
-        seen.add(k)
+        seen.add(info.u)
+        oid = h5o.open(gid, raw)
+        obj = next((wrap(oid) for cls, wrap in kinds if isinstance(oid, cls)), None)
+        if obj is None:
+            obj = h5py.Datatype(oid)
         yield full, obj
         if isinstance(obj, h5py.Group):
-            stack.append((full + "/", obj, iter(list(obj))))
+            stack.append((full + "/", oid, iter(list(oid))))
 
 
 #: Attributes larger than this are reported unchecked, not read (HDF5 keeps large attributes in
@@ -162,15 +174,11 @@ def _walk(h5py, f, path, prefix, tasks):
 ATTRIBUTE_BYTES = 16 << 20
 
 
-def _attributes(h5py, obj, path, owner) -> list:
+def _attributes(h5py, obj, path, owner, names) -> list:
     """Tasks for the attributes of `obj` that can hold floats, named "owner@attribute" (nested
     fields: "owner@attribute.field"); a NaN fill value is not counted (cf.attribute_values).
     Attributes that hold no float (integers, text, references) are not listed."""
     out = []
-    try:
-        names = list(obj.attrs)
-    except Exception as e:
-        return [unchecked(path, f"{owner}@", "?", (), f"the attributes cannot be listed: {e}")]
     for attr in names:
         full = f"{owner}@{attr}"
         try:
@@ -203,14 +211,14 @@ def _attributes(h5py, obj, path, owner) -> list:
     return out
 
 
-def _cf_attributes(dset) -> dict:
-    """The CF attributes of `dset` ({name: values}, text as str); one h5py cannot read declares
-    nothing."""
+def _cf_attributes(dset, names) -> dict:
+    """The CF attributes of `dset` among its attributes `names` ({name: values}, text as str);
+    one h5py cannot read declares nothing."""
     found = {}
     for key in cf.RESERVED:
+        if key not in names:
+            continue
         try:
-            if key not in dset.attrs:
-                continue
             value = dset.attrs[key]
         except Exception:
             continue
@@ -237,16 +245,16 @@ def _is_bare_dimension(h5py, dset) -> bool:
             and dset.id.get_storage_size() == 0)
 
 
-def _dataset(h5py, dset, path, name, start, size, member) -> list:
-    """Tasks for one dataset: one per leaf of its type (its CF attributes applied to a plain
-    integer or float type)."""
+def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
+    """Tasks for one dataset, whose attributes are named `attrs`: one per leaf of its type (its
+    CF attributes applied to a plain integer or float type)."""
     h5d = h5py.h5d
     shape = dset.shape
     tid = dset.id.get_type()
     if shape is None:
         return [not_applicable(path, name, _type_label(h5py, tid), (),
                                "null dataspace: the dataset holds no values")]
-    if _is_bare_dimension(h5py, dset):
+    if "CLASS" in attrs and _is_bare_dimension(h5py, dset):
         return []
     dcpl = dset.id.get_create_plist()
     layout = dcpl.get_layout()
@@ -263,10 +271,11 @@ def _dataset(h5py, dset, path, name, start, size, member) -> list:
                  f"{', ...' if len(files) > 3 else ''}, not read (only data in this file is)")
     leaves = parts(h5py, tid)
     decode, missing = None, False
-    stored = _plain_stored(h5py, tid, leaves)
+    stored = _plain_stored(h5py, tid, leaves) if set(attrs) & set(cf.RESERVED) else ""
     if stored:
         byte_fill = dcpl.get_fill_time() != h5d.FILL_TIME_NEVER
-        decode, missing, why = cf.policy(_cf_attributes(dset), stored, byte_fill=byte_fill)
+        decode, missing, why = cf.policy(_cf_attributes(dset, attrs), stored,
+                                         byte_fill=byte_fill)
         if why:
             return [unchecked(path, name, leaves[0].label, tuple(shape), why)]
     record = tid.get_size()

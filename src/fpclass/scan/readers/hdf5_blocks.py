@@ -235,6 +235,10 @@ class _Blocks:
         even at the dataset's edges)."""
         nbytes = math.prod(self.block) * self.record
         where = f"chunk at {list(info.chunk_offset)}"
+        end = self.raw_start + info.byte_offset + info.size
+        if end > os.fstat(fd).st_size:
+            raise SourceError(f"{where} ends at byte {end}, past the end of the file "
+                              "(truncated or corrupt)")
         if not self.filters:
             if info.size != nbytes:
                 raise SourceError(f"{where} holds {info.size} bytes, {nbytes} expected")

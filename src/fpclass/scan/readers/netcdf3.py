@@ -91,7 +91,12 @@ class _Header:
             raise ReaderError(f"{what} at byte {self.pos} has an empty name")
         raw = self.take(n + (-n) % 4, f"{what} name")[:n]
         # netCDF-C reads names as C strings: a NUL inside the counted bytes ends the name.
-        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        raw = raw.split(b"\0", 1)[0]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ReaderError(f"{what} name {raw!r} at byte {self.pos - n - (-n) % 4} is not "
+                              "UTF-8, as NetCDF names are") from None
 
     def list_tag(self, expected: int, what: str) -> int:
         """The item count of a list (0 for ABSENT)."""

@@ -1,0 +1,106 @@
+"""NetCDF-4 dimensions over HDF5: a variable netCDF reads longer than its dataset.
+
+netCDF-C gives an unlimited dimension the largest extent of the datasets that use it (and of its
+dimension scale); a variable whose dataset is shorter reads as the fill value past its extent
+(records it never wrote). Those values are not stored, so the scan reads none of them: where the
+fill value, decoded as netCDF4 decodes it (scan/cf.py), is masked or finite this changes no
+count; where it is NaN or infinite, the variable is reported unchecked with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layout import unchecked
+from ..tasks import CHECK
+
+
+@dataclass
+class _Variable:
+    name: str
+    first: int          # its tasks are tasks[first:last]
+    last: int
+    shape: tuple
+    dims: tuple         # a key per axis, None where the axis names no dimension
+
+
+class Dimensions:
+    """Collects the datasets of one file as the walk meets them; `apply` then checks them."""
+
+    def __init__(self, h5py, f):
+        self.h5py, self.f = h5py, f
+        self.lengths: dict = {}
+        self.variables: list = []
+
+    def _key(self, obj):
+        info = self.h5py.h5o.get_info(obj.id)
+        return info.fileno, info.addr
+
+    def add(self, dset, name: str, first: int, last: int) -> None:
+        """Dataset `dset`, whose tasks are tasks[first:last]; a problem here records nothing
+        (the dataset is then checked as HDF5 stores it)."""
+        try:
+            attrs = dset.attrs
+            shape = tuple(dset.shape or ())
+            if attrs.get("CLASS", b"") == b"DIMENSION_SCALE" and len(shape) == 1:
+                key = self._key(dset)
+                self.lengths[key] = max(self.lengths.get(key, 0), shape[0])
+            if "DIMENSION_LIST" not in attrs:
+                return
+            refs = attrs["DIMENSION_LIST"]
+            dims = []
+            for axis in range(len(shape)):
+                row = np.asarray(refs[axis]).reshape(-1) if axis < len(refs) else ()
+                dims.append(self._key(self.f[row[0]]) if len(row) else None)
+        except Exception:
+            return
+        for key, n in zip(dims, shape):
+            if key is not None:
+                self.lengths[key] = max(self.lengths.get(key, 0), n)
+        self.variables.append(_Variable(name, first, last, shape, tuple(dims)))
+
+    def apply(self, tasks: list, path: str, prefix: str = "") -> None:
+        """Replaces the CHECK tasks of variables netCDF reads longer than stored, whose fill
+        value decodes to NaN or Inf, by unchecked ones."""
+        for v in self.variables:
+            full = tuple(max(n, self.lengths.get(k, 0)) if k is not None else n
+                         for n, k in zip(v.shape, v.dims))
+            if full == v.shape:
+                continue
+            extra = math.prod(full) - math.prod(v.shape)
+            for i in range(v.first, v.last):
+                t = tasks[i]
+                if t.status != CHECK or t.name != prefix + v.name:
+                    continue
+                value = _fill_decoded(self.f.get(v.name), t)
+                if value is None:
+                    continue
+                tasks[i] = unchecked(path, t.name, t.dtype, t.shape,
+                                     f"netCDF reads it with shape {list(full)}: {extra} values "
+                                     "past the stored extent read as the fill value, which "
+                                     f"decodes to {value}; they are not counted")
+
+
+def _fill_decoded(dset, task):
+    """The fill value of `dset` as a CF reader returns it, where NaN or infinite and unmasked;
+    else None."""
+    try:
+        fill = np.array(dset.fillvalue).reshape(1)
+    except Exception:
+        return "an unreadable value"
+    if task.decode is not None:
+        values = task.decode.decode(fill.astype(task.decode.stored))
+        if np.ma.getmaskarray(values).all():
+            return None
+        value = np.ma.getdata(values)[0]
+    else:
+        value = fill[0]
+        if np.asarray(value).dtype.kind not in "fc" or (task.missing and np.isnan(value)):
+            return None
+    return None if np.isfinite(value) else value
+
+
+__all__ = ["Dimensions"]
