@@ -195,7 +195,8 @@ class _Tally:
 
     def add(self, values, where, nbytes: int) -> None:
         """Classify `values` (the last axis holds the complex parts when the task flips
-        conjugates; a masked array: masked values are missing); `where(row)` gives the location index of an index row of `values`."""
+        conjugates; a masked array: masked values are missing); `where(row)` gives the location
+        index of an index row of `values`."""
         if isinstance(values, np.ma.MaskedArray):  # decoded CF values: masked ones are missing
             self.missing += int(np.count_nonzero(np.ma.getmaskarray(values)))
             values = values.filled(0)
