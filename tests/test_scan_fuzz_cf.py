@@ -25,7 +25,7 @@ from cf_fuzz import FORMATS, judge, make_case, run_cases, warmup_files  # noqa: 
 from scan_fuzz_support import failure_kind  # noqa: E402
 
 #: Cases per format in a normal run; FPCLASS_CF_FUZZ_CASES for more.
-CASES = int(os.environ.get("FPCLASS_CF_FUZZ_CASES", "60"))
+CASES = int(os.environ.get("FPCLASS_CF_FUZZ_CASES", "150"))
 BASE_SEED = int(os.environ.get("FPCLASS_CF_FUZZ_SEED", "0"))
 
 

@@ -65,7 +65,10 @@ FILTER_DEFLATE, FILTER_SHUFFLE = 1, 2
 
 
 def _decodes(code: int, cd: tuple) -> bool:
-    return code == FILTER_DEFLATE or (code == FILTER_SHUFFLE and len(cd) >= 1 and cd[0] > 0)
+    """Whether filter `code` with client data `cd` is decoded here: the parameters HDF5's own
+    filter accepts (deflate refuses to read with a level outside 0..9)."""
+    return ((code == FILTER_DEFLATE and len(cd) == 1 and cd[0] <= 9)
+            or (code == FILTER_SHUFFLE and len(cd) >= 1 and cd[0] > 0))
 
 
 def _unshuffle(data, size: int, out: np.ndarray) -> np.ndarray:

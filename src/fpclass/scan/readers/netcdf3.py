@@ -164,6 +164,9 @@ def read_header(path: str) -> tuple:
             nc_type = h.nc_type(f"variable {name!r}")
             h.int(h.wide, f"variable {name!r} vsize")  # recomputed from the shape
             begin = h.int(h.offset, f"variable {name!r} begin")
+            if begin >= 1 << (8 * h.offset - 1):
+                raise ReaderError(f"variable {name!r} begins at a negative offset "
+                                  f"({begin - (1 << 8 * h.offset)}; netCDF refuses the file)")
             variables.append(Variable(name, dimids, nc_type, begin, attrs))
         return h.version, numrecs, dims, variables, size, h.pos, globals_
 
