@@ -268,3 +268,25 @@ def test_tasks_of_packed_variables_carry_their_policy(tmp_path):
     (task,) = [t for t in plan_paths([path]) if t.name == "v"]
     assert task.decode is not None and task.element == "<f4"
     assert run_task(task).posinf == 5 and run_task(task).nan == 1
+
+
+def test_attribute_counts_are_bounded_and_never_dropped_silently(tmp_path, monkeypatch):
+    from fpclass.scan.readers import hdf5
+    monkeypatch.setattr(cf, "ATTRIBUTE_LIMIT", 3)
+    monkeypatch.setattr(hdf5, "OBJECT_ATTRIBUTES", 5)
+
+    def build(ds):
+        for i in range(5):
+            ds.setncattr(f"a{i}", np.float32(NAN))
+    path = _netcdf(tmp_path / "many.nc", "NETCDF3_CLASSIC", build)
+    report = scan([path])
+    assert len(report.tensors) == 3 and report.exit_code == 1
+    assert "2 float attributes beyond the first 3" in report.problems[0].reason
+    h5 = str(tmp_path / "many.h5")
+    with h5py.File(h5, "w") as f:
+        for i in range(6):
+            f.attrs[f"a{i}"] = np.float32(1)
+        f.create_dataset("d", data=np.ones(2))
+    (attrs, d) = scan([h5]).tensors
+    assert attrs.status == "unchecked" and "6 attributes are not read" in attrs.reason
+    assert d.status == "checked"

@@ -32,6 +32,10 @@ import numpy as np
 BLANKS = ("_FillValue", "missing_value")
 RESERVED = BLANKS + ("valid_min", "valid_max", "valid_range", "scale_factor", "add_offset",
                      "_Unsigned")
+#: Float attributes checked per file. Real files hold tens to hundreds; each is a tensor of the
+#: report (about 120 us to check one that holds a NaN), so a header of millions stays bounded:
+#: those beyond are reported as a file problem (unchecked), never dropped silently.
+ATTRIBUTE_LIMIT = 10_000
 #: netCDF's default fill values (netcdf.h NC_FILL_*), by stored type.
 DEFAULT_FILLS = {"i1": -127, "u1": 255, "i2": -32767, "u2": 65535, "i4": -2147483647,
                  "u4": 4294967295, "i8": -9223372036854775806, "u8": 18446744073709551614,
@@ -210,6 +214,11 @@ def decode_blocks(blocks, p: Policy, chunk_bytes: int):
             yield (origin[0] + i,) + tuple(origin[1:]), p.decode(block[i:i + step])
 
 
+def too_many_attributes(dropped: int) -> str:
+    return (f"{dropped} float attributes beyond the first {ATTRIBUTE_LIMIT} of the file are not "
+            "checked")
+
+
 def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
     """The values of float attribute `name` as they are classified: a NaN `_FillValue` or
     `missing_value` is the declared blank, not a finding, so it is not counted (given as 0);
@@ -219,4 +228,4 @@ def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
-__all__ = ["BLANKS", "RESERVED", "Policy", "attribute_values", "decode_blocks", "policy"]
+__all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "too_many_attributes", "Policy", "attribute_values", "decode_blocks", "policy"]

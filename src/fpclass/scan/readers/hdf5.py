@@ -102,7 +102,7 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
     """Tasks for the datasets and float attributes of the open file `f`, whose bytes are bytes
     [start, start + size) of `path` (start None: not readable in place)."""
     tasks: list = []
-    walked = 0
+    walked = kept = dropped = opened = 0
     dims = Dimensions(h5py, f)
     try:
         for name, obj in _walk(h5py, f, path, prefix, tasks):
@@ -123,12 +123,24 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
                     tasks.append(unchecked(path, owner, "?", (), f"cannot be read: {e}"))
                 if "CLASS" in attrs or "DIMENSION_LIST" in attrs:
                     dims.add(obj, name, first, len(tasks))
-            if attrs:
-                tasks += _attributes(h5py, obj, path, owner, attrs)
+            if len(attrs) > OBJECT_ATTRIBUTES or opened + len(attrs) > FILE_ATTRIBUTES:
+                tasks.append(unchecked(path, f"{owner}@", "attributes", (len(attrs),),
+                                       f"{len(attrs)} attributes are not read (at most "
+                                       f"{OBJECT_ATTRIBUTES} per object and {FILE_ATTRIBUTES} "
+                                       "per file are)"))
+            elif attrs:
+                opened += len(attrs)
+                found = _attributes(h5py, obj, path, owner, attrs)
+                room = cf.ATTRIBUTE_LIMIT - kept
+                tasks += found[:room]
+                kept += min(room, len(found))
+                dropped += max(0, len(found) - room)
     except Exception as e:  # a corrupt group: what was walked is still planned
         tasks.append(problem(path, f"{prefix}the walk of the file's groups stopped after "
                              f"{walked} objects: {e}"))
     dims.apply(tasks, path, prefix)
+    if dropped:
+        tasks.append(problem(path, prefix + cf.too_many_attributes(dropped)))
     return tasks
 
 
@@ -169,6 +181,11 @@ def _walk(h5py, f, path, prefix, tasks):
             stack.append((full + "/", oid, iter(list(oid))))
 
 
+#: Attributes read per object and per file: HDF5 opens an attribute of an object holding many
+#: (dense storage) in time growing with their number (350 us each among 30,000), so a small file
+#: could hold hours of work. Real objects hold a few, NetCDF-4 variables tens.
+OBJECT_ATTRIBUTES = 1000
+FILE_ATTRIBUTES = 200_000
 #: Attributes larger than this are reported unchecked, not read (HDF5 keeps large attributes in
 #: dense storage; real ones are a few bytes).
 ATTRIBUTE_BYTES = 16 << 20
@@ -179,10 +196,11 @@ def _attributes(h5py, obj, path, owner, names) -> list:
     fields: "owner@attribute.field"); a NaN fill value is not counted (cf.attribute_values).
     Attributes that hold no float (integers, text, references) are not listed."""
     out = []
+    h5a, oid = h5py.h5a, obj.id
     for attr in names:
         full = f"{owner}@{attr}"
         try:
-            aid = obj.attrs.get_id(attr)
+            aid = h5a.open(oid, attr.encode("utf-8", "surrogateescape"))
             tid = aid.get_type()
             leaves = [p for p in parts(h5py, tid) if p.status != NOT_APPLICABLE]
             if not leaves or aid.get_space().get_simple_extent_type() == h5py.h5s.NULL:

@@ -60,6 +60,7 @@ class _Header:
         self.wide = 8 if version == 5 else 4     # NON_NEG counts and lengths
         self.offset = 4 if version == 1 else 8   # `begin`
         self.version = version
+        self.floats = self.dropped = 0  # float attributes kept, and beyond the limit
 
     def take(self, n: int, what: str) -> bytes:
         if n > self.size - self.pos:
@@ -111,8 +112,9 @@ class _Header:
         return n
 
     def attributes(self, what: str) -> dict:
-        """Reads an attribute list: {name: values} (char attributes as text; a name given
-        twice keeps its last values)."""
+        """Reads an attribute list: {name: values} of its CF attributes (char attributes as
+        text) and of its float attributes, the first cf.ATTRIBUTE_LIMIT of the file (`dropped`
+        counts the others); a name given twice keeps its last values."""
         attrs = {}
         for _ in range(self.list_tag(NC_ATTRIBUTE, f"{what} attribute")):
             name = self.name(f"{what} attribute")
@@ -120,9 +122,15 @@ class _Header:
             size = TYPES[nc_type][1]
             n = self.count(f"{what} attribute {name!r} value count", size)
             raw = self.take(n * size + (-(n * size)) % 4, f"{what} attribute {name!r} values")
-            if nc_type == 2:
+            is_float = nc_type in (5, 6)
+            if is_float and name not in attrs:
+                if self.floats >= cf.ATTRIBUTE_LIMIT:
+                    self.dropped += 1
+                    continue
+                self.floats += 1
+            if nc_type == 2 and name in cf.RESERVED:
                 attrs[name] = raw[:n].split(b"\0", 1)[0].decode("utf-8", "replace")
-            else:
+            elif is_float or (nc_type != 2 and name in cf.RESERVED):
                 attrs[name] = np.frombuffer(raw[:n * size], DTYPES[nc_type])
         return attrs
 
@@ -135,7 +143,8 @@ class _Header:
 
 def read_header(path: str) -> tuple:
     """(version, numrecs or None when streaming, [(dim name, length)], [Variable], file size,
-    header end, global attributes); ReaderError for a malformed header."""
+    header end, global attributes, float attributes beyond cf.ATTRIBUTE_LIMIT); ReaderError for
+    a malformed header."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         magic = f.read(4)
@@ -168,7 +177,7 @@ def read_header(path: str) -> tuple:
                 raise ReaderError(f"variable {name!r} begins at a negative offset "
                                   f"({begin - (1 << 8 * h.offset)}; netCDF refuses the file)")
             variables.append(Variable(name, dimids, nc_type, begin, attrs))
-        return h.version, numrecs, dims, variables, size, h.pos, globals_
+        return h.version, numrecs, dims, variables, size, h.pos, globals_, h.dropped
 
 
 def _pad4(n: int) -> int:
@@ -177,7 +186,7 @@ def _pad4(n: int) -> int:
 
 def plan(path: str) -> list:
     """Tasks for every variable of a NetCDF classic / 64-bit offset / 64-bit data file."""
-    version, numrecs, dims, variables, size, header_end, globals_ = read_header(path)
+    version, numrecs, dims, variables, size, header_end, globals_, dropped = read_header(path)
     tasks = [marker(path, "netcdf3")]
     records = [i for i, (_, n) in enumerate(dims) if n == 0]
     if len(records) > 1:
@@ -221,6 +230,8 @@ def plan(path: str) -> list:
         ranges.add("(the record variables)", begin_rec, begin_rec + numrecs * recsize)
     for name, other in ranges.overlaps():
         tasks.append(problem(path, f"data of variable {name!r} overlaps {other!r}"))
+    if dropped:
+        tasks.append(problem(path, cf.too_many_attributes(dropped)))
     tasks += attribute_tasks(path, "", globals_)
     for v in variables:
         tasks += attribute_tasks(path, v.name, v.attrs)
