@@ -203,7 +203,7 @@ def policy(attrs: dict, stored: str, *, byte_fill: bool = True):
 def decode_blocks(blocks, p: Policy, chunk_bytes: int):
     """(origin, masked values) for (origin, stored block) pairs, each block decoded in slices
     along its first axis so that memory follows `chunk_bytes`, not the block's size."""
-    out = max(p.physical.itemsize, 1) + 2  # decoded value, mask, comparison temporaries
+    out = 2 * p.physical.itemsize + 4  # decoded values and their filled copy, mask, temporaries
     for origin, block in blocks:
         if block.ndim == 0 or block.size * out <= chunk_bytes:
             yield origin, p.decode(block)
