@@ -105,15 +105,19 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
     walked = kept = dropped = opened = 0
     dims = Dimensions(h5py, f)
     try:
-        for name, obj in _walk(h5py, f, path, prefix, tasks):
+        for node, obj in _walk(h5py, f, path, prefix, tasks):
             walked += 1
-            owner = prefix + name
+            unlisted = ""
             try:
                 attrs = list(obj.attrs) if h5py.h5a.get_num_attrs(obj.id) else []
             except Exception as e:
-                attrs = []
-                tasks.append(unchecked(path, f"{owner}@", "?", (),
-                                       f"the attributes cannot be listed: {e}"))
+                attrs, unlisted = [], f"the attributes cannot be listed: {e}"
+            if not attrs and not unlisted and not isinstance(obj, h5py.Dataset):
+                continue  # a group without attributes: its name is never built
+            name = _name(node)
+            owner = prefix + name
+            if unlisted:
+                tasks.append(unchecked(path, f"{owner}@", "?", (), unlisted))
             if isinstance(obj, h5py.Dataset):
                 first = len(tasks)
                 try:
@@ -145,27 +149,35 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
 
 
 def _walk(h5py, f, path, prefix, tasks):
-    """Yield (name, object) for the root group ("") and every object reachable from it by hard
-    links, once each, depth first in name order (as HDF5's own visit), each opened from its
-    parent group through HDF5's low-level calls: time linear in the objects, whatever the
-    nesting. External links become unchecked tasks; soft links name objects reached by their
-    hard links, and are skipped."""
-    h5l, h5o = h5py.h5l, h5py.h5o
+    """Yield (node, object) for the root group (node None) and every object reachable from it by
+    hard links, once each, depth first in name order (as HDF5's own visit); `_name(node)` is its
+    path. Each object is opened from its parent group; a group is held open only while its own
+    links are walked, and reopened through an object reference when the walk comes back to it:
+    time and memory linear in the objects, whatever the nesting (HDF5 keeps thousands of open
+    nested groups slowly). External links become unchecked tasks; soft links name objects
+    reached by their hard links, and are skipped."""
+    h5l, h5o, h5r = h5py.h5l, h5py.h5o, h5py.h5r
     kinds = ((h5py.h5d.DatasetID, h5py.Dataset), (h5py.h5g.GroupID, h5py.Group))
-    seen = {h5o.get_info(f.id).addr}
-    yield "", f
-    stack = [("", f.id, iter(list(f.id)))]
+    fid = f.id
+    seen = {h5o.get_info(fid).addr}
+    yield None, f
+    stack = [[None, fid, iter(list(fid))]]  # node, reference to reopen it (the root: its id)
+    gid = fid
     while stack:
-        base, gid, names = stack[-1]
+        entry = stack[-1]
+        node, ref, names = entry
+        if gid is None:
+            gid = ref if ref is fid else h5r.dereference(ref, fid)
         raw = next(names, None)
         if raw is None:
             stack.pop()
+            gid = None
             continue
-        full = base + raw.decode("utf-8", "surrogateescape")
+        child = (node, raw)
         info = gid.links.get_info(raw)
         if info.type == h5l.TYPE_EXTERNAL:
             link = h5py.Group(gid).get(raw, getlink=True)
-            tasks.append(unchecked(path, prefix + full, "external link", (),
+            tasks.append(unchecked(path, prefix + _name(child), "external link", (),
                                    f"external link to {link.filename}:{link.path}: data in "
                                    "another file, not followed"))
             continue
@@ -173,12 +185,30 @@ def _walk(h5py, f, path, prefix, tasks):
             continue
         seen.add(info.u)
         oid = h5o.open(gid, raw)
+        try:
+            h5o.get_info(oid)  # reads the whole header, as HDF5's own visit does
+        except Exception as e:
+            tasks.append(problem(path, f"{prefix}{_name(child)}: the object's header cannot be "
+                                 f"read: {e}"))
+            continue
         obj = next((wrap(oid) for cls, wrap in kinds if isinstance(oid, cls)), None)
         if obj is None:
             obj = h5py.Datatype(oid)
-        yield full, obj
+        yield child, obj
         if isinstance(obj, h5py.Group):
-            stack.append((full + "/", oid, iter(list(oid))))
+            if ref is None:
+                entry[1] = h5r.create(gid, b".", h5r.OBJECT)
+            stack.append([child, None, iter(list(oid))])
+            gid = oid
+
+
+def _name(node) -> str:
+    """The path of a walk's node ("" for the root)."""
+    parts = []
+    while node is not None:
+        node, raw = node
+        parts.append(raw)
+    return b"/".join(reversed(parts)).decode("utf-8", "surrogateescape")
 
 
 #: Attributes read per object and per file: HDF5 opens an attribute of an object holding many
