@@ -290,3 +290,27 @@ def test_attribute_counts_are_bounded_and_never_dropped_silently(tmp_path, monke
     (attrs, d) = scan([h5]).tensors
     assert attrs.status == "unchecked" and "6 attributes are not read" in attrs.reason
     assert d.status == "checked"
+
+
+def test_deep_nesting_stays_within_time_and_memory(tmp_path):
+    """20,000 nested groups (2.6 MB): HDF5's own visit overflows its C stack here, and holding
+    every ancestor group open cost 1.4 GB; the walk reopens groups by reference instead."""
+    import subprocess
+    import sys
+    path = str(tmp_path / "deep.h5")
+    with h5py.File(path, "w", libver="latest") as f:
+        g = f
+        for _ in range(20_000):
+            g = g.create_group("g")
+        g["d"] = np.array([1.0, NAN])
+    code = ("import resource, sys, time\n"
+            "from fpclass.scan import scan\n"
+            "t = time.perf_counter(); r = scan([sys.argv[1]])\n"
+            "print(r.exit_code, r.tensors[0].nan, time.perf_counter() - t,\n"
+            "      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n")
+    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    exit_code, nan, seconds, peak_mb = out.stdout.split()
+    assert (exit_code, nan) == ("1", "1")
+    assert float(seconds) < 10 and float(peak_mb) < 512, out.stdout
