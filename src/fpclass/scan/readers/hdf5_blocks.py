@@ -121,13 +121,15 @@ def read_blocks(task: Task, chunk_bytes: int):
         raise SourceError(f"cannot open {task.member.replace(MEMBER_SEP, '/')}: {e}") from None
     try:
         with f:
-            dset = f.get(dpath)
+            dset = f.get(dpath.encode("utf-8", "surrogateescape"))  # names as the walk read them
             if not isinstance(dset, h5py.Dataset):
                 raise SourceError(f"{dpath} is no longer a dataset (the file changed?)")
             blocks = _Blocks(h5py, dset, task, raw).blocks()
             if task.decode is not None:
                 blocks = cf.decode_blocks(blocks, task.decode, chunk_bytes)
             yield from blocks
+    except (ValueError, RuntimeError, KeyError) as e:  # h5py's errors for a corrupt file
+        raise SourceError(f"HDF5: {e}") from None
     finally:
         for c in closers:
             c.close()

@@ -75,7 +75,7 @@ class Dimensions:
                 t = tasks[i]
                 if t.status != CHECK or t.name != prefix + v.name:
                     continue
-                value = _fill_decoded(self.f.get(v.name), t)
+                value = _fill_decoded(self.f.get(v.name.encode("utf-8", "surrogateescape")), t)
                 if value is None:
                     continue
                 tasks[i] = unchecked(path, t.name, t.dtype, t.shape,

@@ -11,6 +11,10 @@ trusted (netCDF-C recomputes it from the shape too).
 
 Every count and length of the header is checked against the bytes left in the file before it is
 used, so a hostile header is refused after a few reads.
+
+CF attributes (scan/cf.py) make a variable's values those netCDF4 returns: packed variables are
+DATASET tasks whose stored values `read_blocks` reads slab by slab and decodes; float attributes
+are checked as "variable@attribute" ("@attribute" for the file's).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ class Variable:
     dimids: tuple
     nc_type: int
     begin: int
-    attrs: dict     # attribute name -> values (NumPy array; char attributes as str)
+    attrs: dict     # its CF and float attributes: name -> values (CF text as str)
 
 
 class _Header:
