@@ -2,7 +2,7 @@
 
 netCDF-C gives an unlimited dimension the largest extent of the datasets that use it (and of its
 dimension scale); a variable whose dataset is shorter reads as the fill value past its extent
-(records it never wrote). Those values are not stored, so the scan reads none of them: where the
+(records it never wrote): its `_FillValue`, else netCDF's default fill value. Those values are not stored, so the scan reads none of them: where the
 fill value, decoded as netCDF4 decodes it (scan/cf.py), is masked or finite this changes no
 count; where it is NaN or infinite, the variable is reported unchecked with the reason.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layout import unchecked
+from .. import cf
 from ..tasks import CHECK
 
 
@@ -85,20 +86,26 @@ class Dimensions:
 
 
 def _fill_decoded(dset, task):
-    """The fill value of `dset` as a CF reader returns it, where NaN or infinite and unmasked;
-    else None."""
+    """The value netCDF reads past the extent of `dset` (its `_FillValue`, else netCDF's default
+    fill value for the type, whatever HDF5's own fill value or the fill mode), as a CF reader
+    returns it, where NaN or infinite and unmasked; else None."""
+    stored = np.dtype(task.decode.stored if task.decode is not None else task.element)
     try:
-        fill = np.array(dset.fillvalue).reshape(1)
+        if "_FillValue" in dset.attrs:
+            fill = np.asarray(dset.attrs["_FillValue"]).reshape(-1)[:1].astype(stored)
+        else:
+            fill = np.array([cf.DEFAULT_FILLS[f"{stored.kind}{stored.itemsize}"]], stored)
     except Exception:
-        return "an unreadable value"
+        return "a value that cannot be read"
     if task.decode is not None:
-        values = task.decode.decode(fill.astype(task.decode.stored))
+        with np.errstate(all="ignore"):
+            values = task.decode.decode(fill)
         if np.ma.getmaskarray(values).all():
             return None
         value = np.ma.getdata(values)[0]
     else:
         value = fill[0]
-        if np.asarray(value).dtype.kind not in "fc" or (task.missing and np.isnan(value)):
+        if value.dtype.kind not in "fc" or (task.missing and np.isnan(value)):
             return None
     return None if np.isfinite(value) else value
 
