@@ -48,7 +48,7 @@ class Policy:
     Numbers are kept as Python numbers and dtype names, so a task carrying it stays small and
     picklable."""
 
-    stored: str                 # dtype of the values as stored ("" read them as the task says)
+    stored: str                 # dtype of the values as stored (as the reader reads them)
     view: str = ""              # dtype they are read as (_Unsigned), "" for `stored`
     blanks: tuple = ()          # (value, dtype) of masked values; NaN masks every NaN
     valid_min: object = None
