@@ -161,36 +161,37 @@ def _walk(h5py, f, path, prefix, tasks):
     fid = f.id
     seen = {h5o.get_info(fid).addr}
     yield None, f
-    stack = [[None, fid, iter(list(fid))]]  # node, reference to reopen it (the root: its id)
+    stack = [[None, fid, _links(fid)]]  # node, reference to reopen it (the root: its id), links
     gid = fid
     while stack:
         entry = stack[-1]
-        node, ref, names = entry
+        node, ref, links = entry
         if gid is None:
             gid = ref if ref is fid else h5r.dereference(ref, fid)
-        raw = next(names, None)
+        raw, kind, address = next(links, (None, None, None))
         if raw is None:
             stack.pop()
             gid = None
             continue
         child = (node, raw)
-        info = gid.links.get_info(raw)
-        if info.type == h5l.TYPE_EXTERNAL:
+        if kind == h5l.TYPE_EXTERNAL:
             link = h5py.Group(gid).get(raw, getlink=True)
             tasks.append(unchecked(path, prefix + _name(child), "external link", (),
                                    f"external link to {link.filename}:{link.path}: data in "
                                    "another file, not followed"))
             continue
-        if info.type != h5l.TYPE_HARD or info.u in seen:
+        if kind != h5l.TYPE_HARD or address in seen:
             continue
-        seen.add(info.u)
+        seen.add(address)
         oid = h5o.open(gid, raw)
-        try:
-            h5o.get_info(oid)  # reads the whole header, as HDF5's own visit does
-        except Exception as e:
-            tasks.append(problem(path, f"{prefix}{_name(child)}: the object's header cannot be "
-                                 f"read: {e}"))
-            continue
+        if isinstance(oid, h5py.h5g.GroupID):
+            try:
+                h5o.get_info(oid)  # reads its whole header, as HDF5's own visit does
+                links_of_child = _links(oid)
+            except Exception as e:
+                tasks.append(problem(path, f"{prefix}{_name(child)}: the group cannot be read: "
+                                     f"{e}"))
+                continue
         obj = next((wrap(oid) for cls, wrap in kinds if isinstance(oid, cls)), None)
         if obj is None:
             obj = h5py.Datatype(oid)
@@ -198,8 +199,16 @@ def _walk(h5py, f, path, prefix, tasks):
         if isinstance(obj, h5py.Group):
             if ref is None:
                 entry[1] = h5r.create(gid, b".", h5r.OBJECT)
-            stack.append([child, None, iter(list(oid))])
+            stack.append([child, None, links_of_child])
             gid = oid
+
+
+def _links(gid):
+    """An iterator over (name, link type, address) of the links of group `gid`, in name order,
+    read in one pass (no lookup by name)."""
+    found = []
+    gid.links.iterate(lambda name, info: found.append((name, info.type, info.u)), info=True)
+    return iter(found)
 
 
 def _name(node) -> str:
