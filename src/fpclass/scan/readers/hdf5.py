@@ -27,7 +27,6 @@ import math
 import os
 import zipfile
 import zlib
-from dataclasses import replace
 
 import numpy as np
 
@@ -367,8 +366,8 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
         values = math.prod(p.grid_tail)
         nbytes = n * values * item
         grid = pshape + ((2,) if p.complex else ())
-        base = Task(path, full, p.label, pshape, CHECK, source=path, element=p.element,
-                    grid=grid, missing=missing and not p.suffix)
+        # One Task per leaf, built once (dataclasses.replace costs 15 us: files hold 100,000s)
+        common = dict(source=path, element=p.element, grid=grid, missing=missing and not p.suffix)
         raw = _raw_offset(dset, layout, h5d, p, item * values == record)
         if raw is not None and start is not None:
             offset, stored_bytes = raw
@@ -380,11 +379,13 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
                                      f"{offset + nbytes} lies past the end of the file "
                                      f"({size} bytes; truncated?)"))
             else:
-                out.append(replace(base, storage=RAW, offset=start + offset, nbytes=nbytes))
+                out.append(Task(path, full, p.label, pshape, CHECK, storage=RAW,
+                                offset=start + offset, nbytes=nbytes, **common))
             continue
         blocks = math.prod(_grid(shape, block_shape(dset, layout, h5d, record)))
-        out.append(replace(base, storage=DATASET, reader="hdf5", member=member, nbytes=nbytes,
-                           blocks=blocks, fields=(Field(p.suffix, p.offset, p.element),)))
+        out.append(Task(path, full, p.label, pshape, CHECK, storage=DATASET, reader="hdf5",
+                        member=member, nbytes=nbytes, blocks=blocks,
+                        fields=(Field(p.suffix, p.offset, p.element),), **common))
     return out
 
 
