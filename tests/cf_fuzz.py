@@ -296,7 +296,9 @@ def oracle_hdf5(path) -> dict:
     objects = [("", f)]
     with f:
         try:
-            f.visititems(lambda name, obj: objects.append((name, obj)))
+            f.visititems(lambda name, obj: objects.append((
+                name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name,
+                obj)))  # h5py gives bytes for a name that is not UTF-8
         except Exception as e:
             return sfs._reject(f"h5py visititems: {type(e).__name__}: {e}")
         for name, obj in objects:
