@@ -1,6 +1,7 @@
 """HDF5 files (.h5, .hdf5, .he5, Keras .weights.h5), NetCDF-4 files (HDF5 underneath) and .keras
 archives (a zip holding model.weights.h5), through h5py: planning. Types are in hdf5_types.py,
-where a file's bytes lie (.keras members) in hdf5_container.py, block reading in hdf5_blocks.py.
+where a file's bytes lie (.keras members) in hdf5_container.py, block reading in hdf5_blocks.py,
+the walk in hdf5_walk.py, NetCDF-4 dimensions in hdf5_netcdf.py.
 
 Walk: the root group and every object reachable from it by hard links, once, depth first in name
 order, each opened from its parent group (time linear in the objects, whatever the nesting).
@@ -33,6 +34,7 @@ import numpy as np
 from . import ReaderError
 from .hdf5_blocks import block_shape, _grid, read_blocks
 from .hdf5_netcdf import Dimensions
+from .hdf5_walk import name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import INSTALL, Part, _h5py, _type_label, leaf_values, parts
 from .layout import marker, not_applicable, unchecked, values_task
@@ -104,7 +106,7 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
     walked = kept = dropped = opened = 0
     dims = Dimensions(h5py, f)
     try:
-        for node, obj in _walk(h5py, f, path, prefix, tasks):
+        for node, obj in walk(h5py, f, path, prefix, tasks):
             walked += 1
             unlisted = ""
             try:
@@ -113,7 +115,7 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
                 attrs, unlisted = [], f"the attributes cannot be listed: {e}"
             if not attrs and not unlisted and not isinstance(obj, h5py.Dataset):
                 continue  # a group without attributes: its name is never built
-            name = _name(node)
+            name = name_of(node)
             owner = prefix + name
             if unlisted:
                 tasks.append(unchecked(path, f"{owner}@", "?", (), unlisted))
@@ -145,78 +147,6 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
     if dropped:
         tasks.append(problem(path, prefix + cf.too_many_attributes(dropped)))
     return tasks
-
-
-def _walk(h5py, f, path, prefix, tasks):
-    """Yield (node, object) for the root group (node None) and every object reachable from it by
-    hard links, once each, depth first in name order (as HDF5's own visit); `_name(node)` is its
-    path. Each object is opened from its parent group; a group is held open only while its own
-    links are walked, and reopened through an object reference when the walk comes back to it:
-    time and memory linear in the objects, whatever the nesting (HDF5 keeps thousands of open
-    nested groups slowly). External links become unchecked tasks; soft links name objects
-    reached by their hard links, and are skipped."""
-    h5l, h5o, h5r = h5py.h5l, h5py.h5o, h5py.h5r
-    kinds = ((h5py.h5d.DatasetID, h5py.Dataset), (h5py.h5g.GroupID, h5py.Group))
-    fid = f.id
-    seen = {h5o.get_info(fid).addr}
-    yield None, f
-    stack = [[None, fid, _links(fid)]]  # node, reference to reopen it (the root: its id), links
-    gid = fid
-    while stack:
-        entry = stack[-1]
-        node, ref, links = entry
-        if gid is None:
-            gid = ref if ref is fid else h5r.dereference(ref, fid)
-        raw, kind, address = next(links, (None, None, None))
-        if raw is None:
-            stack.pop()
-            gid = None
-            continue
-        child = (node, raw)
-        if kind == h5l.TYPE_EXTERNAL:
-            link = h5py.Group(gid).get(raw, getlink=True)
-            tasks.append(unchecked(path, prefix + _name(child), "external link", (),
-                                   f"external link to {link.filename}:{link.path}: data in "
-                                   "another file, not followed"))
-            continue
-        if kind != h5l.TYPE_HARD or address in seen:
-            continue
-        seen.add(address)
-        oid = h5o.open(gid, raw)
-        if isinstance(oid, h5py.h5g.GroupID):
-            try:
-                h5o.get_info(oid)  # reads its whole header, as HDF5's own visit does
-                links_of_child = _links(oid)
-            except Exception as e:
-                tasks.append(problem(path, f"{prefix}{_name(child)}: the group cannot be read: "
-                                     f"{e}"))
-                continue
-        obj = next((wrap(oid) for cls, wrap in kinds if isinstance(oid, cls)), None)
-        if obj is None:
-            obj = h5py.Datatype(oid)
-        yield child, obj
-        if isinstance(obj, h5py.Group):
-            if ref is None:
-                entry[1] = h5r.create(gid, b".", h5r.OBJECT)
-            stack.append([child, None, links_of_child])
-            gid = oid
-
-
-def _links(gid):
-    """An iterator over (name, link type, address) of the links of group `gid`, in name order,
-    read in one pass (no lookup by name)."""
-    found = []
-    gid.links.iterate(lambda name, info: found.append((name, info.type, info.u)), info=True)
-    return iter(found)
-
-
-def _name(node) -> str:
-    """The path of a walk's node ("" for the root)."""
-    parts = []
-    while node is not None:
-        node, raw = node
-        parts.append(raw)
-    return b"/".join(reversed(parts)).decode("utf-8", "surrogateescape")
 
 
 #: Attributes read per object and per file: HDF5 opens an attribute of an object holding many
