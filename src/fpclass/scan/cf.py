@@ -228,4 +228,5 @@ def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
-__all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "too_many_attributes", "Policy", "attribute_values", "decode_blocks", "policy"]
+__all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "Policy", "attribute_values", "decode_blocks",
+           "policy", "too_many_attributes"]

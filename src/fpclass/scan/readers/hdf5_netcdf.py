@@ -2,9 +2,10 @@
 
 netCDF-C gives an unlimited dimension the largest extent of the datasets that use it (and of its
 dimension scale); a variable whose dataset is shorter reads as the fill value past its extent
-(records it never wrote): its `_FillValue`, else netCDF's default fill value. Those values are not stored, so the scan reads none of them: where the
-fill value, decoded as netCDF4 decodes it (scan/cf.py), is masked or finite this changes no
-count; where it is NaN or infinite, the variable is reported unchecked with the reason.
+(records it never wrote): its `_FillValue`, else netCDF's default fill value. Those values are
+not stored, so the scan reads none of them: where the fill value, decoded as netCDF4 decodes it
+(scan/cf.py), is masked or finite this changes no count; where it is NaN or infinite, the
+variable is reported unchecked with the reason.
 """
 
 from __future__ import annotations
