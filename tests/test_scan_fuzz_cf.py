@@ -1,7 +1,7 @@
 """Differential fuzzing of `fpclass.scan` on NetCDF classic, NetCDF-4 and HDF5 files
 (tests/cf_fuzz.py): random small files with CF attributes, packed variables, float attributes,
-chunking and filters, some with changed header bytes, each scanned in a child process under time and memory limits and
-compared with netCDF4 (default auto mask and scale) and h5py.
+chunking and filters, some with changed header bytes, each scanned in a child process under time
+and memory limits and compared with netCDF4 (default auto mask and scale) and h5py.
 
 The promise checked: no crash, hang, memory blow-up or internal error; never clean (exit 0) where
 the reference reads NaN/Inf or rejects the file; exact counts for every variable and attribute
