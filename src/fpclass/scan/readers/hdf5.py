@@ -267,7 +267,8 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
     record = tid.get_size()
     n = math.prod(shape)
     if decode is not None:
-        label = decode.label(np.dtype(stored).newbyteorder("=").name)
+        label = (decode.label(np.dtype(stored).newbyteorder("=").name) if decode.packed
+                 else leaves[0].label)
         physical = decode.physical
         if physical.kind not in "fc":
             return [not_applicable(path, name, label, tuple(shape),

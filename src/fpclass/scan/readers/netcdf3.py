@@ -298,7 +298,8 @@ def _decoded(path, v, shape, is_rec, decode, recsize, n, item) -> Task:
     """A DATASET task whose stored values `read_blocks` decodes by the CF policy `decode`."""
     stored = np.dtype(DTYPES[v.nc_type])
     physical = decode.physical
-    label = decode.label(stored.newbyteorder("=").name)
+    label = (decode.label(stored.newbyteorder("=").name) if decode.packed
+             else TYPES[v.nc_type][0])
     if physical.kind not in "fc":
         return not_applicable(path, v.name, label, shape, f"packed integers unpack to "
                               f"{physical.name}")
