@@ -264,6 +264,11 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
                                          byte_fill=byte_fill)
         if why:
             return [unchecked(path, name, leaves[0].label, tuple(shape), why)]
+    elif len(leaves) == 1 and leaves[0].complex and set(attrs) & set(cf.BLANKS):
+        # complex data (no CF type): a NaN fill or missing value still declares NaN a blank
+        found = _cf_attributes(dset, attrs)
+        missing = any(np.isnan(np.asarray(found[k])).any() for k in cf.BLANKS
+                      if k in found and np.asarray(found[k]).dtype.kind in "fc")
     record = tid.get_size()
     n = math.prod(shape)
     if decode is not None:
