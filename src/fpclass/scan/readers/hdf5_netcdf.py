@@ -26,53 +26,58 @@ class _Variable:
     first: int          # its tasks are tasks[first:last]
     last: int
     shape: tuple
-    dims: tuple         # a key per axis, None where the axis names no dimension
 
 
 class Dimensions:
-    """Collects the datasets of one file as the walk meets them; `apply` then checks them."""
+    """Collects the datasets of one file as the walk meets them; `apply` then checks them.
+    Dimensions are read off each dimension scale's REFERENCE_LIST (fixed-size records: the
+    datasets attached and their axis), never off the datasets' DIMENSION_LIST (variable-length
+    references, which h5py can read for minutes from a corrupt heap)."""
 
     def __init__(self, h5py, f):
         self.h5py, self.f = h5py, f
-        self.lengths: dict = {}
-        self.variables: list = []
+        self.scales: list = []     # (own length, [(dataset address, axis)])
+        self.variables: dict = {}  # dataset address -> _Variable
 
-    def _key(self, obj):
-        info = self.h5py.h5o.get_info(obj.id)
-        return info.fileno, info.addr
+    def _address(self, oid) -> int:
+        return self.h5py.h5o.get_info(oid).addr
 
     def add(self, dset, name: str, first: int, last: int) -> None:
         """Dataset `dset`, whose tasks are tasks[first:last]; a problem here records nothing
         (the dataset is then checked as HDF5 stores it)."""
         try:
-            attrs = dset.attrs
             shape = tuple(dset.shape or ())
-            if attrs.get("CLASS", b"") == b"DIMENSION_SCALE" and len(shape) == 1:
-                key = self._key(dset)
-                self.lengths[key] = max(self.lengths.get(key, 0), shape[0])
-            if "DIMENSION_LIST" not in attrs:
+            self.variables[self._address(dset.id)] = _Variable(name, first, last, shape)
+            attrs = dset.attrs
+            if attrs.get("CLASS", b"") != b"DIMENSION_SCALE" or len(shape) != 1 \
+                    or "REFERENCE_LIST" not in attrs:
                 return
-            refs = attrs["DIMENSION_LIST"]
-            dims = []
-            for axis in range(len(shape)):
-                row = np.asarray(refs[axis]).reshape(-1) if axis < len(refs) else ()
-                dims.append(self._key(self.f[row[0]]) if len(row) else None)
+            listed = attrs["REFERENCE_LIST"]
+            attached = []
+            for ref, axis in zip(listed["dataset"], listed["dimension"]):
+                oid = self.h5py.h5r.dereference(ref, self.f.id)
+                attached.append((self._address(oid), int(axis)))
         except Exception:
             return
-        for key, n in zip(dims, shape):
-            if key is not None:
-                self.lengths[key] = max(self.lengths.get(key, 0), n)
-        self.variables.append(_Variable(name, first, last, shape, tuple(dims)))
+        self.scales.append((shape[0], attached))
 
     def apply(self, tasks: list, path: str, prefix: str = "") -> None:
         """Replaces the CHECK tasks of variables netCDF reads longer than stored, whose fill
         value decodes to NaN or Inf, by unchecked ones."""
-        for v in self.variables:
-            full = tuple(max(n, self.lengths.get(k, 0)) if k is not None else n
-                         for n, k in zip(v.shape, v.dims))
-            if full == v.shape:
+        full = {}  # dataset address -> the shape netCDF reads
+        for own, attached in self.scales:
+            known = [(a, axis) for a, axis in attached if a in self.variables
+                     and axis < len(self.variables[a].shape)]
+            length = max([own] + [self.variables[a].shape[axis] for a, axis in known])
+            for a, axis in known:
+                shape = full.setdefault(a, list(self.variables[a].shape))
+                shape[axis] = max(shape[axis], length)
+        for a, shape in full.items():
+            v = self.variables[a]
+            shape = tuple(shape)
+            if shape == v.shape:
                 continue
-            extra = math.prod(full) - math.prod(v.shape)
+            extra = math.prod(shape) - math.prod(v.shape)
             for i in range(v.first, v.last):
                 t = tasks[i]
                 if t.status != CHECK or t.name != prefix + v.name:
@@ -81,7 +86,7 @@ class Dimensions:
                 if value is None:
                     continue
                 tasks[i] = unchecked(path, t.name, t.dtype, t.shape,
-                                     f"netCDF reads it with shape {list(full)}: {extra} values "
+                                     f"netCDF reads it with shape {list(shape)}: {extra} values "
                                      "past the stored extent read as the fill value, which "
                                      f"decodes to {value}; they are not counted")
 

@@ -42,14 +42,13 @@ def walk(h5py, f, path, prefix, tasks):
             continue
         seen.add(address)
         oid = h5o.open(gid, raw)
-        if isinstance(oid, h5py.h5g.GroupID):
-            try:
-                h5o.get_info(oid)  # reads its whole header, as HDF5's own visit does
-                links_of_child = _links(oid)
-            except Exception as e:
-                tasks.append(problem(path, f"{prefix}{name_of(child)}: the group cannot be read: "
-                                     f"{e}"))
-                continue
+        try:
+            h5o.get_info(oid)  # reads its whole header (a chunk index too), as HDF5's visit does
+            links_of_child = _links(oid) if isinstance(oid, h5py.h5g.GroupID) else None
+        except Exception as e:
+            tasks.append(problem(path, f"{prefix}{name_of(child)}: the object cannot be read: "
+                                 f"{e}"))
+            continue
         obj = next((wrap(oid) for cls, wrap in kinds if isinstance(oid, cls)), None)
         if obj is None:
             obj = h5py.Datatype(oid)
