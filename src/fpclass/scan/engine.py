@@ -212,7 +212,8 @@ class _Tally:
     def add(self, values, where, nbytes: int) -> None:
         """Classify `values` (the last axis holds the complex parts when the task flips
         conjugates); `where(row)` gives the location index of an index row of `values`. The
-        masked values of a masked array are a reader's blanks (FITS BLANK, TNULL): missing."""
+        masked values of a masked array are a reader's blanks (FITS BLANK, TNULL; decoded CF
+        values outside the valid range or equal to a fill value): missing."""
         room = self.limit - len(self.locations)
         blank = np.ma.getmaskarray(values) if np.ma.isMaskedArray(values) else None
         if blank is not None:

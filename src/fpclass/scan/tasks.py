@@ -99,6 +99,8 @@ class Task:
                                     # as many times as their sizes say
     overlap: bool = False           # STRIDED: other dimensions overlap: the span is read once
                                     # and each value counted as often as the view reaches it
+    decode: object = None           # DATASET: a cf.Policy its reader applies to the stored values
+                                    # (`element` is then the decoded dtype)
 
     @property
     def key(self) -> tuple:

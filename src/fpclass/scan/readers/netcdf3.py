@@ -11,6 +11,10 @@ trusted (netCDF-C recomputes it from the shape too).
 
 Every count and length of the header is checked against the bytes left in the file before it is
 used, so a hostile header is refused after a few reads.
+
+CF attributes (scan/cf.py) make a variable's values those netCDF4 returns: packed variables are
+DATASET tasks whose stored values `read_blocks` reads slab by slab and decodes; float attributes
+are checked as "variable@attribute" ("@attribute" for the file's).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import ReaderError
-from .layout import Ranges, float_task, marker, not_applicable, unchecked
+from .layout import Ranges, float_task, marker, not_applicable, unchecked, values_task
+from .. import cf
 from ..chunks import SourceError, _read_at
 from ..tasks import DATASET, STRIDED, Task, problem
 
@@ -34,10 +39,12 @@ TYPES = {1: ("byte", 1, None), 2: ("char", 1, None), 3: ("short", 2, None), 4: (
          10: ("int64", 8, None), 11: ("uint64", 8, None)}
 #: CDF-1 and CDF-2 know only the first six types.
 CLASSIC_TYPES = range(1, 7)
+#: nc_type -> NumPy dtype of its stored values (char: bytes).
+DTYPES = {1: ">i1", 2: "S1", 3: ">i2", 4: ">i4", 5: ">f4", 6: ">f8", 7: ">u1", 8: ">u2",
+          9: ">u4", 10: ">i8", 11: ">u8"}
 STREAMING = {4: 0xFFFFFFFF, 8: 0xFFFFFFFFFFFFFFFF}
 #: Record variables that cannot be read as a strided view are read this many bytes at a time.
 SLAB_BYTES = 4 << 20
-FILL_ATTRIBUTES = ("_FillValue", "missing_value")
 
 
 @dataclass
@@ -46,7 +53,7 @@ class Variable:
     dimids: tuple
     nc_type: int
     begin: int
-    nan_blank: bool
+    attrs: dict     # its CF and float attributes: name -> values (CF text as str)
 
 
 class _Header:
@@ -57,6 +64,7 @@ class _Header:
         self.wide = 8 if version == 5 else 4     # NON_NEG counts and lengths
         self.offset = 4 if version == 1 else 8   # `begin`
         self.version = version
+        self.floats = self.dropped = 0  # float attributes kept, and beyond the limit
 
     def take(self, n: int, what: str) -> bytes:
         if n > self.size - self.pos:
@@ -87,7 +95,13 @@ class _Header:
         if n == 0:
             raise ReaderError(f"{what} at byte {self.pos} has an empty name")
         raw = self.take(n + (-n) % 4, f"{what} name")[:n]
-        return raw.decode("utf-8", "replace")
+        # netCDF-C reads names as C strings: a NUL inside the counted bytes ends the name.
+        raw = raw.split(b"\0", 1)[0]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ReaderError(f"{what} name {raw!r} at byte {self.pos - n - (-n) % 4} is not "
+                              "UTF-8, as NetCDF names are") from None
 
     def list_tag(self, expected: int, what: str) -> int:
         """The item count of a list (0 for ABSENT)."""
@@ -101,19 +115,28 @@ class _Header:
             raise ReaderError(f"{what} list at byte {self.pos} is absent but counts {n} items")
         return n
 
-    def attributes(self, what: str) -> bool:
-        """Reads an attribute list; whether a _FillValue or missing_value in it is NaN."""
-        nan_blank = False
+    def attributes(self, what: str) -> dict:
+        """Reads an attribute list: {name: values} of its CF attributes (char attributes as
+        text) and of its float attributes, the first cf.ATTRIBUTE_LIMIT of the file (`dropped`
+        counts the others); a name given twice keeps its last values."""
+        attrs = {}
         for _ in range(self.list_tag(NC_ATTRIBUTE, f"{what} attribute")):
             name = self.name(f"{what} attribute")
             nc_type = self.nc_type(f"{what} attribute {name!r}")
             size = TYPES[nc_type][1]
             n = self.count(f"{what} attribute {name!r} value count", size)
             raw = self.take(n * size + (-(n * size)) % 4, f"{what} attribute {name!r} values")
-            if name in FILL_ATTRIBUTES and TYPES[nc_type][2]:
-                values = np.frombuffer(raw[:n * size], TYPES[nc_type][2])
-                nan_blank |= bool(np.isnan(values).any())
-        return nan_blank
+            is_float = nc_type in (5, 6)
+            if is_float and name not in attrs:
+                if self.floats >= cf.ATTRIBUTE_LIMIT:
+                    self.dropped += 1
+                    continue
+                self.floats += 1
+            if nc_type == 2 and name in cf.RESERVED:
+                attrs[name] = raw[:n].split(b"\0", 1)[0].decode("utf-8", "replace")
+            elif is_float or (nc_type != 2 and name in cf.RESERVED):
+                attrs[name] = np.frombuffer(raw[:n * size], DTYPES[nc_type])
+        return attrs
 
     def nc_type(self, what: str) -> int:
         t = self.int(4, f"{what} type")
@@ -124,7 +147,8 @@ class _Header:
 
 def read_header(path: str) -> tuple:
     """(version, numrecs or None when streaming, [(dim name, length)], [Variable], file size,
-    header end); ReaderError for a malformed header."""
+    header end, global attributes, float attributes beyond cf.ATTRIBUTE_LIMIT); ReaderError for
+    a malformed header."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         magic = f.read(4)
@@ -142,19 +166,22 @@ def read_header(path: str) -> tuple:
         for _ in range(h.list_tag(NC_DIMENSION, "dimension")):
             name = h.name("dimension")
             dims.append((name, h.int(h.wide, f"dimension {name!r} length")))
-        h.attributes("global")
+        globals_ = h.attributes("global")
         variables = []
         for _ in range(h.list_tag(NC_VARIABLE, "variable")):
             name = h.name("variable")
             ndims = h.count(f"variable {name!r} dimension count", h.wide)
             dimids = tuple(h.int(h.wide, f"variable {name!r} dimension id")
                            for _ in range(ndims))
-            nan_blank = h.attributes(f"variable {name!r}")
+            attrs = h.attributes(f"variable {name!r}")
             nc_type = h.nc_type(f"variable {name!r}")
             h.int(h.wide, f"variable {name!r} vsize")  # recomputed from the shape
             begin = h.int(h.offset, f"variable {name!r} begin")
-            variables.append(Variable(name, dimids, nc_type, begin, nan_blank))
-        return h.version, numrecs, dims, variables, size, h.pos
+            if begin >= 1 << (8 * h.offset - 1):
+                raise ReaderError(f"variable {name!r} begins at a negative offset "
+                                  f"({begin - (1 << 8 * h.offset)}; netCDF refuses the file)")
+            variables.append(Variable(name, dimids, nc_type, begin, attrs))
+        return h.version, numrecs, dims, variables, size, h.pos, globals_, h.dropped
 
 
 def _pad4(n: int) -> int:
@@ -163,7 +190,7 @@ def _pad4(n: int) -> int:
 
 def plan(path: str) -> list:
     """Tasks for every variable of a NetCDF classic / 64-bit offset / 64-bit data file."""
-    version, numrecs, dims, variables, size, header_end = read_header(path)
+    version, numrecs, dims, variables, size, header_end, globals_, dropped = read_header(path)
     tasks = [marker(path, "netcdf3")]
     records = [i for i, (_, n) in enumerate(dims) if n == 0]
     if len(records) > 1:
@@ -207,7 +234,22 @@ def plan(path: str) -> list:
         ranges.add("(the record variables)", begin_rec, begin_rec + numrecs * recsize)
     for name, other in ranges.overlaps():
         tasks.append(problem(path, f"data of variable {name!r} overlaps {other!r}"))
+    if dropped:
+        tasks.append(problem(path, cf.too_many_attributes(dropped)))
+    tasks += attribute_tasks(path, "", globals_)
+    for v in variables:
+        tasks += attribute_tasks(path, v.name, v.attrs)
     return tasks
+
+
+def attribute_tasks(path: str, owner: str, attrs: dict) -> list:
+    """Tasks for the floating-point attributes in `attrs` of variable `owner` ("" for the file),
+    named "owner@attribute" (cf.attribute_values: a NaN fill value is not counted). Attributes
+    of other types hold no float and are not listed."""
+    return [values_task(path, f"{owner}@{name}", cf.attribute_values(name, values),
+                        values.dtype.newbyteorder("=").name)
+            for name, values in attrs.items()
+            if isinstance(values, np.ndarray) and values.dtype.kind == "f"]
 
 
 def _variable(path, v, shape, is_rec, label, item, element, recsize, size, header_end):
@@ -224,11 +266,18 @@ def _variable(path, v, shape, is_rec, label, item, element, recsize, size, heade
     if n and end > size:
         return unchecked(path, v.name, label, shape, f"data ends at byte {end}, past the end of "
                          f"the file ({size} bytes; truncated?)"), None
+    decode, missing, why = cf.policy(v.attrs, DTYPES[v.nc_type]) if v.nc_type != 2 \
+        else (None, False, "")
+    if why:
+        return unchecked(path, v.name, label, shape, why), (v.begin, end)
+    if decode is not None:
+        return _decoded(path, v, shape, is_rec, decode, recsize, n, item), (None if is_rec else
+                                                                     (v.begin, end))
     if element is None:
         return not_applicable(path, v.name, label, shape), (v.begin, end)
     base = float_task(path, v.name, label, shape, element, source=path, offset=v.begin,
                       nbytes=n * item)
-    if v.nan_blank:
+    if missing:
         base = replace(base, missing=True)
     if not is_rec or not n or shape[0] == 1 or recsize == n // shape[0] * item:
         return base, (v.begin, end)  # contiguous
@@ -245,14 +294,48 @@ def _variable(path, v, shape, is_rec, label, item, element, recsize, size, heade
                     strides=(recsize, *[s * item for s in inner])), None
 
 
+def _decoded(path, v, shape, is_rec, decode, recsize, n, item) -> Task:
+    """A DATASET task whose stored values `read_blocks` decodes by the CF policy `decode`."""
+    stored = np.dtype(DTYPES[v.nc_type])
+    physical = decode.physical
+    label = (decode.label(stored.newbyteorder("=").name) if decode.packed
+             else TYPES[v.nc_type][0])
+    if physical.kind not in "fc":
+        return not_applicable(path, v.name, label, shape, f"packed integers unpack to "
+                              f"{physical.name}")
+    inner, step = [], item
+    for d in reversed(shape[1:]):
+        inner.insert(0, step)
+        step *= d
+    row = recsize if is_rec else step  # bytes from one row of the first axis to the next
+    per = max(1, SLAB_BYTES // max(row, 1))
+    return Task(path, v.name, label, shape, source=path, offset=v.begin, nbytes=n * item,
+                element=physical.str, grid=shape, storage=DATASET, reader="netcdf3",
+                blocks=-(-shape[0] // per) if shape else 1, strides=(row, *inner),
+                decode=decode)
+
+
 def read_blocks(task: Task, chunk_bytes: int):
-    """Yield (origin, block) for record variables whose records are not a whole number of values
-    apart (DATASET tasks): blocks of whole records, each one positioned read of the bytes they
-    span, seen with the records' byte strides. `strides` holds the byte strides."""
+    """Yield (origin, block) for the DATASET tasks: record variables whose records are not a
+    whole number of values apart, and variables whose values are decoded (`task.decode`): blocks
+    of whole rows of the first axis, each one positioned read of the bytes they span, seen with
+    the rows' byte strides (`strides`)."""
+    if task.decode is not None:
+        yield from cf.decode_blocks(_stored_blocks(task, np.dtype(task.decode.stored)),
+                                    task.decode, chunk_bytes)
+    else:
+        yield from _stored_blocks(task, np.dtype(task.element))
+
+
+def _stored_blocks(task: Task, dtype):
+    if not task.shape:  # a scalar variable
+        task = replace(task, shape=(1,), strides=(dtype.itemsize,))
+        for _, block in _stored_blocks(task, dtype):
+            yield (), block.reshape(())
+        return
     recsize = task.strides[0]
     numrecs = task.shape[0]
     per = max(1, SLAB_BYTES // recsize)
-    dtype = np.dtype(task.element)
     slab = math.prod(task.shape[1:]) * dtype.itemsize
     total = -(-numrecs // per)
     last = total if task.count < 0 else min(total, task.first + task.count)

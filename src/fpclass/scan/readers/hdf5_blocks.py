@@ -1,0 +1,285 @@
+"""Reading HDF5 datasets block by block (DATASET tasks planned by hdf5.py).
+
+Blocks follow the dataset's own chunking (a contiguous or compact one in slabs of about
+SLAB_BYTES), each read with HDF5's file type as the memory type so the bytes come back as stored
+(decompressed, never converted). Chunks that are unfiltered, shuffled or deflated are read with
+positioned reads at the offset HDF5 gives for them and decoded here: faster than through h5py
+(measured 2.5x for shuffle + deflate, 1.4x unfiltered), and outside the lock h5py holds around
+every HDF5 call, so parts of a dataset decompress in parallel. A block whose storage was never
+allocated holds the fill value everywhere: it is read as one element through HDF5 (what every
+reader of the file gets); a finite fill value is reported checked from that one value, a NaN or
+Inf one is counted for every element of the block. A task with a CF policy (`task.decode`) reads
+the stored values and yields them decoded (scan/cf.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import zipfile
+import zlib
+from dataclasses import replace
+
+import numpy as np
+
+from . import ReaderError
+from ... import count_nonfinite
+from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
+from .hdf5_types import _h5py, leaf_values, parts
+from .. import cf
+from ..chunks import SourceError, _read_at
+from ..dtypes import np_dtype
+from ..tasks import Field, Task
+
+#: Contiguous and compact datasets read through h5py are read in slabs of about this many bytes.
+SLAB_BYTES = 4 << 20
+
+
+def block_shape(dset, layout, h5d, record: int) -> tuple:
+    """The shape of the blocks a dataset is read in: its chunks (the whole dataset when no
+    chunk was ever written: one fill value); for a contiguous or compact dataset, whole
+    trailing axes and a piece of the next one, about SLAB_BYTES."""
+    shape = tuple(dset.shape)
+    if layout == h5d.CHUNKED:
+        return tuple(dset.chunks) if dset.id.get_num_chunks() else shape
+    out = list(shape)
+    span = record
+    for axis in range(len(shape) - 1, -1, -1):
+        if span * shape[axis] <= SLAB_BYTES:
+            span *= shape[axis]
+            continue
+        out[axis] = max(1, SLAB_BYTES // span)
+        for outer in range(axis):
+            out[outer] = 1
+        break
+    return tuple(out)
+
+
+def _grid(shape, block) -> tuple:
+    return tuple(-(-s // b) if b else 0 for s, b in zip(shape, block))
+
+
+#: HDF5 filters decoded here, so that chunks are read without holding h5py's lock.
+FILTER_DEFLATE, FILTER_SHUFFLE = 1, 2
+
+
+def _decodes(code: int, cd: tuple) -> bool:
+    """Whether filter `code` with client data `cd` is decoded here: the parameters HDF5's own
+    filter accepts (deflate refuses to read with a level outside 0..9)."""
+    return ((code == FILTER_DEFLATE and len(cd) == 1 and cd[0] <= 9)
+            or (code == FILTER_SHUFFLE and len(cd) >= 1 and cd[0] > 0))
+
+
+def _unshuffle(data, size: int, out: np.ndarray) -> np.ndarray:
+    """HDF5's shuffle filter undone: byte k of every `size`-byte element was stored together
+    (k = 0, 1, ...), then the bytes left over from a whole number of elements."""
+    src = np.frombuffer(data, np.uint8)
+    n = src.size // size
+    _unshuffle_kernel()(src, out, size, n)
+    out[n * size:] = src[n * size:]
+    return out
+
+
+def _unshuffle_loops(src, out, size, n):
+    # Reads in order, writes with a stride: 5-10x faster than NumPy's transposed copy (measured).
+    for k in range(size):
+        base = k * n
+        for i in range(n):
+            out[i * size + k] = src[base + i]
+
+
+@functools.lru_cache(maxsize=None)
+def _unshuffle_kernel():
+    import numba
+    from ...kernels.walk import JIT
+    return numba.njit(**JIT)(_unshuffle_loops)
+
+
+
+def _open(h5py, task: Task) -> tuple:
+    """(h5py.File, its file closers, the dataset's path, (file, start) where the HDF5 bytes
+    lie) for a DATASET task."""
+    if MEMBER_SEP not in task.member:
+        f, closers = _h5_file(h5py, task.source, 0, os.path.getsize(task.source),
+                              rdcc_nbytes=0)
+        return f, closers, task.member, (task.source, 0)
+    zname, dpath = task.member.split(MEMBER_SEP, 1)
+    with zipfile.ZipFile(task.source) as z:
+        where = _member_bytes(task.source, z, z.getinfo(zname))
+    f, closers = _h5_file(h5py, *where, rdcc_nbytes=0)
+    return f, closers, dpath, where[:2]
+
+
+def read_blocks(task: Task, chunk_bytes: int):
+    """Yield (origin, block) for blocks [first, first + count) of a DATASET task, in the
+    dataset's chunk order (C order of the chunk grid); see the module docstring."""
+    h5py = _h5py()
+    try:
+        f, closers, dpath, raw = _open(h5py, task)
+    except (OSError, KeyError, ReaderError, zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise SourceError(f"cannot open {task.member.replace(MEMBER_SEP, '/')}: {e}") from None
+    try:
+        with f:
+            dset = f.get(dpath.encode("utf-8", "surrogateescape"))  # names as the walk read them
+            if not isinstance(dset, h5py.Dataset):
+                raise SourceError(f"{dpath} is no longer a dataset (the file changed?)")
+            blocks = _Blocks(h5py, dset, task, raw).blocks()
+            if task.decode is not None:
+                blocks = cf.decode_blocks(blocks, task.decode, chunk_bytes)
+            yield from blocks
+    except (ValueError, RuntimeError, KeyError) as e:  # h5py's errors for a corrupt file
+        raise SourceError(f"HDF5: {e}") from None
+    finally:
+        for c in closers:
+            c.close()
+
+
+class _Blocks:
+    """Reads the blocks of one dataset leaf."""
+
+    def __init__(self, h5py, dset, task: Task, raw: tuple):
+        self.h5py, self.dset, self.task = h5py, dset, task
+        self.raw_path, self.raw_start = raw  # where the HDF5 file's bytes lie
+        h5d = h5py.h5d
+        self.id = dset.id
+        self.ftype = self.id.get_type()
+        self.record = self.ftype.get_size()
+        field = task.fields[0] if task.fields else Field("", 0, task.element)
+        self.element = field.element  # as stored (a CF task decodes it into task.element)
+        found = [p for p in parts(h5py, self.ftype) if p.suffix == field.name]
+        if found and task.decode is not None and found[0].label == field.element:
+            found = [replace(found[0], element=field.element)]  # integers a CF policy unpacks
+        if not found or found[0].element != field.element or found[0].offset != field.offset:
+            raise SourceError("the dataset's type differs from the one planned (the file "
+                              "changed?)")
+        self.part = found[0]
+        self.shape = tuple(dset.shape or ())
+        if self.shape + self.part.sub_shape != tuple(task.shape):
+            raise SourceError(f"the dataset's shape is {list(self.shape)}, "
+                              f"{list(task.shape)} was planned (the file changed?)")
+        dcpl = self.id.get_create_plist()
+        self.layout = dcpl.get_layout()
+        self.block = block_shape(dset, self.layout, h5d, self.record)
+        self.grid = _grid(self.shape, self.block)
+        if math.prod(self.grid) != task.blocks:
+            raise SourceError(f"the dataset has {math.prod(self.grid)} blocks, {task.blocks} "
+                              "were planned (the file changed?)")
+        # Chunks unfiltered or through the filters decoded here are read at their offsets,
+        # without HDF5 (whose lock lets one thread read at a time).
+        self.filters = [dcpl.get_filter(i)[:3] for i in range(dcpl.get_nfilters())]
+        self.direct = (self.layout == h5d.CHUNKED
+                       and all(_decodes(code, cd) for code, _, cd in self.filters))
+        self.packed = None
+        self.item = np_dtype(self.element).itemsize
+        # Storage never allocated reads as the fill value, unless HDF5 writes none there.
+        self.no_fill = (dcpl.get_fill_time() == h5d.FILL_TIME_NEVER
+                        or dcpl.fill_value_defined() == h5d.FILL_VALUE_UNDEFINED)
+        self.buf = None
+
+    def blocks(self):
+        total = math.prod(self.grid)
+        first = self.task.first
+        last = total if self.task.count < 0 else min(total, first + self.task.count)
+        h5d = self.h5py.h5d
+        unallocated = (self.layout == h5d.CONTIGUOUS
+                       and self.id.get_space_status() != h5d.SPACE_STATUS_ALLOCATED)
+        fd = None
+        try:
+            for b in range(first, last):
+                coords = np.unravel_index(b, self.grid) if self.grid else ()
+                start = tuple(int(c) * s for c, s in zip(coords, self.block))
+                count = tuple(min(s, n - o) for s, n, o in zip(self.block, self.shape, start))
+                origin = start + (0,) * len(self.part.grid_tail)
+                if self.layout == h5d.CHUNKED:
+                    info = self.id.get_chunk_info_by_coord(start)
+                    if info.byte_offset is None:
+                        yield origin, self._fill(start, count)
+                    elif self.direct:
+                        if fd is None:
+                            fd = os.open(self.raw_path, os.O_RDONLY | getattr(os, "O_BINARY",
+                                                                                    0))
+                        yield origin, self._chunk_at(fd, info, count)
+                    else:
+                        yield origin, self._read(start, count)
+                elif unallocated:
+                    yield origin, self._fill(start, count)
+                else:
+                    yield origin, self._read(start, count)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _buffer(self, nbytes: int) -> np.ndarray:
+        if self.buf is None or self.buf.size < nbytes:
+            self.buf = np.empty(nbytes, np.uint8)
+        return self.buf[:nbytes]
+
+    def _view(self, buf, count, full=None):
+        """The leaf's values in records of shape `full` (default `count`) held by `buf`, cut to
+        `count`."""
+        return leaf_values(buf, count, self.record, self.part, full)
+
+    def _read(self, start, count):
+        """Records [start, start + count) through HDF5, in the file's own type."""
+        h5s = self.h5py.h5s
+        buf = self._buffer(math.prod(count) * self.record)
+        fspace = self.id.get_space()
+        if self.shape:
+            if not math.prod(count):
+                return self._view(buf, count)
+            fspace.select_hyperslab(start, count)
+            mspace = h5s.create_simple(count)
+        else:
+            mspace = h5s.create(h5s.SCALAR)
+        self.id.read(mspace, fspace, buf, mtype=self.ftype)
+        return self._view(buf, count)
+
+    def _chunk_at(self, fd, info, count):
+        """A chunk read at its offset in the file and decoded here (chunks are stored whole,
+        even at the dataset's edges)."""
+        nbytes = math.prod(self.block) * self.record
+        where = f"chunk at {list(info.chunk_offset)}"
+        end = self.raw_start + info.byte_offset + info.size
+        if end > os.fstat(fd).st_size:
+            raise SourceError(f"{where} ends at byte {end}, past the end of the file "
+                              "(truncated or corrupt)")
+        if not self.filters:
+            if info.size != nbytes:
+                raise SourceError(f"{where} holds {info.size} bytes, {nbytes} expected")
+            buf = self._buffer(nbytes)
+            _read_at(fd, memoryview(buf), self.raw_start + info.byte_offset, self.raw_path)
+            return self._view(buf, count, self.block)
+        if self.packed is None or self.packed.size < info.size:
+            self.packed = np.empty(info.size, np.uint8)
+        data = memoryview(self.packed)[:info.size]
+        _read_at(fd, data, self.raw_start + info.byte_offset, self.raw_path)
+        # Filters were applied in pipeline order when written: undone in reverse, skipping
+        # those the chunk's filter mask says were not applied.
+        for i in reversed(range(len(self.filters))):
+            if info.filter_mask & (1 << i):
+                continue
+            code, _, cd = self.filters[i]
+            if code == FILTER_DEFLATE:
+                try:
+                    data = zlib.decompress(data, bufsize=nbytes)
+                except zlib.error as e:
+                    raise SourceError(f"{where}: corrupt deflate data ({e})") from None
+            else:
+                data = _unshuffle(data, cd[0], self._buffer(len(data)))
+        if len(data) != nbytes:
+            raise SourceError(f"{where} decodes to {len(data)} bytes, {nbytes} expected")
+        return self._view(np.frombuffer(data, np.uint8), count, self.block)
+
+    def _fill(self, start, count):
+        """A block whose storage was never allocated: every record is the fill value, read as one
+        record through HDF5. A finite value is given once; a NaN or Inf one for every record."""
+        if self.no_fill:
+            raise SourceError("storage never written and no fill value written there (fill time "
+                              "'never' or no fill value): its values are undefined")
+        one = self._read(start, (1,) * len(start))
+        values = np.array(one)  # a copy: the buffer is reused
+        if self.task.decode is None and not count_nonfinite(values):
+            return values
+        return np.broadcast_to(values.reshape(values.shape[len(start):]),
+                               tuple(count) + values.shape[len(start):])

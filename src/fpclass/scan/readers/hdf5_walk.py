@@ -1,0 +1,80 @@
+"""The walk of an HDF5 file's objects (hdf5.py plans what it finds)."""
+
+from __future__ import annotations
+
+from .layout import unchecked
+from ..tasks import problem
+
+
+def walk(h5py, f, path, prefix, tasks):
+    """Yield (node, object) for the root group (node None) and every object reachable from it by
+    hard links, once each, depth first in name order (as HDF5's own visit); `name_of(node)` is its
+    path. Each object is opened from its parent group; a group is held open only while its own
+    links are walked, and reopened through an object reference when the walk comes back to it:
+    time and memory linear in the objects, whatever the nesting (HDF5 keeps thousands of open
+    nested groups slowly). External links become unchecked tasks; soft links name objects
+    reached by their hard links, and are skipped."""
+    h5l, h5o, h5r = h5py.h5l, h5py.h5o, h5py.h5r
+    kinds = ((h5py.h5d.DatasetID, h5py.Dataset), (h5py.h5g.GroupID, h5py.Group))
+    fid = f.id
+    seen = {h5o.get_info(fid).addr}
+    yield None, f
+    stack = [[None, fid, _links(fid)]]  # node, reference to reopen it (the root: its id), links
+    gid = fid
+    while stack:
+        entry = stack[-1]
+        node, ref, links = entry
+        if gid is None:
+            gid = ref if ref is fid else h5r.dereference(ref, fid)
+        raw, kind, address = next(links, (None, None, None))
+        if raw is None:
+            stack.pop()
+            gid = None
+            continue
+        child = (node, raw)
+        if kind == h5l.TYPE_EXTERNAL:
+            link = h5py.Group(gid).get(raw, getlink=True)
+            tasks.append(unchecked(path, prefix + name_of(child), "external link", (),
+                                   f"external link to {link.filename}:{link.path}: data in "
+                                   "another file, not followed"))
+            continue
+        if kind != h5l.TYPE_HARD or address in seen:
+            continue
+        seen.add(address)
+        oid = h5o.open(gid, raw)
+        try:
+            h5o.get_info(oid)  # reads its whole header (a chunk index too), as HDF5's visit does
+            links_of_child = _links(oid) if isinstance(oid, h5py.h5g.GroupID) else None
+        except Exception as e:
+            tasks.append(problem(path, f"{prefix}{name_of(child)}: the object cannot be read: "
+                                 f"{e}"))
+            continue
+        obj = next((wrap(oid) for cls, wrap in kinds if isinstance(oid, cls)), None)
+        if obj is None:
+            obj = h5py.Datatype(oid)
+        yield child, obj
+        if isinstance(obj, h5py.Group):
+            if ref is None:
+                entry[1] = h5r.create(gid, b".", h5r.OBJECT)
+            stack.append([child, None, links_of_child])
+            gid = oid
+
+
+def _links(gid):
+    """An iterator over (name, link type, address) of the links of group `gid`, in name order,
+    read in one pass (no lookup by name)."""
+    found = []
+    gid.links.iterate(lambda name, info: found.append((name, info.type, info.u)), info=True)
+    return iter(found)
+
+
+def name_of(node) -> str:
+    """The path of a walk's node ("" for the root)."""
+    parts = []
+    while node is not None:
+        node, raw = node
+        parts.append(raw)
+    return b"/".join(reversed(parts)).decode("utf-8", "surrogateescape")
+
+
+__all__ = ["name_of", "walk"]
