@@ -2,7 +2,7 @@
 format), mutations that know their structure (pickle opcodes, globals, storage keys, shapes,
 strides, offsets, zip members, legacy storage counts), and torch.load(weights_only=True) as the
 reference, run in the same sandboxed child as the scan (address-space limit, alarm, no core
-dumps). The supervisor is scan_fuzz_support's. No tests here (see test_scan_fuzz_torch.py).
+dumps). The supervisor is fuzz_supervisor's. No tests here (see test_scan_fuzz_torch.py).
 
     python tests/torch_fuzz.py show INDEX [--seed S] [--out DIR]   # write one case's file
 
@@ -30,8 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from scan_fuzz_support import (ADDRESS_SLACK, MEMORY_MB, ORACLE_SECONDS, SCAN_SECONDS,  # noqa: E402
-                               _reset_peak, _status_mb, _vm_bytes, peak_rss_mb, run_cases)
+from fuzz_supervisor import (ADDRESS_SLACK, MEMORY_MB, ORACLE_SECONDS, SCAN_SECONDS,  # noqa: E402
+                             peak_rss_mb, reset_peak, run_cases, status_mb, vm_bytes)
 from torch_fuzz_mutations import (MUTATORS, STRS, enc_str, legacy_split, m_bytes,  # noqa: E402
                                   ops_of)
 
@@ -264,7 +264,7 @@ def _counts_np(a) -> list:
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker (spawned by scan_fuzz_support's supervisor): scan, then the reference, per case.
+# The worker (spawned by fuzz_supervisor.run_cases): scan, then the reference, per case.
 
 def _worker(batch_file: str) -> None:
     import resource
@@ -281,13 +281,13 @@ def _worker(batch_file: str) -> None:
     from fpclass.scan import scan
     for path in batch["warmup"]:
         scan([path])
-    warm = _status_mb("VmRSS")  # what an fpclass-only worker holds: scans are charged from here
+    warm = status_mb("VmRSS")  # what an fpclass-only worker holds: scans are charged from here
     reference(batch["warmup"][0])  # imports torch
-    vms = _vm_bytes()
+    vms = vm_bytes()
     resource.setrlimit(resource.RLIMIT_AS, (vms + ADDRESS_SLACK, vms + ADDRESS_SLACK))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     say(ready=True, vms_mb=vms / 2 ** 20, rss_mb=warm)
-    resets = _reset_peak()
+    resets = reset_peak()
 
     class Timeout(Exception):
         pass
@@ -298,8 +298,8 @@ def _worker(batch_file: str) -> None:
     signal.signal(signal.SIGALRM, alarm)
     for case_id, path, _ in batch["cases"]:
         say(id=case_id, phase="scan")
-        _reset_peak()
-        before = _status_mb("VmRSS")
+        reset_peak()
+        before = status_mb("VmRSS")
         t = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -332,7 +332,7 @@ def _worker(batch_file: str) -> None:
 
 def run(cases: list, workdir: str, warmup: list, workers: int = 2) -> tuple:
     """({case id: Outcome}, stats) for [(id, path, "torch")]."""
-    return run_cases(cases, workdir, warmup, workers, script=os.path.abspath(__file__))
+    return run_cases(cases, workdir, warmup, worker=os.path.abspath(__file__), workers=workers)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,19 +1,19 @@
 """Structural fuzzing of `fpclass.scan` on zarr stores (v2 and v3) and FITS files: seed files
 written by zarr and astropy with planted NaN/±Inf (scaled FITS data, blanks, attributes, arrays
 below folders without group metadata), seeded mutations that know each format's structure, and
-zarr / astropy as the independent readers. The supervisor, the worker protocol and the judge are
-tests/scan_fuzz_support.py's; only the seeds, mutations and oracles are here.
+zarr / astropy as the independent readers. The supervisor and the worker protocol are
+tests/fuzz_supervisor.py's, the judge builds on tests/fuzz_judge.py; only the seeds and mutations
+are here.
 
     python tests/zarr_fits_fuzz.py show FORMAT INDEX [--seed S] [--out DIR]   # one case's files
 
 A case is (base seed, format, index): the same triple always gives the same bytes.
 
-The oracles and the judge are in tests/zarr_fits_oracles.py.
+The oracles, the judge and the worker script are in tests/zarr_fits_oracles.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -28,10 +28,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import scan_fuzz_support as support  # noqa: E402
-from zarr_fits_oracles import judge, oracle  # noqa: E402,F401  (the test imports judge here)
+import fuzz_supervisor  # noqa: E402
+import zarr_fits_oracles  # noqa: E402
+from zarr_fits_oracles import FORMATS, judge  # noqa: E402,F401  (the test imports both here)
 
-FORMATS = ("zarr", "fits")
 MAIN = {"zarr": "case.zarr", "fits": "case.fits"}
 NAN, INF = float("nan"), float("inf")
 
@@ -403,28 +403,10 @@ def write_files(files: dict, d: str, fmt: str) -> str:
     return main
 
 
-# ---------------------------------------------------------------------------------------------
-# The worker: scan_fuzz_support's, with these oracles (its supervisor starts this file).
-
-def _worker(batch_file: str) -> None:
-    support.FORMATS, support.oracle = FORMATS, oracle
-    support._worker(batch_file)
-
-
-@contextlib.contextmanager
-def _this_worker():
-    """scan_fuzz_support.run_cases starts its own file as the worker; this file instead."""
-    saved = support.__file__
-    support.__file__ = os.path.abspath(__file__)
-    try:
-        yield
-    finally:
-        support.__file__ = saved
-
-
 def run_cases(cases, workdir, warmup, workers=2):
-    with _this_worker():
-        return support.run_cases(cases, workdir, warmup, workers=workers)
+    """fuzz_supervisor.run_cases with zarr_fits_oracles.py as the worker script."""
+    return fuzz_supervisor.run_cases(cases, workdir, warmup, worker=zarr_fits_oracles.__file__,
+                                     workers=workers)
 
 
 def _show(argv):
@@ -444,9 +426,7 @@ def _show(argv):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["worker"]:
-        _worker(sys.argv[2])
-    elif sys.argv[1:2] == ["show"]:
+    if sys.argv[1:2] == ["show"]:
         _show(sys.argv[2:])
     else:
         sys.exit(__doc__)
