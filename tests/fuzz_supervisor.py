@@ -1,10 +1,18 @@
-"""Runs fuzz cases in child processes under time and memory limits, both sides of the protocol.
+"""Runs fuzz cases in child processes under time and memory limits: both sides of the protocol.
 
 The parent: `run_cases(cases, workdir, warmup, worker=PATH)` starts `python PATH worker BATCH`
 in `workers` children, reads their JSON lines and names the case a child crashed, hung or ran
-out of memory on. The child: a worker script whose `__main__` calls `serve(BATCH, oracle,
-formats)` (scan each case, then read it with `oracle(fmt, path)`), or speaks the same protocol
-itself (tests/torch_fuzz.py), with the memory probes below."""
+out of memory on; it returns ({case id: Outcome}, stats).
+
+A fuzzer plugs in with a worker script (the oracles' module) that ends with
+
+    if __name__ == "__main__":
+        serve(sys.argv[2], oracle, FORMATS)   # after checking sys.argv[1] == "worker"
+
+where `oracle(fmt, path)` returns {"ok": True, "tensors": {name: [(nan, +inf, -inf), ...]},
+"unverified": [names]} or {"ok": False, "reason": ...} (fuzz_oracles_core.py,
+zarr_fits_oracles.py); fuzz_judge.judge then holds each Outcome to the scan's promise. A worker
+may instead speak the protocol itself with the memory probes below (torch_fuzz_reference.py)."""
 
 from __future__ import annotations
 
