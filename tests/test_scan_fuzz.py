@@ -8,9 +8,14 @@ silently left out. fpclass may be stricter (unchecked with a reason): counted as
 
     FPCLASS_FUZZ_CASES=2000 pytest tests/test_scan_fuzz.py -s   # a soak: cases per format
     FPCLASS_FUZZ_SEED=7                                        # another base seed
-    python tests/scan_fuzz_support.py show npz 17              # write one case's files
+    python tests/fuzz_cases.py show npz 17                     # write one case's files
 
 Needs onnx, safetensors, gguf (gguf-py) and ml_dtypes as independent readers.
+
+The parts: fuzz_seeds_core.py (seed files), fuzz_mutations_*.py (byte-level and per-format
+mutations), fuzz_cases.py (a case: a seed and its mutations; the `show` command),
+fuzz_oracles_core.py (the independent readers and the worker script), fuzz_supervisor.py (child
+processes, limits, the worker protocol) and fuzz_judge.py (the promise, case by case).
 """
 
 import collections
@@ -23,8 +28,11 @@ pytest.importorskip("onnx")
 pytest.importorskip("safetensors")
 pytest.importorskip("gguf")
 
-from scan_fuzz_support import (FORMATS, MAIN, failure_kind, judge, make_case, run_cases, seeds,
-                               write_case)
+import fuzz_oracles_core
+from fuzz_cases import make_case, write_case
+from fuzz_judge import failure_kind, judge
+from fuzz_seeds_core import FORMATS, MAIN, seeds
+from fuzz_supervisor import run_cases
 
 #: Cases per format in a normal run (under a minute on two cores); FPCLASS_FUZZ_CASES for more.
 CASES = int(os.environ.get("FPCLASS_FUZZ_CASES", "500"))
@@ -54,7 +62,8 @@ def test_scan_fuzz(tmp_path):
             case = make_case(fmt, i, BASE_SEED)
             cases.append((case.id, write_case(case, str(tmp_path / "cases")), fmt))
             info[case.id] = case
-    outcomes, stats = run_cases(cases, str(tmp_path), warmup=[p for _, p, _ in seed_cases])
+    outcomes, stats = run_cases(cases, str(tmp_path), warmup=[p for _, p, _ in seed_cases],
+                                worker=fuzz_oracles_core.__file__)
 
     table = collections.defaultdict(collections.Counter)
     failures = collections.defaultdict(list)
@@ -101,5 +110,5 @@ def test_scan_fuzz(tmp_path):
     if lines:
         print("failures:\n  " + "\n  ".join(lines))
     assert not lines, (f"{len(lines)} failure classes (rerun one with `python "
-                       f"tests/scan_fuzz_support.py show FORMAT INDEX --seed {BASE_SEED}`):\n"
+                       f"tests/fuzz_cases.py show FORMAT INDEX --seed {BASE_SEED}`):\n"
                        + "\n".join(lines))

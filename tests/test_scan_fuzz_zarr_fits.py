@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("zarr")
 pytest.importorskip("astropy")
 
-from scan_fuzz_support import failure_kind  # noqa: E402
+from fuzz_judge import failure_kind  # noqa: E402
 from zarr_fits_fuzz import FORMATS, judge, make_case, run_cases, seeds, write_files  # noqa: E402
 
 #: Cases per format in a normal run (about 20 s on two idle cores); FPCLASS_FUZZ_ZF_CASES for more.

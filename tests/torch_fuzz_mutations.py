@@ -11,7 +11,7 @@ import pickletools
 import struct
 import zipfile
 
-from scan_fuzz_support import zip_bytes
+from fuzz_seeds_core import zip_bytes
 
 NAN, INF = float("nan"), float("inf")
 

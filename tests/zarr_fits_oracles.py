@@ -1,5 +1,6 @@
-"""The independent readers of tests/zarr_fits_fuzz.py (zarr, astropy) and its judge, in
-scan_fuzz_support's shape and in fpclass's conventions: NaN that is a declared blank (zarr's NaN
+"""The independent readers of tests/zarr_fits_fuzz.py (zarr, astropy), its judge and its worker
+script (fuzz_supervisor.run_cases starts `python tests/zarr_fits_oracles.py worker BATCH`), in
+fuzz_oracles_core's shape and in fpclass's conventions: NaN that is a declared blank (zarr's NaN
 fill value; FITS's stored NaN, BLANK and TNULLn values, every NaN of a tile-compressed float
 image) is missing, not NaN; float attributes of zarr nodes are "node@attribute" (their float
 leaves) and FITS header keywords astropy reads as Inf are "HDU@KEY"."""
@@ -8,14 +9,19 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 import numpy as np
 
-import scan_fuzz_support as support
+from fuzz_judge import judge as judge_core
+from fuzz_oracles_core import counts, reject
+from fuzz_supervisor import Outcome, serve
+
+FORMATS = ("zarr", "fits")
 
 
 # ---------------------------------------------------------------------------------------------
-# Oracles, in scan_fuzz_support's shape: {"ok": True, "tensors": {name: [(nan, +inf, -inf)]},
+# Oracles, in fuzz_oracles_core's shape: {"ok": True, "tensors": {name: [(nan, +inf, -inf)]},
 # "unverified": [names]} or {"ok": False, "reason": ...}.
 
 def oracle(fmt: str, path: str) -> dict:
@@ -59,7 +65,7 @@ def oracle_zarr(path):
             rel = os.path.relpath(d, path).replace(os.sep, "/")
             nodes.append("" if rel == "." else rel)
     if not nodes:
-        return support._reject("no zarr metadata")
+        return reject("no zarr metadata")
     tensors, unverified = {}, []
     store = zarr.storage.LocalStore(path, read_only=True)
     for node in sorted(nodes):
@@ -67,11 +73,11 @@ def oracle_zarr(path):
             obj = zarr.open(store=store, path=node, mode="r", use_consolidated=False)
             attrs = obj.attrs.asdict()
         except Exception as e:
-            return support._reject(f"zarr.open({node!r}): {type(e).__name__}: {e}")
+            return reject(f"zarr.open({node!r}): {type(e).__name__}: {e}")
         for key, value in attrs.items():
             floats = _floats(value)
             if floats:
-                tensors[f"{node}@{key}"] = [support.counts(np.array(floats))]
+                tensors[f"{node}@{key}"] = [counts(np.array(floats))]
         if isinstance(obj, zarr.Array):
             dt = np.dtype(obj.dtype)
             if dt.kind not in "fc":
@@ -81,7 +87,7 @@ def oracle_zarr(path):
             try:
                 a = np.asarray(obj[...])
             except Exception as e:
-                return support._reject(f"zarr read {node!r}: {type(e).__name__}: {e}")
+                return reject(f"zarr read {node!r}: {type(e).__name__}: {e}")
             fill = obj.fill_value
             blank = np.isnan(a) if fill is not None and np.isnan(fill) else None
             if dt.kind == "c" and blank is not None:
@@ -118,10 +124,10 @@ def oracle_fits(path):
                 for card in hdu.header.cards:
                     v = card.value
                     if isinstance(v, float) and not math.isfinite(v):
-                        tensors[f"{name}@{card.keyword}"] = [support.counts(np.array(v))]
+                        tensors[f"{name}@{card.keyword}"] = [counts(np.array(v))]
                 _oracle_hdu(fits, hdu, raw_hdul[i], name, tensors, unverified)
     except Exception as e:
-        return support._reject(f"astropy: {type(e).__name__}: {e}")
+        return reject(f"astropy: {type(e).__name__}: {e}")
     return {"ok": True, "tensors": tensors, "unverified": unverified}
 
 
@@ -177,7 +183,7 @@ def _oracle_hdu(fits, hdu, raw_hdu, name, tensors, unverified):
             else:
                 mask = None
             if stored.dtype.kind == "c":
-                tensors[cname] = [(0,) + support.counts(values)[1:]]  # every NaN a blank
+                tensors[cname] = [(0,) + counts(values)[1:]]  # every NaN a blank
             else:
                 tensors[cname] = [_blank_counts(values.reshape(stored.shape), mask)]
 
@@ -188,7 +194,7 @@ def collections_counter(items):
 
 
 def judge(case_id, outcome):
-    """scan_fuzz_support's judge, plus: a tensor fpclass calls not applicable holds no NaN or
+    """fuzz_judge's judge, plus: a tensor fpclass calls not applicable holds no NaN or
     Inf by the reference."""
     s, orc = outcome.scan, outcome.oracle
     covered = []
@@ -200,8 +206,8 @@ def judge(case_id, outcome):
         kept = {k: v for k, v in orc["tensors"].items() if owner(k) not in whole or owner(k) == k}
         covered = [("HDU or node unchecked, oracle reads its columns or attributes", k)
                    for k in orc["tensors"] if k not in kept]
-        outcome = support.Outcome(s, {**orc, "tensors": kept}, outcome.failure)
-    fails, notes = support.judge(case_id, outcome)
+        outcome = Outcome(s, {**orc, "tensors": kept}, outcome.failure)
+    fails, notes = judge_core(case_id, outcome)
     notes += covered[:1]
     if orc.get("ok") and "tensors" in s:
         na = {t[0] for t in s["tensors"] if t[1] == "not_applicable"}
@@ -210,3 +216,9 @@ def judge(case_id, outcome):
                 fails.append(("not applicable, but the reference reads NaN/Inf",
                               f"{name!r}: oracle {expected}"))
     return fails, notes
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["worker"]:
+        sys.exit(__doc__)
+    serve(sys.argv[2], oracle, FORMATS)

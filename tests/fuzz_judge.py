@@ -1,0 +1,100 @@
+"""Judging one case of the core fuzzer: failures break the scan's promise; notes are allowed
+differences worth counting (fpclass stricter than the oracle)."""
+
+from __future__ import annotations
+
+from fuzz_supervisor import MEMORY_MB, SCAN_SECONDS, Outcome
+
+
+def judge(case_id: str, o: Outcome) -> tuple[list, list]:
+    """([(failure class, detail)], [(note class, detail)]) for one case's outcome."""
+    fails, notes = [], []
+    s, orc = o.scan, o.oracle
+    if o.failure:
+        return [("crash or hang", o.failure)], notes
+    if "raised" in s:
+        return [("scan raised", s["raised"])], notes
+    if s.get("maxrss_mb", 0) > MEMORY_MB:
+        fails.append(("memory", f"peak RSS {s['maxrss_mb']:.0f} MB"))
+    if s.get("seconds", 0) > SCAN_SECONDS:
+        fails.append(("slow", f"{s['seconds']:.1f} s"))
+    reasons = s["problems"] + [t[5] for t in s["tensors"]]
+    internal = [r for r in reasons if r and "internal error" in r]
+    if internal:
+        fails.append(("internal error", internal[0]))
+    if s["exit"] not in (0, 1, 2):
+        fails.append(("exit code", str(s["exit"])))
+    clean = s["exit"] == 0
+    if orc.get("ok") is None:
+        if clean:
+            notes.append(("clean, oracle unavailable", orc.get("reason", "")))
+        return fails, notes
+    if orc["ok"] is False:
+        if clean:
+            fails.append((f"clean but the {orc['format']} oracle rejects", orc["reason"]))
+        return fails, notes
+    ours: dict = {}
+    for name, status, nan, pinf, ninf, reason, dtype in s["tensors"]:
+        ours.setdefault(name, []).append((status, (nan, pinf, ninf), reason, dtype))
+    theirs = {k: [tuple(c) for c in v] for k, v in orc["tensors"].items()}
+    file_problem = bool(s["problems"])
+    in_training = {k: [tuple(c) for c in v] for k, v in orc.get("training", {}).items()}
+    for name, expected in theirs.items():
+        mine = ours.get(name)
+        if mine is None:
+            hidden = sum(map(sum, expected))
+            if clean or (hidden and not file_problem):
+                fails.append(("training_info tensors never read" if in_training.get(name)
+                              == expected else "tensor missing from the report",
+                              f"{name!r}: oracle counts {expected}, fpclass exit {s['exit']}"))
+            else:
+                notes.append(("tensor missing, file reported", name))
+            continue
+        if any(m[0] != "checked" for m in mine):
+            if any(m[0] == "unchecked" for m in mine):
+                notes.append(("stricter (unchecked, oracle reads it)",
+                              next(m[2] for m in mine if m[0] == "unchecked")))
+            continue
+        got = sorted(m[1] for m in mine)
+        verdict = _compare(got, expected)
+        if verdict and in_training.get(name) and _compare(
+                got, _without(expected, in_training[name])) != "counts differ":
+            verdict = "training_info tensors never read"
+        if verdict:
+            fails.append((verdict, f"{name!r} ({mine[0][3]}): fpclass {got}, oracle {sorted(expected)}"))
+    for name in orc.get("unverified", []):
+        if clean:
+            notes.append(("clean, tensor unverified by the oracle", name))
+    if clean and orc.get("soft"):
+        notes.append((f"clean, {orc['soft'].split(':')[0]} refuses (other reader accepts)", orc["soft"]))
+    if not clean and not any(f for f in fails) and s["problems"]:
+        notes.append(("stricter (file problem, oracle reads it)", s["problems"][0]))
+    return fails, notes
+
+
+def _compare(got, expected):
+    """None when fpclass's counts for one name equal the oracle's; else the failure class."""
+    if got == sorted(expected):
+        return None
+    if len(got) < len(expected) and [sum(c) for c in zip(*got)] == [sum(c) for c in zip(*expected)]:
+        return "tensors of one name merged into one result"
+    return "counts differ"
+
+
+def _without(expected, drop):
+    rest = list(expected)
+    for c in drop:
+        rest.remove(c)
+    return rest
+
+
+def failure_kind(cls: str, detail: str) -> str:
+    """A failure class plus the gist of its detail (names and numbers dropped), so that distinct
+    causes of one class are listed apart."""
+    import re
+    gist = re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "X", detail))
+    if cls.startswith("clean but"):
+        return f"{cls}: {gist[:70]}"
+    if cls == "internal error":
+        return f"{cls}: {gist.split(':')[1].strip() if ':' in gist else gist}"
+    return cls
