@@ -5,8 +5,8 @@ A case is a random small file *specification* (variables of random dtype, shape,
 planted NaN/±Inf, CF attributes: scale_factor, add_offset, _FillValue, missing_value, valid_*,
 _Unsigned; float attributes on variables, groups and the file; chunking and filters), written by
 netCDF4 or h5py, then sometimes a few header bytes changed. The same (base seed, format, index)
-always gives the same file. Cases run in the supervisor of scan_fuzz_support (child processes
-under time and memory limits); this module's worker installs the oracles below.
+always gives the same file. Cases run in fuzz_supervisor's child processes (time and memory
+limits), each `python cf_fuzz.py worker BATCH`: this module is the worker, with the oracles below.
 
     python tests/cf_fuzz.py show nc4 17 [--seed S] [--out DIR]   # one case's file and steps
 """
@@ -20,11 +20,9 @@ import warnings
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-import scan_fuzz_support as sfs  # noqa: E402
+from fuzz_judge import judge as judge_core
+from fuzz_oracles_core import counts, reject
+from fuzz_supervisor import run_cases as run_in_workers, serve
 
 FORMATS = ("nc3", "nc4", "h5")
 NAN, INF = float("nan"), float("inf")
@@ -240,7 +238,7 @@ def _attr_counts(name, value):
         return None
     if name.rsplit("@", 1)[-1] in BLANKS and a.dtype.kind == "f":
         a = np.where(np.isnan(a), 0, a)  # the declared blank: not counted
-    return sfs.counts(a)
+    return counts(a)
 
 
 def oracle_netcdf(path) -> dict:
@@ -249,7 +247,7 @@ def oracle_netcdf(path) -> dict:
     try:
         ds = netCDF4.Dataset(path)
     except Exception as e:
-        return sfs._reject(f"netCDF4.Dataset: {type(e).__name__}: {e}")
+        return reject(f"netCDF4.Dataset: {type(e).__name__}: {e}")
     tensors, unverified = {}, []
     with ds:
         stack = [ds]
@@ -281,7 +279,7 @@ def oracle_netcdf(path) -> dict:
                 if a.dtype.kind not in "fc":
                     continue
                 tensors.setdefault(name, []).append(
-                    sfs.counts(np.ma.getdata(a)[~np.ma.getmaskarray(a)]))
+                    counts(np.ma.getdata(a)[~np.ma.getmaskarray(a)]))
     return {"ok": True, "tensors": tensors, "unverified": unverified}
 
 
@@ -291,7 +289,7 @@ def oracle_hdf5(path) -> dict:
     try:
         f = h5py.File(path, "r")
     except Exception as e:
-        return sfs._reject(f"h5py.File: {type(e).__name__}: {e}")
+        return reject(f"h5py.File: {type(e).__name__}: {e}")
     tensors, unverified = {}, []
     objects = [("", f)]
     with f:
@@ -300,7 +298,7 @@ def oracle_hdf5(path) -> dict:
                 name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name,
                 obj)))  # h5py gives bytes for a name that is not UTF-8
         except Exception as e:
-            return sfs._reject(f"h5py visititems: {type(e).__name__}: {e}")
+            return reject(f"h5py visititems: {type(e).__name__}: {e}")
         for name, obj in objects:
             try:
                 for a, value in obj.attrs.items():
@@ -311,7 +309,7 @@ def oracle_hdf5(path) -> dict:
                 unverified.append(f"{name}@")
             if isinstance(obj, h5py.Dataset) and obj.dtype.kind in "fc":
                 try:
-                    c = sfs.counts(obj[()])
+                    c = counts(obj[()])
                 except Exception:
                     unverified.append(name)
                 else:
@@ -329,19 +327,15 @@ def oracle(fmt: str, path: str) -> dict:
 # -- running and judging ----------------------------------------------------------------------
 
 def run_cases(cases, workdir, warmup, workers=2):
-    """scan_fuzz_support.run_cases with workers that run this module (and its oracles)."""
-    old = sfs.__file__
-    sfs.__file__ = os.path.abspath(__file__)
-    try:
-        return sfs.run_cases(cases, workdir, warmup, workers)
-    finally:
-        sfs.__file__ = old
+    """fuzz_supervisor.run_cases with workers that run this module (and its oracles)."""
+    return run_in_workers(cases, workdir, warmup, worker=os.path.abspath(__file__),
+                          workers=workers)
 
 
 def judge(case_id, outcome) -> tuple:
-    """scan_fuzz_support.judge, plus: a variable reported not applicable where the reference
-    reads NaN/Inf breaks the promise."""
-    fails, notes = sfs.judge(case_id, outcome)
+    """fuzz_judge.judge, plus: a variable reported not applicable where the reference reads
+    NaN/Inf breaks the promise."""
+    fails, notes = judge_core(case_id, outcome)
     orc, s = outcome.oracle, outcome.scan
     if orc.get("ok") and "tensors" in s:
         status = {}
@@ -371,8 +365,7 @@ def _show(argv):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["worker"]:
-        sfs.FORMATS, sfs.oracle = FORMATS, oracle
-        sfs._worker(sys.argv[2])
+        serve(sys.argv[2], oracle, FORMATS)
     elif sys.argv[1:2] == ["show"]:
         _show(sys.argv[2:])
     else:

@@ -23,7 +23,7 @@ pytest.importorskip("h5py")
 pytest.importorskip("netCDF4")
 
 from cf_fuzz import FORMATS, INF, NAN, judge, make_case, run_cases  # noqa: E402
-from scan_fuzz_support import failure_kind  # noqa: E402
+from fuzz_judge import failure_kind  # noqa: E402
 
 #: Cases per format in a normal run; FPCLASS_CF_FUZZ_CASES for more.
 CASES = int(os.environ.get("FPCLASS_CF_FUZZ_CASES", "150"))
