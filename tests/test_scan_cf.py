@@ -12,7 +12,7 @@ from cf_fuzz import oracle_hdf5, oracle_netcdf
 h5py = pytest.importorskip("h5py")
 netCDF4 = pytest.importorskip("netCDF4")
 
-from fpclass.scan import cf, scan  # noqa: E402
+from fpclass.scan import ExitCode, cf, scan  # noqa: E402
 from fpclass.scan.engine import run_task  # noqa: E402
 from fpclass.scan.engine import plan as plan_paths  # noqa: E402
 
@@ -316,3 +316,19 @@ def test_deep_nesting_stays_within_time_and_memory(tmp_path):
     exit_code, nan, seconds, peak_mb = out.stdout.split()
     assert (exit_code, nan) == ("1", "1")
     assert float(seconds) < 10 and float(peak_mb) < 512, out.stdout
+
+
+def test_a_file_of_more_objects_than_the_limit_is_refused(tmp_path, monkeypatch):
+    # each HDF5 object costs the walk ~70 us: past MAX_OBJECTS a file could exceed the time bound
+    from fpclass.scan.readers import hdf5 as reader
+    path = tmp_path / "many.h5"
+    with h5py.File(path, "w") as f:
+        for i in range(30):
+            f[f"d{i}"] = np.array([1.0, 2.0])
+    monkeypatch.setattr(reader, "MAX_OBJECTS", 20)
+    report = scan([str(path)])
+    assert report.exit_code == ExitCode.INCONCLUSIVE and len(report.checked) < 30
+    assert "more than 20 groups and datasets" in report.problems[0].reason
+    monkeypatch.setattr(reader, "MAX_OBJECTS", 31)
+    report = scan([str(path)])
+    assert report.exit_code == ExitCode.CLEAN and len(report.checked) == 30
