@@ -10,17 +10,15 @@ import os
 import threading
 import time
 
-import numpy as np
-
-from .. import count_inf, count_nan, count_nonfinite, isnan, isposinf, locate_nonfinite
 from . import scratch, views
 from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
 from .dtypes import can_hold_nonfinite, np_dtype
 from .overlap import run_overlap
 from .readers import ReaderError, planner
-from ..results.report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
-from .tasks import (CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, UNCHECKED, Task, problem,
-                    skipped)
+from ..results import build
+from ..results.report import Problem, ScanReport, TensorResult, parse_fail_on
+from ..results.status import CHECKED
+from .tasks import CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, Task, problem, skipped
 from .walk import expand
 
 #: Raw tensors larger than this are split into parts that run in parallel.
@@ -127,13 +125,13 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
     chunks of `chunk_bytes`. Never raises for bad data: the result is then unchecked with the
     reason (with `debug`, unexpected errors propagate)."""
     if task.status != CHECK:
-        return TensorResult(task.file, task.name, task.dtype, task.shape, task.status,
-                            reason=task.reason, first=task.first)
+        return build.answered(task.file, task.name, task.dtype, task.shape, task.status,
+                              task.reason, first=task.first)
     try:
-        if not can_hold_nonfinite(task.element):
-            n = math.prod(task.shape)
-            return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED,
-                                values_checked=n if task.first == 0 else 0, first=task.first)
+        if not can_hold_nonfinite(task.element):  # checked without reading, counted once
+            n = math.prod(task.shape) if task.first == 0 else 0
+            return build.answered(task.file, task.name, task.dtype, task.shape, CHECKED,
+                                  first=task.first, values=n)
         if not task.part_bytes:
             return _run_empty(task)
         if task.block_bytes:
@@ -155,9 +153,7 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
         return _unchecked(task, f"internal error: {type(e).__name__}: {e}")
 
 
-def _unchecked(task: Task, reason: str) -> TensorResult:
-    return TensorResult(task.file, task.name, task.dtype, task.shape, UNCHECKED, reason=reason,
-                        first=task.first)
+_unchecked = build.unchecked_item
 
 
 def interrupted_result(task: Task) -> TensorResult:
@@ -173,82 +169,17 @@ def _run_empty(task: Task) -> TensorResult:
     items = task.items if task.count < 0 else task.count
     if items:
         return _unchecked(task, f"{items} items but no data bytes")
-    return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED, first=task.first)
+    return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first)
 
 
-def _classify(values, limit):
-    """(nan, +inf, -inf, index rows, classes) of an array of any shape and strides, index rows
-    (tuples, C order) at most `limit`."""
-    nonfinite = int(count_nonfinite(values))
-    if not nonfinite:
-        return 0, 0, 0, [], []
-    nan = int(count_nan(values))
-    pinf = int(count_inf(values, detect_negative=False))
-    ninf = nonfinite - nan - pinf  # values are real: non-finite is exactly NaN, +Inf or -Inf
-    if limit <= 0:
-        return nan, pinf, ninf, [], []
-    rows = locate_nonfinite(values, limit)
-    hit = values[tuple(rows.T)] if values.ndim else values.reshape(1)
-    classes = np.where(isnan(hit), "nan", np.where(isposinf(hit), "posinf", "neginf"))
-    return nan, pinf, ninf, [tuple(r) for r in rows.tolist()], classes.tolist()
-
-
-_SWAPPED = {"posinf": "neginf", "neginf": "posinf", "nan": "nan"}
-
-
-class _Tally:
-    """The counts and first locations of one task, as its blocks are classified. Applies the
-    task's sign flip (torch's lazy negation / conjugation) and its blank convention (a declared
-    NaN blank is counted as missing, not as NaN)."""
-
-    def __init__(self, task: Task, limit: int):
-        self.task, self.limit = task, limit
-        # Values of a broadcast dimension are read once and stand for `repeat` values each.
-        self.repeat = math.prod(task.shape[d] for d in task.broadcast)
-        self.nan = self.posinf = self.neginf = self.missing = 0
-        self.values = self.bytes = 0
-        self.locations: list = []
-
-    def add(self, values, where, nbytes: int) -> None:
-        """Classify `values` (the last axis holds the complex parts when the task flips
-        conjugates); `where(row)` gives the location index of an index row of `values`. The
-        masked values of a masked array are a reader's blanks (FITS BLANK, TNULL): missing."""
-        room = self.limit - len(self.locations)
-        blank = np.ma.getmaskarray(values) if np.ma.isMaskedArray(values) else None
-        if blank is not None:
-            values = np.where(blank, 0, np.ma.getdata(values))
-        if self.task.flip == "conj":  # only the imaginary parts change sign
-            re = _classify(values[..., 0], room)
-            im = _classify(values[..., 1], room)
-            counts = (re[0] + im[0], re[1] + im[2], re[2] + im[1])
-            hits = sorted([(r + (0,), c) for r, c in zip(re[3], re[4])]
-                          + [(r + (1,), _SWAPPED[c]) for r, c in zip(im[3], im[4])])[:room]
-        else:
-            nan, pinf, ninf, rows, classes = _classify(values, room)
-            if self.task.flip == "neg":
-                pinf, ninf, classes = ninf, pinf, [_SWAPPED[c] for c in classes]
-            counts, hits = (nan, pinf, ninf), list(zip(rows, classes))
-        nan, pinf, ninf = (c * self.repeat for c in counts)
-        if self.task.missing:
-            self.missing += nan
-            hits = [(r, "missing" if c == "nan" else c) for r, c in hits]
-        else:
-            self.nan += nan
-        self.posinf += pinf
-        self.neginf += ninf
-        if blank is not None and blank.any():
-            self.missing += int(np.count_nonzero(blank))
-            rows = [(tuple(r), "missing") for r in np.argwhere(blank)[:room].tolist()]
-            hits = sorted(hits + rows)[:room]
-        self.locations += [Location(where(r), c) for r, c in hits]
-        self.values += values.size * self.repeat
-        self.bytes += nbytes
-
-    def result(self) -> TensorResult:
-        t = self.task
-        return TensorResult(t.file, t.name, t.dtype, t.shape, CHECKED, self.nan, self.posinf,
-                            self.neginf, tuple(self.locations), self.values, self.bytes,
-                            first=t.first, missing=self.missing)
+def _tally(task: Task, limit: int) -> build.Tally:
+    """The tally of one task: its sign flip (torch's lazy negation / conjugation), its blank
+    convention (a declared NaN blank is counted as missing, not as NaN), and its broadcast
+    dimensions (read once, each value standing for as many as their sizes say)."""
+    return build.Tally(task.file, task.name, task.dtype, task.shape, limit, first=task.first,
+                       negated=task.flip == "neg", conjugated=task.flip == "conj",
+                       missing=task.missing,
+                       repeat=math.prod(task.shape[d] for d in task.broadcast))
 
 
 def _index(task: Task, item: int) -> tuple:
@@ -271,7 +202,7 @@ def _index(task: Task, item: int) -> tuple:
 
 def _run_elements(task, max_locations, chunk_bytes, stop):
     dtype = np_dtype(task.element)
-    tally = _Tally(task, max_locations)
+    tally = _tally(task, max_locations)
     for first, chunk in chunks(task, dtype.itemsize, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
@@ -294,7 +225,7 @@ def _run_nd(task, max_locations, chunk_bytes, stop):
     else:
         def where(origin, row):
             return tuple(o + r for o, r in zip(origin, row))
-    tally = _Tally(task, max_locations)
+    tally = _tally(task, max_locations)
     for origin, block in blocks(task, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
@@ -303,27 +234,14 @@ def _run_nd(task, max_locations, chunk_bytes, stop):
 
 
 def _run_blocks(task, max_locations, chunk_bytes, stop):
-    fields = [(f, np_dtype(f.element)) for f in task.fields]
-    nan = pinf = ninf = nbytes = values = 0
-    locations: list = []
+    fields = [(f.name, f.offset, np_dtype(f.element)) for f in task.fields]
+    tally = _tally(task, max_locations)
     for first, chunk in chunks(task, task.block_bytes, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
-        blocks_ = chunk.reshape(-1, task.block_bytes)
-        found = []
-        for order, (f, dt) in enumerate(fields):
-            v = blocks_[:, f.offset:f.offset + dt.itemsize].view(dt)[:, 0]
-            a, b, c, rows, classes = _classify(v, max_locations - len(locations))
-            nan, pinf, ninf = nan + a, pinf + b, ninf + c
-            found += [(r[0], order, cls, f.name) for r, cls in zip(rows, classes)]
-            values += v.size
-        found.sort()
-        room = max_locations - len(locations)
-        locations += [Location(_index(task, first + p), cls, name)
-                      for p, _, cls, name in found[:room]]
-        nbytes += chunk.size
-    return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED, nan, pinf, ninf,
-                        tuple(locations), values, nbytes, first=task.first)
+        tally.add_fields(chunk.reshape(-1, task.block_bytes), fields,
+                         lambda k, f=first: _index(task, f + k), chunk.size)
+    return tally.result()
 
 
 def needs_reading(task: Task) -> bool:
@@ -414,7 +332,8 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
     tensor are merged."""
     report = ScanReport(fail_on=frozenset(fail_on), seconds=seconds, interrupted=interrupted)
     tensors = report.tensors
-    parts: dict = {}  # tensor key -> (its place in `tensors`, its part results)
+    places: dict = {}  # tensor key -> its place in `tensors`
+    parts: dict = {}   # tensor key -> its parts' results
     for task, result in zip(tasks, results):
         status = task.status
         if status == FILE:
@@ -426,12 +345,14 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
         elif task.count < 0:
             tensors.append(result)
         elif task.key in parts:
-            parts[task.key][1].append(result)
+            parts[task.key].append(result)
         else:
-            parts[task.key] = (len(tensors), [result])
+            places[task.key] = len(tensors)
+            parts[task.key] = [result]
             tensors.append(None)
-    for place, group in parts.values():
-        tensors[place] = merge_parts(group, max_locations) if len(group) > 1 else group[0]
+    for key, group in parts.items():
+        tensors[places[key]] = build.merge_parts(group, max_locations) if len(group) > 1 \
+            else group[0]
     return report
 
 
