@@ -28,7 +28,7 @@ def checked(file, name, dtype, shape, nan=0, posinf=0, neginf=0, locations=(), v
     """A checked result from its counts, first locations (Location, C order), the values
     classified and the bytes read."""
     return TensorResult(file, name, dtype, shape, CHECKED, nan, posinf, neginf, locations, values,
-                        nbytes, first=first, missing=missing)
+                        nbytes, "", first, missing)  # positional: a call per tensor of a check
 
 
 def unchecked(file, name, dtype, shape, reason: str, *, first=0) -> TensorResult:

@@ -9,6 +9,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .._records import stored_through_slots
 from .._version import __version__
 from .exitcodes import ExitCode
 from .status import CHECKED, NOT_APPLICABLE, UNCHECKED
@@ -55,6 +56,7 @@ class Location:
         return out
 
 
+@stored_through_slots
 @dataclass(frozen=True, slots=True)
 class TensorResult:
     """What run_task found for one task: counts, first locations (C order, or block order), or
