@@ -130,7 +130,7 @@ class Tally:
                  "as_missing", "repeat", "blank_values", "nan", "posinf", "neginf", "missing",
                  "values", "bytes", "locations")
 
-    def __init__(self, file, name, dtype, shape, limit: int, *, first: int = 0,
+    def __init__(self, file, name, dtype, shape, limit: int, first: int = 0,
                  negated: bool = False, conjugated: bool = False, missing: bool = False,
                  repeat: int = 1, blank_values: bool = True):
         self.file, self.name, self.dtype, self.shape, self.first = file, name, dtype, shape, first

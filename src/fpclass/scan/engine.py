@@ -176,10 +176,11 @@ def _tally(task: Task, limit: int) -> build.Tally:
     """The tally of one task: its sign flip (torch's lazy negation / conjugation), its blank
     convention (a declared NaN blank is counted as missing, not as NaN), and its broadcast
     dimensions (read once, each value standing for as many as their sizes say)."""
-    return build.Tally(task.file, task.name, task.dtype, task.shape, limit, first=task.first,
-                       negated=task.flip == "neg", conjugated=task.flip == "conj",
-                       missing=task.missing,
-                       repeat=math.prod(task.shape[d] for d in task.broadcast))
+    flip = task.flip
+    repeat = math.prod(task.shape[d] for d in task.broadcast) if task.broadcast else 1
+    # positional: one tally per task, and a header may declare 250,000 tasks
+    return build.Tally(task.file, task.name, task.dtype, task.shape, limit, task.first,
+                       flip == "neg", flip == "conj", task.missing, repeat)
 
 
 def _index(task: Task, item: int) -> tuple:
