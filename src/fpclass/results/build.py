@@ -76,7 +76,8 @@ def of_values(file, name, values, dtype_label: str = "", limit: int = 5) -> Tens
     label = dtype_label or a.dtype.name
     rule = value_rule(a.dtype)
     if rule is not None:
-        return TensorResult(file, name, label, tuple(a.shape), rule[0], reason=rule[1])
+        status, reason = rule
+        return TensorResult(file, name, label, tuple(a.shape), status, reason=reason)
     tally = Tally(file, name, label, tuple(a.shape), limit)
     tally.add(complex_parts(a) if a.dtype.kind == "c" else a, None, a.nbytes)
     return tally.result()
@@ -147,16 +148,16 @@ class Tally:
         blank = np.ma.getmaskarray(values) if np.ma.isMaskedArray(values) else None
         if blank is not None:
             values = np.where(blank, 0, np.ma.getdata(values))
-        if self.conjugated:  # the imaginary parts change sign (both parts' if also negated)
-            re = classify(values[..., 0], room)
-            im = classify(values[..., 1], room)
+        if self.conjugated:  # the imaginary parts change sign (the real ones if also negated)
+            re_nan, re_pinf, re_ninf, re_rows, re_classes = classify(values[..., 0], room)
+            im_nan, im_pinf, im_ninf, im_rows, im_classes = classify(values[..., 1], room)
             if self.negated:
-                re, im = _swapped(re), im
+                re_pinf, re_ninf, re_classes = re_ninf, re_pinf, [SWAPPED[c] for c in re_classes]
             else:
-                im = _swapped(im)
-            counts = (re[0] + im[0], re[1] + im[1], re[2] + im[2])
-            hits = sorted([(r + (0,), c) for r, c in zip(re[3], re[4])]
-                          + [(r + (1,), c) for r, c in zip(im[3], im[4])])[:room]
+                im_pinf, im_ninf, im_classes = im_ninf, im_pinf, [SWAPPED[c] for c in im_classes]
+            counts = (re_nan + im_nan, re_pinf + im_pinf, re_ninf + im_ninf)
+            hits = sorted([(r + (0,), c) for r, c in zip(re_rows, re_classes)]
+                          + [(r + (1,), c) for r, c in zip(im_rows, im_classes)])[:room]
         else:
             nan, pinf, ninf, rows, classes = classify(values, room)
             if self.negated:
@@ -210,12 +211,6 @@ class Tally:
         return TensorResult(self.file, self.name, self.dtype, self.shape, CHECKED, self.nan,
                             self.posinf, self.neginf, tuple(self.locations), self.values,
                             self.bytes, first=self.first, missing=self.missing)
-
-
-def _swapped(found: tuple) -> tuple:
-    """classify()'s answer for the negated values."""
-    nan, pinf, ninf, rows, classes = found
-    return nan, ninf, pinf, rows, [SWAPPED[c] for c in classes]
 
 
 def merge_parts(parts: list, max_locations: int) -> TensorResult:

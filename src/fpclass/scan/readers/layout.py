@@ -135,7 +135,8 @@ def values_task(file, name, values, dtype_label: str = "") -> Task:
     shape = tuple(a.shape)
     rule = value_rule(a.dtype)  # the rule fpclass.check follows for the values it is given
     if rule is not None:
-        return Task(file, name, label, shape, rule[0], reason=rule[1])
+        status, reason = rule
+        return Task(file, name, label, shape, status, reason=reason)
     data = np.ascontiguousarray(a).tobytes()
     return float_task(file, name, label, shape, a.dtype.str, source=file, offset=0,
                       nbytes=len(data), storage=INLINE, data=data)
