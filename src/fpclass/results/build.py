@@ -28,31 +28,32 @@ def checked(file, name, dtype, shape, nan=0, posinf=0, neginf=0, locations=(), v
     """A checked result from its counts, first locations (Location, C order), the values
     classified and the bytes read."""
     return TensorResult(file, name, dtype, shape, CHECKED, nan, posinf, neginf, locations, values,
-                        nbytes, "", first, missing)  # positional: a call per tensor of a check
+                        nbytes, "", first, missing)  # positional, as answered()
 
 
 def unchecked(file, name, dtype, shape, reason: str, *, first=0) -> TensorResult:
     """What could not be checked, with the reason (never clean: exit code 2)."""
-    return TensorResult(file, name, dtype, tuple(shape), UNCHECKED, reason=reason, first=first)
+    return TensorResult(file, name, dtype, tuple(shape), UNCHECKED, 0, 0, 0, (), 0, 0, reason,
+                        first)
 
 
 def unchecked_item(item, reason: str) -> TensorResult:
     """unchecked() for `item`: anything with file, name, dtype, shape and first (a scan task)."""
-    return TensorResult(item.file, item.name, item.dtype, item.shape, UNCHECKED, reason=reason,
-                        first=item.first)
+    return TensorResult(item.file, item.name, item.dtype, item.shape, UNCHECKED, 0, 0, 0, (), 0, 0,
+                        reason, item.first)
 
 
 def not_applicable(file, name, dtype, shape, reason: str = "") -> TensorResult:
     """Data proven to hold no NaN or Inf (integers, bool, text): nothing to count."""
-    return TensorResult(file, name, dtype, tuple(shape), NOT_APPLICABLE, reason=reason)
+    return TensorResult(file, name, dtype, tuple(shape), NOT_APPLICABLE, 0, 0, 0, (), 0, 0, reason)
 
 
 def answered(file, name, dtype, shape, status: str, reason: str = "", *, first=0,
              values=0) -> TensorResult:
     """The result of an item answered without reading: its planned status and reason (`values`:
     those known checked without reading, a format that holds no NaN or Inf)."""
-    return TensorResult(file, name, dtype, shape, status, values_checked=values, reason=reason,
-                        first=first)
+    # positional: a call per tensor (a check of a model, a scan of a header of 250,000)
+    return TensorResult(file, name, dtype, shape, status, 0, 0, 0, (), values, 0, reason, first)
 
 
 def value_rule(dtype: np.dtype):
