@@ -18,7 +18,7 @@ from fpclass.scan import ExitCode, scan
 from fpclass.scan.engine import plan, run_task
 from fpclass.scan.readers import ReaderError, planner
 from fpclass.scan.readers import fits as fits_reader
-from fpclass.results.report import merge_parts
+from fpclass.results.build import merge_parts
 from fpclass.scan.tasks import DATASET
 
 CHUNK = 64            # bytes per chunk: many blocks even in small test arrays

@@ -10,7 +10,7 @@ from astropy.io import fits
 
 from fpclass.scan import ExitCode, scan
 from fpclass.scan.engine import plan, run_task
-from fpclass.results.report import merge_parts
+from fpclass.results.build import merge_parts
 
 SMALL = dict(chunk_bytes=64, task_bytes=96, max_locations=10_000, threads=2)
 

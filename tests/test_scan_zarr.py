@@ -19,7 +19,7 @@ from fpclass.cli import main  # noqa: E402
 from fpclass.scan import ExitCode, scan  # noqa: E402
 from fpclass.scan.engine import plan, run_task  # noqa: E402
 from fpclass.scan.readers import zarr_store  # noqa: E402
-from fpclass.results.report import merge_parts  # noqa: E402
+from fpclass.results.build import merge_parts  # noqa: E402
 from test_scan_support import safetensors_bytes  # noqa: E402
 
 ALL = dict(max_locations=10_000, threads=2)

@@ -11,11 +11,10 @@ from .facade import (
     first_inf, first_nan, first_nonfinite, isfinite, isinf, isnan, isneginf, isposinf, locate_inf,
     locate_nan, locate_nonfinite,
 )
+from ._version import __version__
 from .counts import ClassCounts
 from .kernels.threads import get_num_threads, set_num_threads
 from .operators.outputs import release_idle as release_idle_masks
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name):

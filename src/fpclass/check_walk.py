@@ -3,8 +3,8 @@ reachable from it, with an explicit stack (no recursion, whatever the nesting) a
 walked once (cycles end; shared containers cost nothing twice).
 
 An item is an array, for checking.py's batched count, or a finished TensorResult (a Python number,
-a pandas column, something that cannot be read, with the reason), built the way the scan builds
-results for values a reader holds in memory (layout.values_task, engine.run_task).
+a pandas column, something that cannot be read, with the reason), built by results.build as the
+scan builds its results for values a reader holds in memory.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .scan.engine import run_task
-from .scan.readers.layout import values_task
-from .results.report import CHECKED, Location, TensorResult
-from .results.status import NOT_APPLICABLE, UNCHECKED
+from .results import build
+from .results.report import TensorResult
 
 
 class Done:
@@ -216,7 +214,7 @@ def _leaf(kind, name, value, limit):
             number = float(value) if kind is _FLOAT else complex(value)
         except (TypeError, ValueError, OverflowError) as e:
             return _unchecked(name, _type_name(value), (), f"cannot read it as a number: {e}")
-        return run_task(values_task("", name, number, _type_name(value)), limit)
+        return build.of_values("", name, number, _type_name(value), limit)
     if kind is _SERIES:
         return _series(name, value, limit)
     if kind is _DATA_ARRAY:
@@ -227,7 +225,7 @@ def _leaf(kind, name, value, limit):
 
 
 def _unchecked(name, dtype, shape, reason) -> TensorResult:
-    return TensorResult("", name, dtype, tuple(shape), UNCHECKED, reason=reason)
+    return build.unchecked("", name, dtype, shape, reason)
 
 
 def _series(name, s, limit):
@@ -244,30 +242,21 @@ def _series(name, s, limit):
     import pandas as pd
     kind = getattr(dtype, "kind", "O")
     if kind in "biumMSU" or isinstance(dtype, pd.StringDtype):
-        return TensorResult("", name, str(dtype), shape, NOT_APPLICABLE,
-                            reason="not a floating-point type")
+        return build.not_applicable("", name, str(dtype), shape, "not a floating-point type")
     return _unchecked(name, str(dtype), shape, f"pandas {dtype} values are not read by "
                       "fpclass.check: pass s.to_numpy() (float) or a nullable Float64 column")
 
 
 def _masked(name, dname, data, mask, limit) -> TensorResult:
     """A nullable column: NaN and Inf among its present values, and its pd.NA as missing."""
-    missing = int(np.count_nonzero(mask))
-    if data.dtype.kind in "fc":
-        present = np.where(mask, np.zeros((), data.dtype), data)  # what is under pd.NA: no value
-        result = run_task(values_task("", name, present, dname), limit)
-    elif missing:  # integers and booleans with pd.NA: the NA are what there is to report
-        result = TensorResult("", name, dname, data.shape, CHECKED, values_checked=data.size)
-    else:
-        return run_task(values_task("", name, data, dname), limit)
-    if not missing:
-        return result
-    blanks = [Location((i,), "missing") for i in np.flatnonzero(mask)[:limit].tolist()]
-    locations = tuple(sorted(result.locations + tuple(blanks), key=lambda loc: loc.index))
-    return TensorResult(result.file, name, dname, result.shape, result.status, result.nan,
-                        result.posinf, result.neginf, locations[:limit],
-                        result.values_checked - (missing if data.dtype.kind in "fc" else 0),
-                        result.bytes_checked, result.reason, missing=missing)
+    floats = data.dtype.kind in "fc"
+    if not floats and not mask.any():
+        return build.of_values("", name, data, dname, limit)  # not applicable
+    # pd.NA holds no value: not a value checked among floats (what is stored under it is not
+    # read); integers and booleans with pd.NA: the NA are what there is to report.
+    tally = build.Tally("", name, dname, tuple(data.shape), limit, blank_values=not floats)
+    tally.add(np.ma.MaskedArray(data, mask), None, data.nbytes if floats else 0)
+    return tally.result()
 
 
 def _data_array(name, da):

@@ -16,14 +16,11 @@ import numpy as np
 
 from . import check_walk
 from .adapters import adapter_for, arrays
-from .facade import count_inf, count_nan, isnan, isposinf, locate_nonfinite
 from .formats import Kind, component_format, format_of
 from .operators.buffers import count_nonfinite_words
-from .scan.dtypes import np_dtype
-from .scan.engine import run_task
-from .scan.readers.layout import values_task
-from .results.report import CHECKED, Location, ScanReport, TensorResult, parse_fail_on
-from .results.status import NOT_APPLICABLE, UNCHECKED
+from .results import build
+from .results.report import ScanReport, TensorResult, parse_fail_on
+from .results.status import CHECKED, NOT_APPLICABLE
 
 _Done = check_walk.Done
 
@@ -68,6 +65,32 @@ def check(obj, fail_on="nan,inf", *, grads: bool = False,
 
 # -- checking --------------------------------------------------------------------------------------
 
+class _Rule:
+    """What arrays of one dtype ask for: `what` (_COUNT, _NOT_APPLICABLE or _NOTHING_TO_READ) and
+    `lanes`, the values per element (2 for complex); `dtype` the NumPy dtype (None: a torch dtype
+    NumPy cannot view), `name` the dtype as reported."""
+
+    __slots__ = ("dtype", "name", "what", "lanes")
+
+    def __init__(self, dtype, name: str, what, lanes: int):
+        self.dtype, self.name, self.what, self.lanes = dtype, name, what, lanes
+
+
+class _Batch:
+    """The contiguous arrays of one dtype counted in one kernel call: their places in the
+    results, addresses, lengths (elements) and the arrays themselves (kept alive, and looked at
+    again if they hold a NaN or an Inf)."""
+
+    __slots__ = ("dtype", "slots", "addresses", "lengths", "sources")
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.slots: list = []
+        self.addresses: list = []
+        self.lengths: list = []
+        self.sources: list = []
+
+
 class _Checker:
     """Builds one TensorResult per array: the clean contiguous ones from one batched count per
     dtype, the rest (and every array with a finding) from a full look at an ndarray view."""
@@ -75,9 +98,9 @@ class _Checker:
     def __init__(self, max_locations: int):
         self.limit = max_locations
         self.results: list = []
-        self.batches: dict = {}   # id(NumPy dtype) -> (dtype, [slot], [address], [length], [array])
+        self.batches: dict = {}   # id(NumPy dtype) -> _Batch
         self.later: list = []     # (slot, name, dtype name, shape, array) to look at in full
-        self.kinds: dict = {}     # id(dtype) -> (dtype, _COUNT | _NOT_APPLICABLE | ..., lanes)
+        self.kinds: dict = {}     # id(NumPy dtype) -> _Rule
         self.torch = None
         self.is_torch: dict = {}  # type -> whether it comes from torch
 
@@ -92,12 +115,12 @@ class _Checker:
                 self.results.append(x.result)
             elif not (from_torch and self._torch_fast(name, x)):
                 self._general(name, x)
-        for dtype, slots, addresses, lengths, sources in self.batches.values():
-            counts = count_nonfinite_words(dtype, addresses, lengths)
+        for batch in self.batches.values():
+            counts = count_nonfinite_words(batch.dtype, batch.addresses, batch.lengths)
             for k in np.flatnonzero(counts).tolist():  # the results queued as clean are not
-                slot = slots[k]
+                slot = batch.slots[k]
                 r = self.results[slot]
-                self.later.append((slot, r.name, r.dtype, r.shape, sources[k]))
+                self.later.append((slot, r.name, r.dtype, r.shape, batch.sources[k]))
         for slot, name, dname, shape, x in self.later:
             self.results[slot] = self._examine(name, dname, shape, x)
         return self.results
@@ -111,36 +134,36 @@ class _Checker:
         adapter, strided, tensor_type, dtypes = self.torch
         if not isinstance(t, tensor_type):
             return False
-        entry = dtypes.get(t.dtype)
-        if entry is None:
+        rule = dtypes.get(t.dtype)
+        if rule is None:
             np_dtype = adapter.numpy_dtype(t.dtype)
-            entry = dtypes[t.dtype] = (np_dtype, str(t.dtype)[6:],
-                                       *(self._kind(np_dtype) if np_dtype is not None else ()))
+            known = self._kind(np_dtype) if np_dtype is not None else _Rule(None, "", None, 0)
+            rule = dtypes[t.dtype] = _Rule(np_dtype, str(t.dtype)[6:], known.what, known.lanes)
         # A lazily negated or conjugated tensor is counted as stored: NaN and Inf have no sign to
         # flip. Only a finding's details (examine) need the values' signs.
-        if entry[0] is None or not t.is_cpu or t.layout is not strided or not t.is_contiguous():
+        if rule.dtype is None or not t.is_cpu or t.layout is not strided or not t.is_contiguous():
             return False
-        np_dtype, dname, what, lanes = entry
         shape = tuple(t.shape)
         n = t.numel()
-        if what is _COUNT:
-            self._queue(np_dtype, t.data_ptr(), n, lanes, name, dname, shape, t)
+        if rule.what is _COUNT:
+            self._queue(rule.dtype, t.data_ptr(), n, rule.lanes, name, rule.name, shape, t)
         else:
-            self._answer(what, name, dname, shape, n)
+            self._answer(rule.what, name, rule.name, shape, n)
         return True
 
     def _answer(self, what, name, dname, shape, n) -> None:
         """The result of an array whose dtype cannot hold NaN or Inf: nothing is read."""
         if what is _NOT_APPLICABLE:
-            self.results.append(TensorResult("", name, dname, shape, NOT_APPLICABLE))
+            self.results.append(build.answered("", name, dname, shape, NOT_APPLICABLE))
         else:
-            self.results.append(TensorResult("", name, dname, shape, CHECKED, values_checked=n))
+            self.results.append(build.answered("", name, dname, shape, CHECKED, values=n))
 
-    def _kind(self, dtype) -> tuple:
-        """(what to do with arrays of `dtype`, values per element), once per dtype (by id: hashing
-        a dtype costs more than the rest of the work for a small tensor)."""
+    def _kind(self, dtype) -> _Rule:
+        """What to do with arrays of `dtype`, once per dtype (by id: hashing a dtype costs more
+        than the rest of the work for a small tensor). TypeError for dtypes outside the format
+        table (text, objects, records)."""
         known = self.kinds.get(id(dtype))
-        if known is None or known[0] is not dtype:
+        if known is None or known.dtype is not dtype:
             fmt = format_of(dtype)
             if fmt.kind is Kind.INTEGER:
                 what = _NOT_APPLICABLE
@@ -148,20 +171,21 @@ class _Checker:
                 what = _NOTHING_TO_READ
             else:
                 what = _COUNT
-            known = self.kinds[id(dtype)] = (dtype, what, 2 if fmt.kind is Kind.COMPLEX else 1)
-        return known[1:]
+            lanes = 2 if fmt.kind is Kind.COMPLEX else 1
+            known = self.kinds[id(dtype)] = _Rule(dtype, "", what, lanes)
+        return known
 
     def _queue(self, dtype, address: int, n: int, lanes: int, name, dname, shape, x) -> None:
         """Count the array with the others of its dtype; its result says clean until then."""
         batch = self.batches.get(id(dtype))
-        if batch is None or batch[0] is not dtype:
-            batch = self.batches[id(dtype)] = (dtype, [], [], [], [])
-        batch[1].append(len(self.results))
-        batch[2].append(address)
-        batch[3].append(n)
-        batch[4].append(x)
-        self.results.append(TensorResult("", name, dname, shape, CHECKED, 0, 0, 0, (), lanes * n,
-                                         n * dtype.itemsize))
+        if batch is None or batch.dtype is not dtype:
+            batch = self.batches[id(dtype)] = _Batch(dtype)
+        batch.slots.append(len(self.results))
+        batch.addresses.append(address)
+        batch.lengths.append(n)
+        batch.sources.append(x)
+        self.results.append(build.checked("", name, dname, shape, 0, 0, 0, (), lanes * n,
+                                          n * dtype.itemsize))
 
     def _general(self, name, x) -> None:
         shape = tuple(int(n) for n in getattr(x, "shape", ()))
@@ -171,25 +195,25 @@ class _Checker:
         except Exception as e:  # whatever the object's own conversion raises: unchecked
             reason = str(e) if isinstance(e, TypeError) else \
                 f"cannot read {_type_name(x)} as an array: {type(e).__name__}: {e}"
-            self.results.append(TensorResult("", name, dname, shape, UNCHECKED, reason=reason))
+            self.results.append(build.unchecked("", name, dname, shape, reason))
             return
         a = view.array
         if not isinstance(x, np.ndarray) and type(x).__module__.partition(".")[0] != "torch":
             dname = str(a.dtype)
         try:
-            what, lanes = self._kind(a.dtype)
+            rule = self._kind(a.dtype)
         except TypeError:  # text, objects, records: not applicable or unchecked, as the scan says
-            self.results.append(run_task(values_task("", name, a, dname), self.limit))
+            self.results.append(build.of_values("", name, a, dname, self.limit))
             return
-        if what is not _COUNT:
-            self._answer(what, name, dname, shape, a.size)
+        if rule.what is not _COUNT:
+            self._answer(rule.what, name, dname, shape, a.size)
             return
         fmt = format_of(a.dtype)
         flat = not (view.negated or view.conjugated or view.packed) and a.flags.c_contiguous \
             and a.flags.aligned and fmt.kind in (Kind.FLOAT, Kind.COMPLEX) \
             and (fmt.kind is Kind.FLOAT or component_format(fmt) is not None)
         if flat:
-            self._queue(a.dtype, a.ctypes.data, a.size, lanes, name, dname, shape, view)
+            self._queue(a.dtype, a.ctypes.data, a.size, rule.lanes, name, dname, shape, view)
         else:
             self.later.append((len(self.results), name, dname, shape, view))
             self.results.append(None)
@@ -198,22 +222,11 @@ class _Checker:
         """The full answer for one array: counts of each class and the first locations."""
         view = x if isinstance(x, arrays.View) else _view(x)
         a = view.array
-        values = _parts(a) if format_of(a.dtype).kind is Kind.COMPLEX else a
-        nan = int(count_nan(values))
-        pinf = int(count_inf(values, detect_negative=False))
-        ninf = int(count_inf(values, detect_positive=False))
-        if view.conjugated:  # the stored imaginary parts have the opposite sign
-            im = values[..., 1]
-            im_pos = int(count_inf(im, detect_negative=False))
-            im_neg = int(count_inf(im, detect_positive=False))
-            pinf, ninf = pinf - im_pos + im_neg, ninf - im_neg + im_pos
-        if view.negated:
-            pinf, ninf = ninf, pinf
-        locations = ()
-        if nan + pinf + ninf and self.limit:
-            locations = _locations(values, self.limit, view)
-        return TensorResult("", name, dname, shape, CHECKED, nan, pinf, ninf, locations,
-                            values.size, a.nbytes)
+        complex_ = format_of(a.dtype).kind is Kind.COMPLEX
+        tally = build.Tally("", name, dname, shape, self.limit, negated=view.negated,
+                            conjugated=view.conjugated and complex_)
+        tally.add(build.complex_parts(a) if complex_ else a, None, a.nbytes)
+        return tally.result()
 
 
 def _view(x) -> arrays.View:
@@ -235,28 +248,3 @@ def _view(x) -> arrays.View:
 
 def _type_name(x) -> str:
     return f"{type(x).__module__}.{type(x).__qualname__}"
-
-
-def _parts(a: np.ndarray) -> np.ndarray:
-    """A complex array's real and imaginary parts as a trailing axis of 2 (a view)."""
-    if a.dtype.type.__module__ == "numpy":
-        part = np.dtype(f"{a.dtype.byteorder if a.dtype.byteorder in '<>' else '='}"
-                        f"f{a.dtype.itemsize // 2}")
-    else:  # ml_dtypes complex32 / bcomplex32
-        part = np_dtype(component_format(format_of(a.dtype)).name)
-    return a[..., None].view(part)
-
-
-def _locations(values: np.ndarray, limit: int, view: arrays.View) -> tuple:
-    rows = locate_nonfinite(values, limit)
-    if values.ndim == 0:
-        hit = values.reshape(1)
-    else:
-        hit = values[tuple(rows.T)]
-    flip = np.full(len(rows), view.negated)
-    if view.conjugated:
-        flip ^= rows[:, -1] == 1
-    nan, positive = isnan(hit), isposinf(hit) ^ flip
-    classes = np.where(nan, "nan", np.where(positive, "posinf", "neginf"))
-    return tuple(Location(tuple(r), c) for r, c in zip(rows.tolist(), classes.tolist()))
-

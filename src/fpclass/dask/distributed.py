@@ -23,8 +23,8 @@ from distributed import Client, as_completed  # noqa: E402
 
 from ..scan import engine
 from ..scan.chunks import CHUNK_BYTES
-from ..results.report import TensorResult
-from ..scan.tasks import CHECK, UNCHECKED
+from ..results import build
+from ..scan.tasks import CHECK
 
 #: Extra attempts for a task whose function raised (worker deaths are retried by the scheduler).
 RETRIES = 2
@@ -37,11 +37,6 @@ WORKER_POLL_SECONDS = 1.0
 #: How long the client sleeps between looks at its finished futures when none is ready: the
 #: longest a result waits to be collected (the tasks are all submitted, so the cluster never waits).
 IDLE_SECONDS = 0.02
-
-
-def _unchecked(task, reason: str) -> TensorResult:
-    return TensorResult(task.file, task.name, task.dtype, task.shape, UNCHECKED, reason=reason,
-                        first=task.first)
 
 
 #: How long to wait for a scheduler that does not answer.
@@ -141,7 +136,7 @@ def _run_alone(client, run, tasks, i, results, progress, options, scan_id, watch
         for _ in _finished([future], watch, client.loop):
             pass
         results[i] = future.result() if future.status == "finished" else \
-            _unchecked(tasks[i], _failure(future))
+            build.unchecked_item(tasks[i], _failure(future))
     finally:
         client.cancel([future])
     if progress is not None:
@@ -195,7 +190,7 @@ def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIO
             client.close()
     for i in remote:
         if results[i] is None:
-            results[i] = _unchecked(tasks[i], unfinished)
+            results[i] = build.unchecked_item(tasks[i], unfinished)
     return results, interrupted
 
 

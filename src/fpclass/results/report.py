@@ -9,6 +9,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .._records import stored_through_slots
+from .._version import __version__
 from .exitcodes import ExitCode
 from .status import CHECKED, NOT_APPLICABLE, UNCHECKED
 
@@ -54,6 +56,7 @@ class Location:
         return out
 
 
+@stored_through_slots
 @dataclass(frozen=True, slots=True)
 class TensorResult:
     """What run_task found for one task: counts, first locations (C order, or block order), or
@@ -93,19 +96,6 @@ class TensorResult:
                 "missing": self.missing, "locations": [loc.to_dict() for loc in self.locations],
                 "values_checked": self.values_checked, "bytes_checked": self.bytes_checked,
                 "reason": self.reason or None}
-
-
-def merge_parts(parts: list, max_locations: int) -> TensorResult:
-    """One result from the results of a tensor's parts (in any order)."""
-    parts = sorted(parts, key=lambda r: r.first)
-    head = parts[0]
-    bad = [p for p in parts if p.status == UNCHECKED]
-    locations = tuple(loc for p in parts for loc in p.locations)[:max_locations]
-    return TensorResult(
-        head.file, head.name, head.dtype, head.shape, UNCHECKED if bad else head.status,
-        sum(p.nan for p in parts), sum(p.posinf for p in parts), sum(p.neginf for p in parts),
-        locations, sum(p.values_checked for p in parts), sum(p.bytes_checked for p in parts),
-        bad[0].reason if bad else "", missing=sum(p.missing for p in parts))
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +218,6 @@ class ScanReport:
     def to_dict(self, items: bool = True) -> dict:
         """The JSON document as a dict (without the tensor, problem and skipped lists unless
         `items`)."""
-        from .. import __version__
         doc = {
             "schema": SCHEMA, "fpclass_version": __version__,
             "status": self.status, "exit_code": int(self.exit_code),
@@ -245,4 +234,4 @@ class ScanReport:
 
 
 __all__ = ["CHECKED", "CLASSES", "Location", "Problem", "ScanReport", "TensorResult",
-           "merge_parts", "parse_fail_on"]
+           "parse_fail_on"]

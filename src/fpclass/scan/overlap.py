@@ -10,15 +10,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import isnan, isneginf, isposinf
+from ..facade import isnan, isneginf, isposinf
 from . import views
 from .chunks import chunks, strided_layout
 from .dtypes import np_dtype
-from ..results.report import CHECKED, Location, TensorResult
+from ..results import build
+from ..results.report import Location, TensorResult
 from .tasks import RAW, Task
-
-_SWAP = {"posinf": "neginf", "neginf": "posinf", "nan": "nan"}
-
 
 def run_overlap(task: Task, max_locations: int, chunk_bytes: int, stop, interrupted) -> TensorResult:
     """Counts and first locations of a STRIDED task marked `overlap` (broadcast dimensions
@@ -48,18 +46,17 @@ def run_overlap(task: Task, max_locations: int, chunk_bytes: int, stop, interrup
             if cls == "nan":
                 totals["nan"] += int(m[mask].sum())
             else:
-                other = _SWAP[cls]
+                other = build.SWAPPED[cls]
                 totals[cls] += int(m[mask & ~swap].sum())
                 totals[other] += int(m[mask & swap].sum())
             if len(hits) < 4 * max_locations:
                 for x in np.flatnonzero(mask)[:max_locations].tolist():
-                    hits.append((first + x, _SWAP[cls] if swap[x] else cls))
+                    hits.append((first + x, build.SWAPPED[cls] if swap[x] else cls))
     locations = []
     for position, cls in sorted(hits)[:max_locations]:
         index = views.find_index(position, sizes, strides)
         if index is not None:
             locations.append(Location(index, cls))
-    return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED,
-                        totals["nan"] * repeat, totals["posinf"] * repeat,
-                        totals["neginf"] * repeat, tuple(locations),
-                        int(many.sum()) * repeat, span.nbytes, first=task.first)
+    return build.checked(task.file, task.name, task.dtype, task.shape, totals["nan"] * repeat,
+                         totals["posinf"] * repeat, totals["neginf"] * repeat, tuple(locations),
+                         int(many.sum()) * repeat, span.nbytes, first=task.first)

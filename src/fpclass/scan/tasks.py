@@ -8,8 +8,9 @@ processes (dask) as they are.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import dataclass, replace
 
+from .._records import stored_through_slots
 from ..results.status import FILE, NOT_APPLICABLE, PROBLEM, SKIPPED, UNCHECKED
 
 #: What a task asks for.
@@ -31,21 +32,6 @@ DATASET = "dataset"    # array `member` of `source`, read in its own blocks by t
                        # `reader` (h5py, zarr, astropy); `first`/`count` select blocks
 
 
-def _stored_through_slots(cls):
-    """`cls`, a frozen dataclass with slots, with an __init__ that stores each field through its
-    slot descriptor: same signature, defaults and result, and the instances stay frozen. The one
-    dataclass writes calls object.__setattr__ per field (2.3 us per Task, against 1.4 us), and a
-    small hostile header makes a million tasks."""
-    names = [f.name for f in fields(cls)]
-    scope = {f"_set_{n}": getattr(cls, n).__set__ for n in names}
-    scope.update({f"_default_{f.name}": f.default for f in fields(cls) if f.default is not MISSING})
-    params = ", ".join(f"{n}=_default_{n}" if f"_default_{n}" in scope else n for n in names)
-    body = "".join(f"\n    _set_{n}(self, {n})" for n in names)
-    exec(f"def __init__(self, {params}):{body}", scope)
-    cls.__init__ = scope["__init__"]
-    return cls
-
-
 @dataclass(frozen=True, slots=True)
 class Field:
     """A floating-point field at byte `offset` of every block of a block-quantized tensor."""
@@ -55,7 +41,7 @@ class Field:
     element: str   # numpy dtype name of the field, e.g. "<f2" or "float8_e8m0fnu"
 
 
-@_stored_through_slots
+@stored_through_slots
 @dataclass(frozen=True, slots=True)
 class Task:
     """One tensor (or one part of a large one) to check, or a file-level marker or problem.

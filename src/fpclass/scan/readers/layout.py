@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import ReaderError
+from ...results.build import value_rule
 from ..dtypes import can_hold_nonfinite, component, np_dtype
 from ..tasks import CHECK, FILE, INLINE, NOT_APPLICABLE, UNCHECKED, Task
 
@@ -126,18 +127,16 @@ def check_shape(shape, what="shape") -> tuple:
 def values_task(file, name, values, dtype_label: str = "") -> Task:
     """A task for values a reader holds in memory (a pickled Python float, an attribute, an array
     a format's own library decoded): checked from a copy of their bytes if floating point (complex
-    as its two parts), not applicable if integer, bool or text, unchecked (with the dtype named)
-    for anything else (objects, records, datetimes). The one way readers report in-memory values;
-    empty input is checked as empty."""
+    as its two parts), else as results.build.value_rule says: not applicable if integer, bool or
+    text, unchecked (with the dtype named) for anything else (objects, records, datetimes). The
+    one way readers report in-memory values; empty input is checked as empty."""
     a = np.asarray(values)
     label = dtype_label or a.dtype.name
     shape = tuple(a.shape)
-    if a.dtype.kind in "biu":
-        return not_applicable(file, name, label, shape)
-    if a.dtype.kind in "SU":
-        return not_applicable(file, name, label, shape, "text, not a floating-point type")
-    if a.dtype.kind not in "fc" or a.dtype.names is not None:
-        return unchecked(file, name, label, shape, f"values of type {a.dtype} cannot be classified")
+    rule = value_rule(a.dtype)  # the rule fpclass.check follows for the values it is given
+    if rule is not None:
+        status, reason = rule
+        return Task(file, name, label, shape, status, reason=reason)
     data = np.ascontiguousarray(a).tobytes()
     return float_task(file, name, label, shape, a.dtype.str, source=file, offset=0,
                       nbytes=len(data), storage=INLINE, data=data)

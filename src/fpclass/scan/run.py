@@ -1,0 +1,154 @@
+"""run_task: one task in, one result out. Reads a CHECK task's bytes in chunks (or blocks), has
+each classified and tallied by results.build, and answers every other task without reading. Never
+raises for bad data: the result is then unchecked, with the reason."""
+
+from __future__ import annotations
+
+import math
+
+from . import views
+from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
+from .dtypes import can_hold_nonfinite, np_dtype
+from .overlap import run_overlap
+from .readers import ReaderError
+from ..results import build
+from ..results.report import TensorResult
+from ..results.status import CHECKED
+from .tasks import CHECK, DATASET, STRIDED, Task
+
+DEFAULT_MAX_LOCATIONS = 5
+
+
+class Interrupted(Exception):
+    """The scan was asked to stop (Ctrl-C) while this task ran."""
+
+
+def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
+             chunk_bytes: int = CHUNK_BYTES, stop=None, debug: bool = False) -> TensorResult:
+    """Check one task: counts of NaN/+Inf/-Inf and the first `max_locations` locations, read in
+    chunks of `chunk_bytes`. Never raises for bad data: the result is then unchecked with the
+    reason (with `debug`, unexpected errors propagate)."""
+    if task.status != CHECK:
+        return build.answered(task.file, task.name, task.dtype, task.shape, task.status,
+                              task.reason, first=task.first)
+    try:
+        if not can_hold_nonfinite(task.element):  # checked without reading, counted once
+            n = math.prod(task.shape) if task.first == 0 else 0
+            return build.answered(task.file, task.name, task.dtype, task.shape, CHECKED,
+                                  first=task.first, values=n)
+        if not task.part_bytes:
+            return _run_empty(task)
+        if task.block_bytes:
+            return _run_blocks(task, max_locations, chunk_bytes, stop)
+        if task.overlap:
+            return run_overlap(task, max_locations, chunk_bytes, stop, Interrupted)
+        if task.storage in (STRIDED, DATASET):
+            return _run_nd(task, max_locations, chunk_bytes, stop)
+        return _run_elements(task, max_locations, chunk_bytes, stop)
+    except Interrupted:
+        return _unchecked(task, "interrupted before it was fully checked")
+    except (SourceError, ReaderError) as e:
+        return _unchecked(task, str(e))
+    except OSError as e:
+        return _unchecked(task, f"cannot read: {e.strerror or e}")
+    except Exception as e:
+        if debug:
+            raise
+        return _unchecked(task, f"internal error: {type(e).__name__}: {e}")
+
+
+_unchecked = build.unchecked_item
+
+
+def interrupted_result(task: Task) -> TensorResult:
+    """The result of a task that Ctrl-C stopped before it ran: unchecked for a CHECK task, the
+    task's own answer otherwise."""
+    if task.status == CHECK:
+        return _unchecked(task, "interrupted before it was checked")
+    return run_task(task)
+
+
+def _run_empty(task: Task) -> TensorResult:
+    """A part with no stored bytes: checked when it has no items, which needs no reading."""
+    items = task.items if task.count < 0 else task.count
+    if items:
+        return _unchecked(task, f"{items} items but no data bytes")
+    return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first)
+
+
+def _tally(task: Task, limit: int) -> build.Tally:
+    """The tally of one task: its sign flip (torch's lazy negation / conjugation), its blank
+    convention (a declared NaN blank is counted as missing, not as NaN), and its broadcast
+    dimensions (read once, each value standing for as many as their sizes say)."""
+    flip = task.flip
+    repeat = math.prod(task.shape[d] for d in task.broadcast) if task.broadcast else 1
+    # positional: one tally per task, and a header may declare 250,000 tasks
+    return build.Tally(task.file, task.name, task.dtype, task.shape, limit, task.first,
+                       flip == "neg", flip == "conj", task.missing, repeat)
+
+
+def _index(task: Task, item: int) -> tuple:
+    """The index in the tensor of flat item `item`: the element's index, then the complex part
+    (a block's first element for blocks). Pure Python: numpy unravels at most 64 dimensions."""
+    grid = task.grid
+    if not grid:
+        return ()
+    rank = len(task.shape) if task.order == "F" else len(grid)
+    # The axes from fastest to slowest: a complex element's parts are adjacent in either order.
+    fastest_first = [*range(len(grid) - 1, rank - 1, -1),
+                     *(range(rank) if task.order == "F" else range(rank - 1, -1, -1))]
+    idx = [0] * len(grid)
+    for axis in fastest_first:
+        item, idx[axis] = divmod(item, grid[axis])
+    if task.block_bytes:
+        idx[-1] *= task.block
+    return tuple(idx)
+
+
+def _run_elements(task, max_locations, chunk_bytes, stop):
+    dtype = np_dtype(task.element)
+    tally = _tally(task, max_locations)
+    for first, chunk in chunks(task, dtype.itemsize, chunk_bytes):
+        if stop is not None and stop.is_set():
+            raise Interrupted
+        v = chunk.view(dtype)
+        if task.flip == "conj":  # rows are (element, part)
+            tally.add(v.reshape(-1, 2), lambda r, f=first: _index(task, f + 2 * r[0] + r[1]),
+                      chunk.size)
+        else:
+            tally.add(v, lambda r, f=first: _index(task, f + r[0]), chunk.size)
+    return tally.result()
+
+
+def _run_nd(task, max_locations, chunk_bytes, stop):
+    """A STRIDED or DATASET task: blocks with their origin in the task's grid."""
+    if task.storage == STRIDED:
+        order = views.storage_order(*strided_layout(task))
+
+        def where(origin, row):
+            return views.to_view(tuple(o + r for o, r in zip(origin, row)), order)
+    else:
+        def where(origin, row):
+            return tuple(o + r for o, r in zip(origin, row))
+    tally = _tally(task, max_locations)
+    for origin, block in blocks(task, chunk_bytes):
+        if stop is not None and stop.is_set():
+            raise Interrupted
+        tally.add(block, lambda r, o=origin: where(o, r), block.nbytes)
+    return tally.result()
+
+
+def _run_blocks(task, max_locations, chunk_bytes, stop):
+    fields = [(f.name, f.offset, np_dtype(f.element)) for f in task.fields]
+    tally = _tally(task, max_locations)
+    for first, chunk in chunks(task, task.block_bytes, chunk_bytes):
+        if stop is not None and stop.is_set():
+            raise Interrupted
+        tally.add_fields(chunk.reshape(-1, task.block_bytes), fields,
+                         lambda k, f=first: _index(task, f + k), chunk.size)
+    return tally.result()
+
+
+def needs_reading(task: Task) -> bool:
+    """Whether `task` reads data; every other task is answered at once, without I/O."""
+    return task.status == CHECK and task.part_bytes > 0 and can_hold_nonfinite(task.element)
