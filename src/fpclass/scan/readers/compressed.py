@@ -20,9 +20,11 @@ import shutil
 import zlib
 from dataclasses import replace
 
-from . import ReaderError, planner
+from . import ReaderError
+from .registry import planner
 from .. import scratch
-from ..detect import COMPRESSED, compression, identify, skip_by_head
+from ..detect import identify, skip_by_head
+from ..signatures import compression
 from ..tasks import FILE, skipped
 from .lzw import LZWError, LZWReader
 
@@ -64,7 +66,7 @@ def plan(path: str) -> list:
         os.remove(copy)
         return [skipped(path, f"{what} {skip}")]
     ident = identify(copy)
-    if ident.kind == COMPRESSED:
+    if ident.kind == "compressed":
         raise ReaderError(f"{what} file holding another compressed stream; only one layer is read")
     if not ident.kind:
         os.remove(copy)
