@@ -3,7 +3,6 @@ detection, the directory walk, the CLI help, the problem messages and the docs' 
 from it (README.md and docs/scan.md must equal the generator's output)."""
 
 import ast
-import dataclasses
 import io
 import os
 import subprocess
@@ -129,8 +128,33 @@ def test_a_readers_options_reach_only_it():
     def fake(path, **options):
         seen.append(options)
         return []
-    gguf, torch = (dataclasses.replace(registry.BY_KIND[k], load=lambda: fake)
-                   for k in ("gguf", "pytorch"))
+    gguf, torch = (registry.BY_KIND[k]._replace(load=lambda: fake) for k in ("gguf", "pytorch"))
     assert gguf.plan("x.gguf", allow_globals=("a.B",)) == [] and seen == [{}]
     assert torch.plan("x.pt", allow_globals=("a.B",)) == []
     assert seen[-1] == {"allow_globals": ("a.B",)}
+
+
+def _scan_imports() -> dict:
+    """fpclass.scan's import graph as static tools see it (test_layering's reading of the import
+    statements, function-level ones included)."""
+    from test_layering import imports, sources
+    return {name: {m for _, m, _ in imports(name, path) if m.startswith("fpclass.scan")}
+            for name, path in sources("fpclass.scan")}
+
+
+def test_static_tools_see_every_reader_and_no_cycle():
+    graph = _scan_imports()
+    prefix = "fpclass.scan.readers."
+    registered = {r.load().__module__ for r in registry.READERS}
+    assert registered <= graph[prefix + "registry"]
+    done = set()
+
+    def visit(node, path):
+        assert node not in path, "import cycle: " + " -> ".join(path[path.index(node):] + [node])
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, path + [node])
+        done.add(node)
+    for node in sorted(graph):
+        visit(node, [])

@@ -19,6 +19,7 @@ from .dtypes import can_hold_nonfinite, np_dtype
 from .overlap import run_overlap
 from .readers import ReaderError
 from .readers.registry import planner
+from .reader_options import reader_options
 from ..results.report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
 from .tasks import (CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, UNCHECKED, Task, problem,
                     skipped)
@@ -79,7 +80,7 @@ def _plan_files(found, tasks, task_bytes, debug, allow_globals=()) -> None:
         if real in seen:
             continue
         try:
-            options = {"allow_globals": allow_globals} if allow_globals else {}
+            options = reader_options(kind, allow_globals)
             file_tasks = planner(kind)(path, **options)
         except ReaderError as e:
             seen.add(real)

@@ -121,6 +121,7 @@ READERS = (
            extra="matlab"),
     Reader("compressed", "any of these in a gzip, bzip2, xz or compress stream", _compressed,
            known_names=(".gz", ".bz2", ".xz", ".Z"), content=is_compressed,
+           options=("identify", "skip_by_head", "planner"),
            detected="gzip, bzip2, xz and compress magic numbers"),
 )
 
