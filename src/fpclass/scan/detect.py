@@ -16,7 +16,9 @@ import zipfile
 from dataclasses import dataclass
 
 from .readers import registry
-from .signatures import (COMPRESSIONS, HDF5_SIGNATURE, IDL_COMPRESSED, compression,  # noqa: F401
+# Detection's header tests and magic numbers, also importable from here.
+from .signatures import (COMPRESSIONS, FITS_MAGIC, GGUF_MAGIC, HDF5_SIGNATURE,  # noqa: F401
+                         IDL_COMPRESSED, NPY_MAGIC, TORCH_LEGACY_MAGIC, ZIP_MAGIC, compression,
                          is_torch_legacy, matlab5_order)
 
 SAFETENSORS = "safetensors"
@@ -212,7 +214,7 @@ def hdf5_offset(f, head: bytes, size: int) -> int | None:
 
 
 def _by_content(head: bytes, size: int, name: str) -> Identity | None:
-    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+    if head.startswith((ZIP_MAGIC, b"PK\x05\x06")):
         return _zip(head, name)
     kind = registry.by_content(head, size)
     if kind:
@@ -251,7 +253,7 @@ def _zip(head: bytes, name: str) -> Identity:
     TorchScript archive) when its first member is one of their records; another archive
     otherwise."""
     first = ""
-    if head.startswith(b"PK\x03\x04") and len(head) >= 30:
+    if head.startswith(ZIP_MAGIC) and len(head) >= 30:
         n = struct.unpack_from("<H", head, 26)[0]
         first = head[30:30 + n].decode("utf-8", "replace")
     if first == "data.pkl" or _torch_record(first):

@@ -8,8 +8,14 @@ import struct
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 IDL_COMPRESSED = b"SR\x00\x06"   # an IDL save file whose records are zlib-compressed
+ZIP_MAGIC = b"PK\x03\x04"       # a zip's local file header (readers/zipmembers.py reads them)
+NPY_MAGIC = b"\x93NUMPY"        # the .npy format's magic string (readers/npy.py checks it too)
+GGUF_MAGIC = b"GGUF"
+FITS_MAGIC = b"SIMPLE  ="       # a FITS primary header's first card
+#: torch.save's legacy (pre-1.6) magic number, the file's first pickle (torch_checkpoint too).
+TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 #: torch.save's legacy format starts with its magic number, pickled.
-TORCH_LEGACY = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
+TORCH_LEGACY = b"\x80\x02\x8a\x0a" + TORCH_LEGACY_MAGIC.to_bytes(10, "little")
 #: Compressed streams read through (readers/compressed.py), by magic number.
 COMPRESSIONS = (
     (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x1f\x9d", "compress"),
@@ -34,7 +40,7 @@ def is_fits(head: bytes, size: int = 0) -> bool:
     cards) holds only printable ASCII: a header dump written as text lines (`.hdr`) has line ends,
     and is text, not FITS."""
     block = head[:2880]
-    return block.startswith(b"SIMPLE  =") and len(block) >= 80 and \
+    return block.startswith(FITS_MAGIC) and len(block) >= 80 and \
         not block.translate(None, _PRINTABLE)
 
 

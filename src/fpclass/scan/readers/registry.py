@@ -9,8 +9,8 @@ only when a file of its kind is planned."""
 from __future__ import annotations
 
 from .contract import Reader
-from ..signatures import (HDF5_SIGNATURE, IDL_COMPRESSED, TORCH_LEGACY, is_compressed, is_fits,
-                          is_matlab5, is_safetensors)
+from ..signatures import (GGUF_MAGIC, HDF5_SIGNATURE, IDL_COMPRESSED, NPY_MAGIC, TORCH_LEGACY,
+                          is_compressed, is_fits, is_matlab5, is_safetensors)
 
 
 def _safetensors():
@@ -93,12 +93,12 @@ READERS = (
            detected="an 8-byte header length that fits the file, then `{`"),
     Reader("safetensors-index", "safetensors index", _safetensors_index,
            known_names=("*.safetensors.index.json",), detected="a JSON file with a weight_map"),
-    Reader("npy", "NumPy array", _npy, (".npy",), magic=(b"\x93NUMPY",)),
+    Reader("npy", "NumPy array", _npy, (".npy",), magic=(NPY_MAGIC,)),
     Reader("npz", "NumPy archive", _npz, (".npz",), detected="a zip whose first member is a .npy"),
     Reader("onnx", "ONNX model or TensorProto", _onnx, (".onnx",), known_names=(".pb",),
            detected="a protobuf with a graph and an ir_version; a .pb that is strictly a "
            "TensorProto"),
-    Reader("gguf", "GGUF", _gguf, (".gguf",), magic=(b"GGUF",)),
+    Reader("gguf", "GGUF", _gguf, (".gguf",), magic=(GGUF_MAGIC,)),
     Reader("pytorch", "PyTorch checkpoint", _pytorch, known_names=(".pt", ".pth", ".bin", ".ckpt"),
            magic=(TORCH_LEGACY,), options=("allow_globals",),
            detected="a zip whose first member is a torch.save or TorchScript record; the "
