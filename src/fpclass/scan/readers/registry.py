@@ -150,9 +150,9 @@ def by_content(head: bytes, size: int) -> str:
 def store_kind(name: str, entries) -> str:
     """The kind of the directory called `name` holding `entries` (names) when it is a store read
     as one unit, or ""."""
-    lower = name.lower()
+    lower, entries = name.lower(), set(entries)
     for reader in READERS:
-        if lower.endswith(reader.directories or ("\0",)) or set(reader.markers) & set(entries):
+        if any(lower.endswith(d) for d in reader.directories) or entries & set(reader.markers):
             return reader.kind
     return ""
 
