@@ -158,3 +158,10 @@ def test_static_tools_see_every_reader_and_no_cycle():
         done.add(node)
     for node in sorted(graph):
         visit(node, [])
+
+
+def test_detections_kind_names_are_registered_kinds():
+    from fpclass.scan import detect
+    names = ("SAFETENSORS", "SAFETENSORS_INDEX", "NPY", "NPZ", "ONNX", "GGUF", "PYTORCH", "HDF5",
+             "KERAS", "NETCDF3", "ZARR", "FITS", "MATLAB", "IDL", "COMPRESSED")
+    assert {getattr(detect, n) for n in names} == set(registry.KINDS) == set(detect.KINDS)
