@@ -278,10 +278,10 @@ def test_rich_table_escapes_markup_and_control_characters(tmp_path):
 
 
 def test_ctrl_c_while_planning_prints_the_report_so_far(tmp_path, monkeypatch):
-    from fpclass.scan import readers
+    from fpclass.scan.readers import registry
     (tmp_path / "a.safetensors").write_bytes(WITH_NAN)
     (tmp_path / "b.safetensors").write_bytes(CLEAN)
-    real = readers.planner
+    real = registry.planner
 
     def planner(kind):
         plan = real(kind)

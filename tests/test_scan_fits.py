@@ -16,7 +16,8 @@ from astropy.io import fits
 from fpclass.cli import main
 from fpclass.scan import ExitCode, scan
 from fpclass.scan.engine import plan, run_task
-from fpclass.scan.readers import ReaderError, planner
+from fpclass.scan.readers import ReaderError
+from fpclass.scan.readers.registry import planner
 from fpclass.scan.readers import fits as fits_reader
 from fpclass.results.build import merge_parts
 from fpclass.scan.tasks import DATASET

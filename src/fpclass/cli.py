@@ -35,11 +35,22 @@ class _Parser(argparse.ArgumentParser):
             # argparse names sys.stdout (help, --version) or sys.stderr (usage errors)
             (self._err if file is sys.stderr or file is self._err else self._out).write(message)
 
+    def format_help(self):
+        if callable(self.description):   # made when asked for: the scan's list of formats
+            self.description = self.description()
+        return super().format_help()
+
     def exit(self, status=0, message=None):
         if message:
             # the message quotes what was typed: escaped, so it cannot move the cursor or recolor
             self._err.write("\n".join(map(printable, message.split("\n"))))
         raise _Exit(status)
+
+
+def _scan_description() -> str:
+    from .scan.readers.registry import accepted
+    return ("Check every tensor of every file (directories recursively) for NaN and Inf. Read: "
+            f"{accepted()}. Exit codes: 0 clean, 1 found, 2 inconclusive, 130 interrupted.")
 
 
 def _global_options() -> argparse.ArgumentParser:
@@ -69,9 +80,7 @@ def _parser(out, err) -> _Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     scan = sub.add_parser("scan", out=out, err=err, parents=[common],
                           help="check checkpoints and array files for NaN and Inf",
-                          description="Check every tensor of safetensors, npy/npz, ONNX and GGUF "
-                          "files (directories recursively) for NaN and Inf. Exit codes: 0 clean, "
-                          "1 found, 2 inconclusive, 130 interrupted.")
+                          description=_scan_description)
     sub.add_parser("warmup", out=out, err=err, parents=[common],
                    help="compile every kernel into numba's on-disk cache (for images and CI)",
                    description="Compile (or load) every numba kernel fpclass uses, so that no "

@@ -1,8 +1,9 @@
 """What a file is, for the scan: a format fpclass reads, a format that holds tensors fpclass does not
 read or a binary file of no known kind (the scan must then say it could not check it), or a file
 known to hold no tensors (text, or a kind named by its magic number: skipped). Content decides
-first (magic numbers, header shape), the name second. Detection's magic numbers all live here
-(readers only check their own headers again)."""
+first (magic numbers, header shape), the name second. The formats fpclass reads, their names and
+magic numbers come from the reader registry (readers/registry.py, their header tests from
+signatures.py); the tables here are of what fpclass does not read."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import struct
 import zipfile
 from dataclasses import dataclass
 
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-IDL_COMPRESSED = b"SR\x00\x06"   # an IDL save file whose records are zlib-compressed
+from .readers import registry
+# Detection's header tests and magic numbers, also importable from here.
+from .signatures import (COMPRESSIONS, FITS_MAGIC, GGUF_MAGIC, HDF5_SIGNATURE,  # noqa: F401
+                         IDL_COMPRESSED, NPY_MAGIC, TORCH_LEGACY_MAGIC, ZIP_MAGIC, compression,
+                         is_torch_legacy, matlab5_order)
 
 SAFETENSORS = "safetensors"
 SAFETENSORS_INDEX = "safetensors-index"
@@ -33,17 +37,10 @@ MATLAB = "matlab"      # MATLAB v4 and v5 (v7) .mat files; v7.3 is HDF5 behind a
 IDL = "idl"            # IDL save files (.sav)
 COMPRESSED = "compressed"  # a gzip, bzip2, xz or compress (.Z) stream around another file
 
-KINDS = (SAFETENSORS, SAFETENSORS_INDEX, NPY, NPZ, ONNX, GGUF, PYTORCH, HDF5, KERAS, NETCDF3, ZARR,
-         FITS, MATLAB, IDL, COMPRESSED)
-ACCEPTED = (".safetensors (and *.safetensors.index.json), .npy, .npz, .onnx, .gguf, PyTorch "
-            "checkpoints (.pt, .pth, .bin, .ckpt), HDF5 (.h5, .hdf5, .keras), NetCDF (.nc), "
-            "zarr stores, FITS, MATLAB .mat, IDL .sav, and any of these compressed with gzip, "
-            "bzip2, xz or compress (.gz, .bz2, .xz, .Z)")
-
-_BY_EXTENSION = {".safetensors": SAFETENSORS, ".npy": NPY, ".npz": NPZ, ".onnx": ONNX,
-                 ".gguf": GGUF, ".h5": HDF5, ".hdf5": HDF5, ".he5": HDF5, ".keras": KERAS,
-                 ".fits": FITS, ".fit": FITS, ".fts": FITS, ".fz": FITS, ".mat": MATLAB,
-                 ".sav": IDL}
+KINDS = registry.KINDS
+#: What the scan reads, for problem messages.
+ACCEPTED = registry.accepted()
+_BY_EXTENSION = registry.BY_EXTENSION
 
 #: Extensions of files that hold tensors in formats fpclass does not read: such a file is never
 #: passed over quietly.
@@ -62,16 +59,6 @@ CLAIMS_BY_EXTENSION = {
 #: TensorFlow checkpoint shards: variables.data-00000-of-00001.
 _TF_SHARD = re.compile(r"\.data-\d{5}-of-\d{5}$")
 
-#: Magic numbers of formats fpclass reads, beside those tested in _by_content.
-_KINDS_BY_MAGIC = (
-    (HDF5_SIGNATURE, HDF5), (b"CDF\x01", NETCDF3), (b"CDF\x02", NETCDF3),
-    (b"CDF\x05", NETCDF3), (b"SR\x00\x04", IDL), (IDL_COMPRESSED, IDL),
-)
-#: Compressed streams read through (readers/compressed.py), by magic number.
-COMPRESSIONS = (
-    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x1f\x9d", "compress"),
-)
-_BZIP2_LEVELS = [bytes([c]) for c in b"123456789"]
 #: Magic numbers of tensor formats fpclass does not read (checked before any name).
 _CLAIMS_BY_MAGIC = (
     (b"lmgg", "GGML file"), (b"fmgg", "GGMF file"), (b"tjgg", "GGJT file"),
@@ -81,8 +68,6 @@ _CLAIMS_BY_MAGIC = (
     # Columnar data files: their float columns are not read.
     (b"ARROW1", "Apache Arrow file"), (b"PAR1", "Parquet file"), (b"ORC", "ORC file"),
 )
-#: torch.save's legacy format starts with its magic number, pickled.
-_TORCH_LEGACY = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 #: Magic numbers of common files that hold no tensors: skipped with the kind named. Only
 #: signatures of at least three fixed bytes (or checked further in _other_kind) are trusted.
 _OTHER_MAGIC = (
@@ -120,7 +105,6 @@ UNRECOGNIZED = "unrecognized binary file"
 
 #: Bytes of 8-bit text: printable ASCII, tab, line ends, form feed, escape, and 0x80-0xFF.
 _TEXT_BYTES = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7F), *range(0x80, 0x100)])
-_PRINTABLE = bytes(range(0x20, 0x7F))
 _ASCII = bytes(range(0x80))
 #: Bytes read to identify a file (and to tell text from binary).
 HEAD_BYTES = 8192
@@ -136,11 +120,6 @@ class Identity:
     kind: str | None = None
     claims: str = ""
     skip: str = ""
-
-
-def is_torch_legacy(head: bytes) -> bool:
-    """Whether `head` starts like torch.save's legacy (pre-1.6) format."""
-    return head.startswith(_TORCH_LEGACY)
 
 
 def claims_by_name(name: str) -> str:
@@ -234,32 +213,12 @@ def hdf5_offset(f, head: bytes, size: int) -> int | None:
     return None
 
 
-def compression(head: bytes) -> str:
-    """The compression ("gzip", "bzip2", "xz", "compress") whose stream `head` starts, or ""."""
-    for magic, what in COMPRESSIONS:
-        if head.startswith(magic) and (what != "bzip2" or head[3:4] in _BZIP2_LEVELS):
-            return what
-    return ""
-
-
 def _by_content(head: bytes, size: int, name: str) -> Identity | None:
-    if head.startswith(b"\x93NUMPY"):
-        return Identity(NPY)
-    if head.startswith(b"GGUF"):
-        return Identity(GGUF)
-    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] <= size - 8:
-        return Identity(SAFETENSORS)
-    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+    if head.startswith((ZIP_MAGIC, b"PK\x05\x06")):
         return _zip(head, name)
-    for magic, kind in _KINDS_BY_MAGIC:
-        if head.startswith(magic):
-            return Identity(kind)
-    if _is_fits(head):
-        return Identity(FITS)
-    if matlab5_order(head):
-        return Identity(MATLAB)
-    if compression(head):
-        return Identity(COMPRESSED)
+    kind = registry.by_content(head, size)
+    if kind:
+        return Identity(kind)
     for magic, what in _CLAIMS_BY_MAGIC:
         if head.startswith(magic):
             return Identity(claims=what)
@@ -267,8 +226,6 @@ def _by_content(head: bytes, size: int, name: str) -> Identity | None:
         return Identity(claims="TensorFlow Lite model")
     if len(head) >= 262 and head[257:262] == b"ustar":
         return Identity(claims="tar archive (its members are not read)")
-    if is_torch_legacy(head):
-        return Identity(PYTORCH)
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return Identity(claims="Python pickle (never unpickled)")
     other = _other_kind(head)
@@ -291,30 +248,12 @@ def _other_kind(head: bytes) -> str:
     return ""
 
 
-def _is_fits(head: bytes) -> bool:
-    """A FITS primary header: it starts with `SIMPLE  =` and its first block (2880 bytes, 36
-    cards) holds only printable ASCII: a header dump written as text lines (`.hdr`) has line ends,
-    and is text, not FITS."""
-    block = head[:2880]
-    return block.startswith(b"SIMPLE  =") and len(block) >= 80 and \
-        not block.translate(None, _PRINTABLE)
-
-
-def matlab5_order(head: bytes) -> str:
-    """The byte order ("<" or ">") of a MATLAB v5 (v6, v7) file's header: 116 bytes of text,
-    then at byte 124 version 0x0100 and the endian indicator "IM" or "MI"; "" for anything else
-    (v7.3, version 0x0200, is HDF5 behind a 512-byte user block; v4 has no header)."""
-    if 0 in head[:4]:
-        return ""
-    return {b"\x00\x01IM": "<", b"\x01\x00MI": ">"}.get(head[124:128], "")
-
-
 def _zip(head: bytes, name: str) -> Identity:
     """A zip archive: .npz when its name or first member says so; a PyTorch checkpoint (or
     TorchScript archive) when its first member is one of their records; another archive
     otherwise."""
     first = ""
-    if head.startswith(b"PK\x03\x04") and len(head) >= 30:
+    if head.startswith(ZIP_MAGIC) and len(head) >= 30:
         n = struct.unpack_from("<H", head, 26)[0]
         first = head[30:30 + n].decode("utf-8", "replace")
     if first == "data.pkl" or _torch_record(first):

@@ -12,7 +12,9 @@ import time
 from . import scratch
 from .chunks import CHUNK_BYTES
 from .dtypes import np_dtype
-from .readers import ReaderError, planner
+from .reader_options import reader_options
+from .readers import ReaderError
+from .readers.registry import planner
 from ..results import build
 from ..results.report import Problem, ScanReport, parse_fail_on
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
@@ -72,8 +74,7 @@ def _plan_files(found, tasks, task_bytes, debug, allow_globals=()) -> None:
         if real in seen:
             continue
         try:
-            options = {"allow_globals": allow_globals} if allow_globals and kind == "pytorch" \
-                else {}
+            options = reader_options(kind, allow_globals)
             file_tasks = planner(kind)(path, **options)
         except ReaderError as e:
             seen.add(real)

@@ -9,13 +9,12 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from .detect import ACCEPTED, UNRECOGNIZED, ZARR, claims_by_name, identify
+from .detect import ACCEPTED, UNRECOGNIZED, claims_by_name, identify
+from .readers.registry import store_kind
 
 #: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
 #: weight file there).
 VCS_DIRECTORIES = {".git", ".hg", ".svn"}
-#: Entries that make a directory a zarr store, read as one unit.
-_ZARR_MARKERS = {".zarray", ".zgroup", "zarr.json"}
 
 
 @dataclass
@@ -101,8 +100,9 @@ class _Walker:
             walk.problems.append((directory, _oserror(e)))
             return
         base = os.path.basename(os.path.normpath(directory))
-        if base.lower().endswith(".zarr") or _ZARR_MARKERS & {e.name for e in entries}:
-            walk.found.append((directory, ZARR))  # a store is read as one unit
+        store = store_kind(base, {e.name for e in entries})
+        if store:
+            walk.found.append((directory, store))  # a store is read as one unit
             return
         for entry in entries:
             try:

@@ -20,9 +20,9 @@ import shutil
 import zlib
 from dataclasses import replace
 
-from . import ReaderError, planner
+from . import ReaderError
 from .. import scratch
-from ..detect import COMPRESSED, compression, identify, skip_by_head
+from ..signatures import compression
 from ..tasks import FILE, skipped
 from .lzw import LZWError, LZWReader
 
@@ -42,7 +42,9 @@ _OPEN = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open, "compress": LZWR
 _BLOCK = 1 << 20
 
 
-def plan(path: str) -> list:
+def plan(path: str, *, identify, skip_by_head, planner) -> list:
+    """The tasks of the file inside the stream at `path`: `identify`, `skip_by_head` and
+    `planner` are the scan's detection and registry (scan/reader_options.py)."""
     with open(path, "rb") as f:
         kind = compression(f.read(6))
     if not kind:
@@ -55,7 +57,7 @@ def plan(path: str) -> list:
                           "pure-Python decoder (uncompress it first); not checked")
     what = f"{kind}-compressed"
     try:
-        skip = _decompress(path, kind, copy)
+        skip = _decompress(path, kind, copy, skip_by_head)
     except BaseException:
         if os.path.exists(copy):
             os.remove(copy)
@@ -64,7 +66,7 @@ def plan(path: str) -> list:
         os.remove(copy)
         return [skipped(path, f"{what} {skip}")]
     ident = identify(copy)
-    if ident.kind == COMPRESSED:
+    if ident.kind == "compressed":
         raise ReaderError(f"{what} file holding another compressed stream; only one layer is read")
     if not ident.kind:
         os.remove(copy)
@@ -98,7 +100,7 @@ def _inner_name(name: str, kind: str) -> str:
     return name + ".decompressed"
 
 
-def _decompress(path: str, kind: str, copy: str) -> str:
+def _decompress(path: str, kind: str, copy: str, skip_by_head) -> str:
     """Decompress `path` into `copy`; or, when its first block already shows a file that holds no
     tensors (text, an image), stop there and return why."""
     packed = os.path.getsize(path)

@@ -19,7 +19,7 @@ from . import ReaderError
 from .decoded import walk
 from .layout import marker
 from ..._optional import require
-from ..detect import IDL_COMPRESSED
+from ..signatures import IDL_COMPRESSED
 
 #: Largest file, and largest total of inflated record bytes, read.
 MAX_BYTES = 256 << 20

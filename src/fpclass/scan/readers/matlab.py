@@ -20,7 +20,7 @@ from . import ReaderError
 from .decoded import walk
 from .layout import MAX_TENSORS, marker, unchecked, values_task
 from ..._optional import require
-from ..detect import matlab5_order
+from ..signatures import matlab5_order
 from .sandbox import plan_in_child
 
 #: Largest file, and largest total of declared (decompressed) variable bytes, loaded.

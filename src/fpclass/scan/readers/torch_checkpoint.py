@@ -35,7 +35,7 @@ from .torch_archive import ZipRecords, byte_order, element_bytes, legacy_places
 from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, NoData, TensorView, Unsupported, \
     Values, describe, plain_value
 from .zipmembers import data_offset, declared_members, duplicate_names
-from ..detect import is_torch_legacy
+from ..signatures import is_torch_legacy
 from ..tasks import INLINE, RAW, STRIDED, Task
 
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
