@@ -12,7 +12,8 @@ from cf_fuzz import oracle_hdf5, oracle_netcdf
 h5py = pytest.importorskip("h5py")
 netCDF4 = pytest.importorskip("netCDF4")
 
-from fpclass.scan import cf, scan  # noqa: E402
+from fpclass.scan import scan  # noqa: E402
+from fpclass.scan.missing import cf  # noqa: E402
 from fpclass.scan.engine import run_task  # noqa: E402
 from fpclass.scan.engine import plan as plan_paths  # noqa: E402
 

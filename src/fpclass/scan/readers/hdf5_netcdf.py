@@ -4,7 +4,7 @@ netCDF-C gives an unlimited dimension the largest extent of the datasets that us
 dimension scale); a variable whose dataset is shorter reads as the fill value past its extent
 (records it never wrote): its `_FillValue`, else netCDF's default fill value. Those values are
 not stored, so the scan reads none of them: where the fill value, decoded as netCDF4 decodes it
-(scan/cf.py), is masked or finite this changes no count; where it is NaN or infinite, the
+(scan/missing/cf.py), is masked or finite this changes no count; where it is NaN or infinite, the
 variable is reported unchecked with the reason.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layout import unchecked
-from .. import cf
+from ..missing import cf
 from ..tasks import CHECK
 
 

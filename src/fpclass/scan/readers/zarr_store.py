@@ -29,6 +29,7 @@ import numpy as np
 
 from . import ReaderError
 from ..dtypes import component
+from ..missing import zarr_fill_is_blank
 from ..tasks import CHECK, DATASET, Task, problem
 from .layout import check_count, marker, not_applicable, unchecked
 from .zarr_nodes import MARKERS as _MARKERS, Listing, attribute_tasks, stored_files
@@ -166,14 +167,7 @@ def _array_task(zarr, store, path, name, arr) -> Task:
     return Task(path, name, label, shape, CHECK, source=path, storage=DATASET,
                 reader="zarr_store", member=name, element=element.str, grid=grid,
                 nbytes=int(arr.nbytes), blocks=math.prod(blocks.grid),
-                missing=fill_is_blank(arr.fill_value))
-
-
-def fill_is_blank(fill) -> bool:
-    """The missing-value rule of zarr, in one place: a NaN fill value is the array's blank, so
-    NaN in it (chunks never written among them) counts as missing; any other fill value is
-    data, counted like the values written."""
-    return fill is not None and bool(np.isnan(fill))
+                missing=zarr_fill_is_blank(arr.fill_value))
 
 
 @dataclass(frozen=True)

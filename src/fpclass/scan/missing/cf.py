@@ -1,6 +1,7 @@
 """CF missing values and packed data: the values a CF reader returns from a variable's stored
 values, as netCDF4-python does by default (auto mask and scale); one policy for every reader of a
-format that carries CF attributes (NetCDF classic, NetCDF-4/HDF5, later zarr and FITS).
+format that carries CF attributes (NetCDF classic, NetCDF-4/HDF5). Part of the missing-value
+policy of every format (scan/missing/__init__.py).
 
 Masking (on the stored values, before unpacking): values equal to `missing_value` (each of its
 values) or `_FillValue` (NaN: every NaN), else equal to the type's default fill value (integer and
@@ -25,6 +26,8 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from .blanks import nan_blank
 
 #: Attributes that describe blanks and packing. Their own values are checked like any float
 #: attribute, except that a NaN `_FillValue` / `missing_value` is the declared blank (see
@@ -64,7 +67,7 @@ class Policy:
         with np.errstate(all="ignore"):
             for b in self.blanks:
                 b = _scalar(*b)
-                mask |= np.isnan(data) if isinstance(b, np.floating) and np.isnan(b) else data == b
+                mask |= np.isnan(data) if nan_blank(b) else data == b
             if self.valid_min is not None:
                 mask |= data < _scalar(self.valid_min, data.dtype)
             if self.valid_max is not None:
@@ -184,7 +187,7 @@ def policy(attrs: dict, stored: str, *, byte_fill: bool = True):
         apply_scale = scale
     elif valid and offset and offset[0] != 0.0:
         apply_offset = offset
-    nan_blank = any(isinstance(b, np.floating) and np.isnan(b) for b in blanks)
+    nan = any(nan_blank(b) for b in blanks)
     p = Policy(stored, view, tuple((b.item(), b.dtype.str) for b in blanks),
                None if valid_min is None else valid_min.item(),
                None if valid_max is None else valid_max.item(), apply_scale, apply_offset, to)
@@ -197,7 +200,7 @@ def policy(attrs: dict, stored: str, *, byte_fill: bool = True):
     hides_inf = (any(np.isinf(b) for b in blanks)
                  or (valid_min is not None and valid_min > -np.inf)
                  or (valid_max is not None and valid_max < np.inf))
-    return (p if hides_inf else None), nan_blank, ""
+    return (p if hides_inf else None), nan, ""
 
 
 def decode_blocks(blocks, p: Policy, chunk_bytes: int):
