@@ -18,17 +18,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import ReaderError
+from . import require
 from ..missing import fits_blanks, fits_integer_blank
 from .layout import unchecked, values_task
 
 
 def _astropy():
-    try:
-        from astropy.io import fits
-    except ImportError as e:
-        raise ReaderError(f"reading FITS needs astropy ({e}): install fpclass[fits]") from None
-    return fits
+    return require("astropy.io.fits", "fits", "reading FITS files")
 
 
 def _line(e: Exception) -> str:
@@ -157,7 +153,7 @@ def header_cards(path: str, begin: int, end: int) -> list:
     cards = sorted({m.start() // 80 for m in _SUSPECT.finditer(text)})
     if not cards:
         return []
-    from astropy.io.fits import Card  # the caller has imported astropy
+    Card = _astropy().Card
     tasks = []
     for k in cards:
         image = text[k * 80:(k + 1) * 80].decode("ascii", "replace")

@@ -36,7 +36,7 @@ from .hdf5_blocks import block_shape, _grid, read_blocks
 from .hdf5_netcdf import Dimensions
 from .hdf5_walk import name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
-from .hdf5_types import INSTALL, Part, _h5py, _type_label, leaf_values, parts
+from .hdf5_types import Part, _h5py, _type_label, leaf_values, parts
 from .layout import marker, not_applicable, unchecked, values_task
 from ..missing import cf, nan_blank
 from .zipmembers import duplicate_names
@@ -355,4 +355,4 @@ def _raw_offset(dset, layout, h5d, part: Part, fills_record: bool):
     return (offset, dset.id.get_storage_size()) if offset is not None else None
 
 
-__all__ = ["INSTALL", "plan", "plan_keras", "read_blocks"]
+__all__ = ["plan", "plan_keras", "read_blocks"]

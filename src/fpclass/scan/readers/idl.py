@@ -15,10 +15,9 @@ import warnings
 import zlib
 from contextlib import redirect_stdout
 
-from . import ReaderError
+from . import ReaderError, require
 from .decoded import walk
 from .layout import marker
-from ..._optional import require
 from ..detect import IDL_COMPRESSED
 
 #: Largest file, and largest total of inflated record bytes, read.

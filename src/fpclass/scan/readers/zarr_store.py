@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import ReaderError
+from . import ReaderError, require
+from ..._optional import install_hint
 from ..dtypes import component
 from ..missing import zarr_fill_is_blank
 from ..tasks import CHECK, DATASET, Task, problem
@@ -51,13 +52,10 @@ ZARR_VERSION = (3, 1)
 def _zarr():
     """zarr-python >= 3.1, imported only when a store is read."""
     need = "reading zarr stores needs zarr-python >= 3.1 (Python >= 3.11)"
-    try:
-        import zarr
-    except ImportError as e:
-        raise ReaderError(f"{need} ({e}): install fpclass[zarr]") from None
+    zarr = require("zarr", "zarr", "reading zarr stores (zarr-python >= 3.1, Python >= 3.11)")
     version = tuple(int(p) for p in re.findall(r"\d+", zarr.__version__)[:2])
     if version < ZARR_VERSION:
-        raise ReaderError(f"{need}, {zarr.__version__} is installed: install fpclass[zarr]")
+        raise ReaderError(f"{need}, {zarr.__version__} is installed: {install_hint('zarr')}")
     return zarr
 
 
