@@ -16,6 +16,12 @@ from dataclasses import dataclass
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 IDL_COMPRESSED = b"SR\x00\x06"   # an IDL save file whose records are zlib-compressed
+ZIP_MAGIC = b"PK\x03\x04"       # a zip's local file header (readers/zipmembers.py reads them)
+NPY_MAGIC = b"\x93NUMPY"        # the .npy format's magic string (readers/npy.py checks it too)
+GGUF_MAGIC = b"GGUF"
+FITS_MAGIC = b"SIMPLE  ="       # a FITS primary header's first card
+#: torch.save's legacy (pre-1.6) magic number, the file's first pickle (torch_checkpoint too).
+TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 SAFETENSORS = "safetensors"
 SAFETENSORS_INDEX = "safetensors-index"
@@ -82,7 +88,7 @@ _CLAIMS_BY_MAGIC = (
     (b"ARROW1", "Apache Arrow file"), (b"PAR1", "Parquet file"), (b"ORC", "ORC file"),
 )
 #: torch.save's legacy format starts with its magic number, pickled.
-_TORCH_LEGACY = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
+_TORCH_LEGACY = b"\x80\x02\x8a\x0a" + TORCH_LEGACY_MAGIC.to_bytes(10, "little")
 #: Magic numbers of common files that hold no tensors: skipped with the kind named. Only
 #: signatures of at least three fixed bytes (or checked further in _other_kind) are trusted.
 _OTHER_MAGIC = (
@@ -243,13 +249,13 @@ def compression(head: bytes) -> str:
 
 
 def _by_content(head: bytes, size: int, name: str) -> Identity | None:
-    if head.startswith(b"\x93NUMPY"):
+    if head.startswith(NPY_MAGIC):
         return Identity(NPY)
-    if head.startswith(b"GGUF"):
+    if head.startswith(GGUF_MAGIC):
         return Identity(GGUF)
     if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] <= size - 8:
         return Identity(SAFETENSORS)
-    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+    if head.startswith((ZIP_MAGIC, b"PK\x05\x06")):
         return _zip(head, name)
     for magic, kind in _KINDS_BY_MAGIC:
         if head.startswith(magic):
@@ -296,7 +302,7 @@ def _is_fits(head: bytes) -> bool:
     cards) holds only printable ASCII: a header dump written as text lines (`.hdr`) has line ends,
     and is text, not FITS."""
     block = head[:2880]
-    return block.startswith(b"SIMPLE  =") and len(block) >= 80 and \
+    return block.startswith(FITS_MAGIC) and len(block) >= 80 and \
         not block.translate(None, _PRINTABLE)
 
 
@@ -314,7 +320,7 @@ def _zip(head: bytes, name: str) -> Identity:
     TorchScript archive) when its first member is one of their records; another archive
     otherwise."""
     first = ""
-    if head.startswith(b"PK\x03\x04") and len(head) >= 30:
+    if head.startswith(ZIP_MAGIC) and len(head) >= 30:
         n = struct.unpack_from("<H", head, 26)[0]
         first = head[30:30 + n].decode("utf-8", "replace")
     if first == "data.pkl" or _torch_record(first):
