@@ -21,7 +21,7 @@ from .readers import ReaderError, planner
 from ..results.report import CHECKED, Location, Problem, ScanReport, TensorResult, merge_parts, parse_fail_on
 from .tasks import (CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, STRIDED, UNCHECKED, Task, problem,
                     skipped)
-from .walk import expand
+from .paths import expand
 
 #: Raw tensors larger than this are split into parts that run in parallel.
 TASK_BYTES = 256 << 20
