@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from .scan.engine import run_task
-from .scan.readers.layout import values_task
+from .scan.readers.reporting import values_task
 from .results.report import CHECKED, Location, TensorResult
 from .results.status import NOT_APPLICABLE, UNCHECKED
 

@@ -21,7 +21,7 @@ from .formats import Kind, component_format, format_of
 from .operators.buffers import count_nonfinite_words
 from .scan.dtypes import np_dtype
 from .scan.engine import run_task
-from .scan.readers.layout import values_task
+from .scan.readers.reporting import values_task
 from .results.report import CHECKED, Location, ScanReport, TensorResult, parse_fail_on
 from .results.status import NOT_APPLICABLE, UNCHECKED
 

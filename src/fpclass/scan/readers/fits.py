@@ -42,7 +42,7 @@ from ..tasks import problem
 from .fits_hdus import hdu_tasks
 from .fits_read import boxes, read_blocks  # noqa: F401  (tasks name this module as their reader)
 from .fits_scaling import _astropy, _line, header_cards
-from .layout import marker
+from .reporting import marker
 
 #: HDUs read from one file; the HDUs after are a problem (astropy parses a header in about
 #: 0.4 ms, so a file of a million tiny HDUs would take minutes to plan).

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import require
 from ..missing import fits_blanks, fits_integer_blank
-from .layout import unchecked, values_task
+from .reporting import unchecked, values_task
 
 
 def _astropy():

@@ -14,8 +14,8 @@ import struct
 from . import ReaderError
 from ..detect import GGUF_MAGIC
 from ..tasks import CHECK, Field, Task, problem
-from .layout import (Ranges, check_count, elements, float_task, marker, not_applicable,
-                     unchecked)
+from .bounds import Ranges, check_count, elements
+from .reporting import float_task, marker, not_applicable, unchecked
 from .protobuf import open_map
 
 #: GGML type → name, elements per block, bytes per block, float fields (name, offset, dtype).

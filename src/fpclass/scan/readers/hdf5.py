@@ -37,7 +37,7 @@ from .hdf5_netcdf import Dimensions
 from .hdf5_walk import name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import Part, _h5py, _type_label, leaf_values, parts
-from .layout import marker, not_applicable, unchecked, values_task
+from .reporting import marker, not_applicable, unchecked, values_task
 from ..missing import cf, nan_blank
 from .zipmembers import duplicate_names
 from ..dtypes import np_dtype

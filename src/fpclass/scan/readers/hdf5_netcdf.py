@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import unchecked
+from .reporting import unchecked
 from ..missing import cf
 from ..tasks import CHECK
 

@@ -5,7 +5,7 @@ scipy.io decodes whole variables into memory, so a file is bounded before it is 
 MAX_BYTES on disk, and (v5) at most MAX_BYTES of variables as their tags declare them, a
 compressed variable's size read from the first bytes of its zlib stream (a small file that
 inflates past the limit is refused, never loaded). Every float array is then reported through
-layout.values_task, inside structs, cells and objects too (readers/decoded.py names them);
+reporting.values_task, inside structs, cells and objects too (readers/decoded.py names them);
 sparse matrices by their stored values; function handles and opaque objects (classdef objects,
 strings) are unchecked: scipy.io does not decode them."""
 
@@ -18,7 +18,8 @@ import zlib
 
 from . import ReaderError, require
 from .decoded import walk
-from .layout import MAX_TENSORS, marker, unchecked, values_task
+from .bounds import MAX_TENSORS
+from .reporting import marker, unchecked, values_task
 from ..detect import matlab5_order
 from .sandbox import plan_in_child
 

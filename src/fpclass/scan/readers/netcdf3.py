@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import ReaderError
-from .layout import Ranges, float_task, marker, not_applicable, unchecked, values_task
+from .bounds import Ranges
+from .reporting import float_task, marker, not_applicable, unchecked, values_task
 from ..missing import cf
 from ..chunks import SourceError, _read_at
 from ..tasks import DATASET, STRIDED, Task, problem

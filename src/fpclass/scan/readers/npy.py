@@ -23,8 +23,8 @@ import numpy as np
 from . import ReaderError
 from ..detect import NPY_MAGIC
 from ..tasks import DEFLATE, RAW, STORED, problem
-from .layout import (Ranges, check_count, check_shape, elements, float_task, marker,
-                     not_applicable, unchecked)
+from .bounds import Ranges, check_count, check_shape, elements
+from .reporting import float_task, marker, not_applicable, unchecked
 from .zipmembers import declared_members, local_header
 
 #: A member declaring more than this many bytes per compressed byte is refused; deflate cannot

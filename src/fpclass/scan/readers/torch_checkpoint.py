@@ -29,7 +29,8 @@ from dataclasses import replace
 import numpy as np
 
 from . import ReaderError
-from .layout import check_count, marker, not_applicable, unchecked, values_task
+from .bounds import check_count
+from .reporting import marker, not_applicable, unchecked, values_task
 from .pickle_vm import PickleError, PickleTruncated
 from .torch_archive import ZipRecords, byte_order, element_bytes, legacy_places
 from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, NoData, TensorView, Unsupported, \

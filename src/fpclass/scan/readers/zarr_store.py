@@ -32,7 +32,8 @@ from ..._optional import install_hint
 from ..dtypes import component
 from ..missing import zarr_fill_is_blank
 from ..tasks import CHECK, DATASET, Task, problem
-from .layout import check_count, marker, not_applicable, unchecked
+from .bounds import check_count
+from .reporting import marker, not_applicable, unchecked
 from .zarr_nodes import MARKERS as _MARKERS, Listing, attribute_tasks, stored_files
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
