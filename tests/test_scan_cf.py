@@ -315,3 +315,13 @@ def test_deep_nesting_stays_within_time_and_memory(tmp_path):
     exit_code, nan, seconds, peak_mb = out.stdout.split()
     assert (exit_code, nan) == ("1", "1")
     assert float(seconds) < 10 and float(peak_mb) < 512, out.stdout
+
+
+@pytest.mark.parametrize("code", ["i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f4", "f8"])
+def test_the_value_of_elements_never_written_is_netcdfs(code):
+    # netCDF reads an element never written as the variable's _FillValue, else its default fill
+    stored = np.dtype(code).newbyteorder(">")
+    assert cf.unwritten_value(None, stored).tolist() == [netCDF4.default_fillvals[code]]
+    assert cf.unwritten_value(None, stored).dtype == stored
+    given = np.array([7, 9], np.int64)
+    assert cf.unwritten_value(given, stored).tolist() == [7]

@@ -217,6 +217,17 @@ def decode_blocks(blocks, p: Policy, chunk_bytes: int):
             yield (origin[0] + i,) + tuple(origin[1:]), p.decode(block[i:i + step])
 
 
+def unwritten_value(fill, stored) -> np.ndarray:
+    """The value netCDF reads for an element never written (a record past a variable's stored
+    extent), as one value of dtype `stored`: `fill`, the variable's `_FillValue` (its first
+    value; None when it has none), else netCDF's default fill value for the type, whatever HDF5's
+    own fill value or the fill mode. KeyError for a type netCDF has no default fill value for."""
+    stored = np.dtype(stored)
+    if fill is not None:
+        return np.asarray(fill).reshape(-1)[:1].astype(stored)
+    return np.array([DEFAULT_FILLS[f"{stored.kind}{stored.itemsize}"]], stored)
+
+
 def too_many_attributes(dropped: int) -> str:
     return (f"{dropped} float attributes beyond the first {ATTRIBUTE_LIMIT} of the file are not "
             "checked")
@@ -232,4 +243,4 @@ def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "Policy", "attribute_values", "decode_blocks",
-           "policy", "too_many_attributes"]
+           "policy", "too_many_attributes", "unwritten_value"]

@@ -97,10 +97,8 @@ def _fill_decoded(dset, task):
     returns it, where NaN or infinite and unmasked; else None."""
     stored = np.dtype(task.decode.stored if task.decode is not None else task.element)
     try:
-        if "_FillValue" in dset.attrs:
-            fill = np.asarray(dset.attrs["_FillValue"]).reshape(-1)[:1].astype(stored)
-        else:
-            fill = np.array([cf.DEFAULT_FILLS[f"{stored.kind}{stored.itemsize}"]], stored)
+        fill = cf.unwritten_value(
+            dset.attrs["_FillValue"] if "_FillValue" in dset.attrs else None, stored)
     except Exception:
         return "a value that cannot be read"
     if task.decode is not None:
