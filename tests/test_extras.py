@@ -97,3 +97,23 @@ def test_openvino_benchmark_without_openvino(monkeypatch):
     forget(monkeypatch, "bench_openvino")
     with pytest.raises(ImportError, match=install_message("openvino")):
         importlib.import_module("bench_openvino")
+
+
+@pytest.mark.parametrize("kind, module, extra, name", [
+    ("hdf5", "h5py", "hdf5", "w.h5"),
+    ("fits", "astropy", "fits", "i.fits"), ("zarr", "zarr", "zarr", "s.zarr"),
+    ("matlab", "scipy", "matlab", "a.mat"), ("idl", "scipy", "matlab", "a.sav")])
+def test_scan_readers_without_their_library(tmp_path, monkeypatch, kind, module, extra, name):
+    """A reader whose library is missing makes the file a problem (ReaderError) in require's
+    wording: what needs it, the module, and the extra that installs it."""
+    from fpclass.scan.readers import ReaderError, planner
+    path = tmp_path / name
+    if name.endswith(".zarr"):
+        path.mkdir()
+        (path / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    else:
+        path.write_bytes(b"\0" * 2880)
+    hide(monkeypatch, module)
+    with pytest.raises(ReaderError, match=install_message(extra)) as e:
+        planner(kind)(str(path))
+    assert f" needs {module}" in str(e.value) and "which cannot be imported" in str(e.value)

@@ -9,7 +9,7 @@ import pytest
 
 from fpclass.scan import ScanReport, scan
 from fpclass.scan.engine import run_task
-from fpclass.scan.readers.layout import not_applicable, unchecked, values_task
+from fpclass.scan.readers.reporting import not_applicable, unchecked, values_task
 from fpclass.results.render import colored_lines, plain_lines, rich_available, rich_table
 
 GLOBAL = "holds no tensor or array data; it names os.system (never called)"

@@ -12,7 +12,8 @@ from cf_fuzz import oracle_hdf5, oracle_netcdf
 h5py = pytest.importorskip("h5py")
 netCDF4 = pytest.importorskip("netCDF4")
 
-from fpclass.scan import ExitCode, cf, scan  # noqa: E402
+from fpclass.scan import ExitCode, scan  # noqa: E402
+from fpclass.scan.missing import cf  # noqa: E402
 from fpclass.scan.engine import run_task  # noqa: E402
 from fpclass.scan.engine import plan as plan_paths  # noqa: E402
 
@@ -332,3 +333,13 @@ def test_a_file_of_more_objects_than_the_limit_is_refused(tmp_path, monkeypatch)
     monkeypatch.setattr(reader, "MAX_OBJECTS", 31)
     report = scan([str(path)])
     assert report.exit_code == ExitCode.CLEAN and len(report.checked) == 30
+
+
+@pytest.mark.parametrize("code", ["i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f4", "f8"])
+def test_the_value_of_elements_never_written_is_netcdfs(code):
+    # netCDF reads an element never written as the variable's _FillValue, else its default fill
+    stored = np.dtype(code).newbyteorder(">")
+    assert cf.unwritten_value(None, stored).tolist() == [netCDF4.default_fillvals[code]]
+    assert cf.unwritten_value(None, stored).dtype == stored
+    given = np.array([7, 9], np.int64)
+    assert cf.unwritten_value(given, stored).tolist() == [7]

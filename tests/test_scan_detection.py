@@ -178,3 +178,16 @@ def test_a_fits_header_dump_is_text_not_fits(tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(OSError, match="Empty or corrupt FITS file"):
             fits.open(f)  # astropy agrees: not a FITS file
+
+
+@pytest.mark.parametrize("magic", [r'b"\x93NUMPY"', 'b"GGUF"', 'b"SIMPLE  ="', r'b"PK\x03\x04"',
+                                   "0x1950A86A20F9469CFC6C", r'b"\x1f\x8b"', 'b"BZh"',
+                                   r'b"\x89HDF'])
+def test_each_magic_number_is_written_once_in_the_scan(magic):
+    # detect.py holds detection's magic numbers; a reader that checks its own header again
+    # imports the constant, so the two can never disagree
+    from pathlib import Path
+    import fpclass.scan
+    where = [f"{p.name}: {line.strip()}" for p in Path(fpclass.scan.__file__).parent.rglob("*.py")
+             for line in p.read_text(encoding="utf-8").splitlines() if magic in line]
+    assert len(where) == 1, where

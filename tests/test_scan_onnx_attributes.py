@@ -209,8 +209,8 @@ def test_subgraphs_nested_past_protobufs_limit_are_refused_clearly(tmp_path):
 
 
 def test_a_model_with_too_many_float_attributes_is_refused(tmp_path, monkeypatch):
-    from fpclass.scan.readers import layout
-    monkeypatch.setattr(layout, "MAX_TENSORS", 1000)
+    from fpclass.scan.readers import bounds
+    monkeypatch.setattr(bounds, "MAX_TENSORS", 1000)
     attrs = [helper.make_attribute(f"a{i}", 1.0) for i in range(1500)]
     node = helper.make_node("Op", [], ["y"], domain="custom")
     node.attribute.extend(attrs)

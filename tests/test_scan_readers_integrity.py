@@ -476,8 +476,8 @@ def test_gguf_alignment_given_twice_is_refused(tmp_path):
 def test_headers_declaring_more_tensors_than_the_limit_are_refused(tmp_path, monkeypatch):
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper
-    from fpclass.scan.readers import layout
-    monkeypatch.setattr(layout, "MAX_TENSORS", 3)
+    from fpclass.scan.readers import bounds
+    monkeypatch.setattr(bounds, "MAX_TENSORS", 3)
     (tmp_path / "m.safetensors").write_bytes(safetensors_bytes(
         {f"t{i}": ("F32", bytes(4), (1,)) for i in range(5)}))
     (tmp_path / "m.gguf").write_bytes(gguf_bytes([(f"t{i}", 0, [1], bytes(4)) for i in range(5)]))
@@ -569,7 +569,7 @@ def test_npy_headers_numpy_did_not_write_are_still_read(tmp_path, header):
 
 
 def test_ranges_find_what_a_byte_map_finds():
-    from fpclass.scan.readers.layout import Ranges
+    from fpclass.scan.readers.bounds import Ranges
     rng = np.random.default_rng(0)
     for _ in range(300):
         size = int(rng.integers(1, 40))
@@ -616,12 +616,12 @@ def test_tasks_stay_frozen_dataclasses():
 
 
 def test_npz_declaring_too_many_members_is_refused_before_zipfile_reads_them(tmp_path, monkeypatch):
-    from fpclass.scan.readers import layout
+    from fpclass.scan.readers import bounds
     path = tmp_path / "many.npz"
     with zipfile.ZipFile(path, "w") as z:
         for i in range(5):
             z.writestr(f"a{i}.npy", _npy_of(np.ones(1, np.float32)))
-    monkeypatch.setattr(layout, "MAX_TENSORS", 4)
+    monkeypatch.setattr(bounds, "MAX_TENSORS", 4)
     opened = []
     monkeypatch.setattr(zipfile, "ZipFile", lambda *a, **k: opened.append(a) or 1 / 0)
     report = scan([path])

@@ -129,21 +129,22 @@ def colored_lines(report: "ScanReport"):
 def rich_available() -> bool:
     """Whether rich (fpclass[cli]) can be imported: the table and the progress bar need it."""
     try:
-        _rich_console()
+        _rich()
     except ImportError:
         return False
     return True
 
 
-def _rich_console():
-    return require("rich.console", "cli", "fpclass's terminal table")
+def _rich(module: str = "console"):
+    """rich's `module` (rich.console, rich.table, ...), through require: fpclass[cli]."""
+    return require(f"rich.{module}", "cli", "fpclass's terminal table")
 
 
 def _console(stream, color):
     """A rich Console on `stream`: color True forces color (also off a terminal, and whatever
     NO_COLOR says: the caller has decided), False writes no escape sequence, None lets rich
     decide."""
-    Console = _rich_console().Console
+    Console = _rich().Console
     if color is None:
         return Console(file=stream)
     if color:
@@ -156,8 +157,7 @@ def rich_table(report: "ScanReport", stream, color: bool | None = None) -> None:
     than their kind, and problems, then the summary, with rich, colored as `color` says (see
     _console)."""
     console = _console(stream, color)
-    from rich.markup import escape
-    from rich.table import Table
+    escape, Table = _rich("markup").escape, _rich("table").Table
 
     def cell(text: str) -> str:
         return escape(printable(text))
@@ -195,8 +195,9 @@ class Progress:
 
     def __init__(self, stream, color: bool | None = None):
         console = _console(stream, color)
-        from rich.progress import (BarColumn, DownloadColumn, Progress as Bar,
-                                   TimeRemainingColumn, TransferSpeedColumn)
+        rp = _rich("progress")
+        BarColumn, DownloadColumn, Bar = rp.BarColumn, rp.DownloadColumn, rp.Progress
+        TimeRemainingColumn, TransferSpeedColumn = rp.TimeRemainingColumn, rp.TransferSpeedColumn
         self.bar = Bar("scanning", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                        TimeRemainingColumn(), console=console, transient=True)
         self.id = None

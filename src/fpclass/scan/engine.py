@@ -19,7 +19,7 @@ from ..results import build
 from ..results.report import Problem, ScanReport, parse_fail_on
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
 from .tasks import CHECK, DATASET, FILE, PROBLEM, RAW, SKIPPED, Task, problem, skipped
-from .walk import expand
+from .paths import expand
 
 #: Raw tensors larger than this are split into parts that run in parallel.
 TASK_BYTES = 256 << 20

@@ -9,7 +9,7 @@ import numpy as np
 
 import fpclass
 
-from .buffers import check_length, raw_bytes, tensor_view
+from .buffer_views import check_length, raw_bytes, tensor_view
 from .enums import LATEST_FEATURE_LEVEL, FeatureLevel, IsInfinityMode, TensorDataType, as_member
 from .errors import DirectMLError
 from .execution import write_result

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layout import check_count, not_applicable, unchecked, values_task
+from .bounds import check_count
+from .reporting import not_applicable, unchecked, values_task
 
 
 def walk(file: str, name: str, value, special=None) -> list:

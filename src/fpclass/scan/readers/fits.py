@@ -37,17 +37,16 @@ from collections import Counter
 from dataclasses import replace
 
 from . import ReaderError
+from ..signatures import FITS_MAGIC
 from ..tasks import problem
 from .fits_hdus import hdu_tasks
 from .fits_read import boxes, read_blocks  # noqa: F401  (tasks name this module as their reader)
 from .fits_scaling import _astropy, _line, header_cards
-from .layout import marker
+from .reporting import marker
 
 #: HDUs read from one file; the HDUs after are a problem (astropy parses a header in about
 #: 0.4 ms, so a file of a million tiny HDUs would take minutes to plan).
 MAX_HDUS = 10_000
-#: Starts of files that astropy would decompress whole before reading.
-_WRAPPED = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"PK\x03\x04", "zip"))
 
 
 def plan(path: str) -> list:
@@ -56,11 +55,9 @@ def plan(path: str) -> list:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(9)
-    for magic, what in _WRAPPED:
-        if head.startswith(magic):
-            raise ReaderError(f"{what}-compressed FITS file: not read (decompress it first)")
-    if not head.startswith(b"SIMPLE  ="):
-        raise ReaderError(f"not a FITS file: it starts with {head!r}, not 'SIMPLE  ='")
+    if not head.startswith(FITS_MAGIC):
+        raise ReaderError(f"not a FITS file: it starts with {head!r}, not "
+                          f"{FITS_MAGIC.decode()!r}")
     huge = _huge_axes(path, 0, size)  # fits.open reads the first HDU
     if huge:
         raise ReaderError(f"not a readable FITS file: its primary header declares {huge} (FITS "

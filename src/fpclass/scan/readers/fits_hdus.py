@@ -13,7 +13,7 @@ import numpy as np
 from ..tasks import DATASET, Task
 from .fits_scaling import (BITPIX_DTYPES, FLOAT_COLUMNS, Bad, _line, axes, column_scaling,
                            header_int, header_number, image_scaling)
-from .layout import float_task, not_applicable, unchecked
+from .reporting import float_task, not_applicable, unchecked
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Integer table column codes (TFORM letters), scaled by TSCALn/TZEROn.

@@ -18,16 +18,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import ReaderError
-from .layout import unchecked, values_task
+from . import require
+from ..missing import fits_blanks, fits_integer_blank
+from .reporting import unchecked, values_task
 
 
 def _astropy():
-    try:
-        from astropy.io import fits
-    except ImportError as e:
-        raise ReaderError(f"reading FITS needs astropy ({e}): install fpclass[fits]") from None
-    return fits
+    return require("astropy.io.fits", "fits", "reading FITS files")
 
 
 def _line(e: Exception) -> str:
@@ -62,31 +59,6 @@ def axes(h, prefix="NAXIS") -> tuple:
     return tuple(header_int(h, f"{prefix}{i}") for i in range(n, 0, -1))
 
 
-def integer_blank(value):
-    """The integer blank a BLANK or TNULLn keyword declares, or None: astropy ignores a value
-    that is not an integer, and so does this reader (FITS requires an integer; astropy takes a
-    logical T as 1, and so does this reader)."""
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    return None
-
-
-def blanks(raw: np.ndarray, blank) -> np.ndarray | None:
-    """The missing-value rule of FITS data, in one place: the stored values that are blanks (an
-    integer equal to BLANK / TNULLn; a NaN float, FITS's undefined value), or None when none can
-    be. Blanks are missing values whatever the scaling makes of them (astropy gives NaN for an
-    image's BLANK pixels but the scaled TNULL value for a table's; FITS says both are undefined;
-    astropy also skips a BLANK of 0, which FITS does not)."""
-    if raw.dtype.kind == "f":
-        return np.isnan(raw)
-    if blank is None:
-        return None
-    info = np.iinfo(raw.dtype)
-    if not info.min <= blank <= info.max:
-        return None
-    return raw == blank
-
-
 @dataclass(frozen=True)
 class Scaling:
     """How stored values become physical ones: stored dtype `raw` (big-endian), physical dtype
@@ -117,7 +89,7 @@ class Scaling:
                 np.multiply(data, np.asarray(self.scale, data.dtype), out=data)
             if self.zero != 0:
                 np.add(data, np.asarray(self.zero, data.dtype), out=data)
-        mask = blanks(raw, self.blank)
+        mask = fits_blanks(raw, self.blank)
         return np.ma.MaskedArray(data, np.ma.nomask if mask is None else mask)
 
 
@@ -139,7 +111,7 @@ def image_scaling(bitpix: int, bscale: float, bzero: float, blank) -> Scaling | 
         return None
     physical = "<f4" if bitpix in (8, 16, -32) else "<f8"
     return Scaling(BITPIX_DTYPES[bitpix], physical, bscale, bzero,
-                   integer_blank(blank) if bitpix > 0 else None)
+                   fits_integer_blank(blank) if bitpix > 0 else None)
 
 
 def column_scaling(code: str, raw: str, scale, zero, null) -> Scaling | str | None:
@@ -161,7 +133,7 @@ def column_scaling(code: str, raw: str, scale, zero, null) -> Scaling | str | No
     except OverflowError:
         return "TSCAL/TZERO out of the float range"
     return Scaling(np.dtype(raw).newbyteorder(">").str, "<f8", scale, zero,
-                   integer_blank(null) if np.dtype(raw).kind in "iu" else None)
+                   fits_integer_blank(null) if np.dtype(raw).kind in "iu" else None)
 
 
 #: Header text that may be a non-finite value: NaN or Inf words, or numbers astropy parses to
@@ -181,7 +153,7 @@ def header_cards(path: str, begin: int, end: int) -> list:
     cards = sorted({m.start() // 80 for m in _SUSPECT.finditer(text)})
     if not cards:
         return []
-    from astropy.io.fits import Card  # the caller has imported astropy
+    Card = _astropy().Card
     tasks = []
     for k in cards:
         image = text[k * 80:(k + 1) * 80].decode("ascii", "replace")

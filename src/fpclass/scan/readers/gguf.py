@@ -12,9 +12,10 @@ import mmap
 import struct
 
 from . import ReaderError
+from ..signatures import GGUF_MAGIC
 from ..tasks import CHECK, Field, Task, problem
-from .layout import (Ranges, check_count, elements, float_task, marker, not_applicable,
-                     unchecked)
+from .bounds import Ranges, check_count, elements
+from .reporting import float_task, marker, not_applicable, unchecked
 from .protobuf import open_map
 
 #: GGML type → name, elements per block, bytes per block, float fields (name, offset, dtype).
@@ -160,8 +161,8 @@ def _plan(path, buf) -> list:
     size = len(buf)
     r = _Reader(buf, size)
     magic = r.take(4) if size >= 4 else b""
-    if magic != b"GGUF":
-        raise ReaderError(f"not a GGUF file: magic {magic!r}, expected b'GGUF'")
+    if magic != GGUF_MAGIC:
+        raise ReaderError(f"not a GGUF file: magic {magic!r}, expected {GGUF_MAGIC!r}")
     raw_version = r.take(4)
     version = struct.unpack("<I", raw_version)[0]
     if version not in (2, 3):

@@ -13,7 +13,7 @@ scale netCDF writes without data) is not a tensor.
 Datasets: one task per floating-point leaf of the type (hdf5_types). A contiguous dataset whose
 bytes lie in this file, whose values fill its records, is a RAW task (positioned reads, no h5py
 at read time); every other dataset is a DATASET task read by hdf5_blocks.read_blocks. A dataset
-of one integer or float type carries CF attributes (scan/cf.py): packed values (scale_factor,
+of one integer or float type carries CF attributes (scan/missing/cf.py): packed values (scale_factor,
 add_offset) and masks that can hide an infinity (an infinite fill value, a valid range) make it a
 DATASET task that decodes its values as netCDF4 does; a NaN _FillValue / missing_value alone
 counts NaN as missing.
@@ -36,9 +36,9 @@ from .hdf5_blocks import block_shape, _grid, read_blocks
 from .hdf5_netcdf import Dimensions
 from .hdf5_walk import name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
-from .hdf5_types import INSTALL, Part, _h5py, _type_label, leaf_values, parts
-from .layout import marker, not_applicable, unchecked, values_task
-from .. import cf
+from .hdf5_types import Part, _h5py, _type_label, leaf_values, parts
+from .reporting import marker, not_applicable, unchecked, values_task
+from ..missing import cf, nan_blank
 from .zipmembers import duplicate_names
 from ..dtypes import np_dtype
 from ..tasks import CHECK, DATASET, NOT_APPLICABLE, RAW, Field, Task, problem
@@ -277,8 +277,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
     elif len(leaves) == 1 and leaves[0].complex and set(attrs) & set(cf.BLANKS):
         # complex data (no CF type): a NaN fill or missing value still declares NaN a blank
         found = _cf_attributes(dset, attrs)
-        missing = any(np.isnan(np.asarray(found[k])).any() for k in cf.BLANKS
-                      if k in found and np.asarray(found[k]).dtype.kind in "fc")
+        missing = any(nan_blank(found[k]) for k in cf.BLANKS if k in found)
     record = tid.get_size()
     n = math.prod(shape)
     if decode is not None:
@@ -366,4 +365,4 @@ def _raw_offset(dset, layout, h5d, part: Part, fills_record: bool):
     return (offset, dset.id.get_storage_size()) if offset is not None else None
 
 
-__all__ = ["INSTALL", "plan", "plan_keras", "read_blocks"]
+__all__ = ["plan", "plan_keras", "read_blocks"]

@@ -9,7 +9,7 @@ every HDF5 call, so parts of a dataset decompress in parallel. A block whose sto
 allocated holds the fill value everywhere: it is read as one element through HDF5 (what every
 reader of the file gets); a finite fill value is reported checked from that one value, a NaN or
 Inf one is counted for every element of the block. A task with a CF policy (`task.decode`) reads
-the stored values and yields them decoded (scan/cf.py).
+the stored values and yields them decoded (scan/missing/cf.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from . import ReaderError
 from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import _h5py, leaf_values, parts
-from .. import cf
+from ..missing import cf
 from ..chunks import SourceError, _read_at
 from ..dtypes import np_dtype
 from ..tasks import Field, Task

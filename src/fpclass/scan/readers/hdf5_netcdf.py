@@ -4,7 +4,7 @@ netCDF-C gives an unlimited dimension the largest extent of the datasets that us
 dimension scale); a variable whose dataset is shorter reads as the fill value past its extent
 (records it never wrote): its `_FillValue`, else netCDF's default fill value. Those values are
 not stored, so the scan reads none of them: where the fill value, decoded as netCDF4 decodes it
-(scan/cf.py), is masked or finite this changes no count; where it is NaN or infinite, the
+(scan/missing/cf.py), is masked or finite this changes no count; where it is NaN or infinite, the
 variable is reported unchecked with the reason.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import unchecked
-from .. import cf
+from .reporting import unchecked
+from ..missing import cf
 from ..tasks import CHECK
 
 
@@ -97,10 +97,8 @@ def _fill_decoded(dset, task):
     returns it, where NaN or infinite and unmasked; else None."""
     stored = np.dtype(task.decode.stored if task.decode is not None else task.element)
     try:
-        if "_FillValue" in dset.attrs:
-            fill = np.asarray(dset.attrs["_FillValue"]).reshape(-1)[:1].astype(stored)
-        else:
-            fill = np.array([cf.DEFAULT_FILLS[f"{stored.kind}{stored.itemsize}"]], stored)
+        fill = cf.unwritten_value(
+            dset.attrs["_FillValue"] if "_FillValue" in dset.attrs else None, stored)
     except Exception:
         return "a value that cannot be read"
     if task.decode is not None:

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import ReaderError
+from . import require
 from ..dtypes import np_dtype
 from ..tasks import CHECK, NOT_APPLICABLE, UNCHECKED
 
-INSTALL = "install fpclass[hdf5] (h5py) to read HDF5, NetCDF-4 and Keras files"
 
 #: IEEE 754 layouts: bytes -> ((sign, exponent position, exponent bits, mantissa position,
 #: mantissa bits), exponent bias).
@@ -30,11 +29,7 @@ _BFLOAT16 = ((15, 7, 8, 0, 7), 127)
 
 
 def _h5py():
-    try:
-        import h5py
-    except ImportError:
-        raise ReaderError(f"h5py is not installed: {INSTALL}") from None
-    return h5py
+    return require("h5py", "hdf5", "reading HDF5, NetCDF-4 and Keras files")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .layout import unchecked
+from .reporting import unchecked
 from ..tasks import problem
 
 

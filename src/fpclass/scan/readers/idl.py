@@ -4,7 +4,7 @@ readsav decodes the whole file into memory (a compressed file is first inflated 
 into a temporary file), so a file is bounded before it is read: at most MAX_BYTES on disk and, when
 compressed, at most MAX_BYTES once its records are inflated (counted by streaming each record
 through zlib, never holding it). Every float array and scalar is reported through
-layout.values_task, inside structures and pointers too (readers/decoded.py names them); strings
+reporting.values_task, inside structures and pointers too (readers/decoded.py names them); strings
 and integers are not applicable; null pointers hold no value."""
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import warnings
 import zlib
 from contextlib import redirect_stdout
 
-from . import ReaderError
+from . import ReaderError, require
 from .decoded import walk
-from .layout import marker
-from ..._optional import require
+from .reporting import marker
 from ..signatures import IDL_COMPRESSED
 
 #: Largest file, and largest total of inflated record bytes, read.

@@ -5,7 +5,7 @@ scipy.io decodes whole variables into memory, so a file is bounded before it is 
 MAX_BYTES on disk, and (v5) at most MAX_BYTES of variables as their tags declare them, a
 compressed variable's size read from the first bytes of its zlib stream (a small file that
 inflates past the limit is refused, never loaded). Every float array is then reported through
-layout.values_task, inside structs, cells and objects too (readers/decoded.py names them);
+reporting.values_task, inside structs, cells and objects too (readers/decoded.py names them);
 sparse matrices by their stored values; function handles and opaque objects (classdef objects,
 strings) are unchecked: scipy.io does not decode them."""
 
@@ -16,10 +16,10 @@ import struct
 import warnings
 import zlib
 
-from . import ReaderError
+from . import ReaderError, require
 from .decoded import walk
-from .layout import MAX_TENSORS, marker, unchecked, values_task
-from ..._optional import require
+from .bounds import MAX_TENSORS
+from .reporting import marker, unchecked, values_task
 from ..signatures import matlab5_order
 from .sandbox import plan_in_child
 
@@ -29,13 +29,14 @@ MAX_BYTES = 256 << 20
 MAX_DEPTH = 200
 _MI_MATRIX = 14
 _MI_COMPRESSED = 15
+_NEEDED_BY = "reading MATLAB .mat files"
 
 
 def plan(path: str) -> list:
     """Bounds checked here; the file is then loaded by scipy.io in a child process
     (readers/sandbox.py): a corrupt file can crash scipy.io's C reader."""
-    require("scipy.io", "matlab", "reading MATLAB .mat files")
-    require("scipy.sparse", "matlab", "reading MATLAB .mat files")
+    require("scipy.io", "matlab", _NEEDED_BY)
+    require("scipy.sparse", "matlab", _NEEDED_BY)
     size = os.path.getsize(path)
     if size > MAX_BYTES:
         raise ReaderError(f"MATLAB file of {size} bytes, over the limit of {MAX_BYTES} that "
@@ -51,7 +52,7 @@ def plan(path: str) -> list:
 
 def load(path: str) -> list:
     """The tasks of a file plan() has bounded, from scipy.io.loadmat (run in the child)."""
-    import scipy.io as sio
+    sio = require("scipy.io", "matlab", _NEEDED_BY)
     version = "v5" if matlab5_order(open_head(path)) else "v4"
     try:
         with warnings.catch_warnings():
@@ -80,11 +81,11 @@ def open_head(path: str) -> bytes:
 
 
 def _special(path, sio):
-    import scipy.sparse
+    sparse = require("scipy.sparse", "matlab", _NEEDED_BY)
     opaque = (sio.matlab.MatlabOpaque, sio.matlab.MatlabFunction)
 
     def special(name, value):
-        if scipy.sparse.issparse(value):
+        if sparse.issparse(value):
             return [values_task(path, name, value.data, f"sparse {value.dtype}")]
         if isinstance(value, opaque):
             kind = "function handle" if isinstance(value, sio.matlab.MatlabFunction) else \

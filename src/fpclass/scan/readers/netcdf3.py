@@ -12,7 +12,7 @@ trusted (netCDF-C recomputes it from the shape too).
 Every count and length of the header is checked against the bytes left in the file before it is
 used, so a hostile header is refused after a few reads.
 
-CF attributes (scan/cf.py) make a variable's values those netCDF4 returns: packed variables are
+CF attributes (scan/missing/cf.py) make a variable's values those netCDF4 returns: packed variables are
 DATASET tasks whose stored values `read_blocks` reads slab by slab and decodes; float attributes
 are checked as "variable@attribute" ("@attribute" for the file's).
 """
@@ -26,8 +26,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import ReaderError
-from .layout import Ranges, float_task, marker, not_applicable, unchecked, values_task
-from .. import cf
+from .bounds import Ranges
+from .reporting import float_task, marker, not_applicable, unchecked, values_task
+from ..missing import cf
 from ..chunks import SourceError, _read_at
 from ..tasks import DATASET, STRIDED, Task, problem
 

@@ -21,10 +21,11 @@ from tokenize import TokenError
 import numpy as np
 
 from . import ReaderError
+from ..signatures import NPY_MAGIC
 from ..tasks import DEFLATE, RAW, STORED, problem
-from .layout import (Ranges, check_count, check_shape, elements, float_task, marker,
-                     not_applicable, unchecked)
-from .zipmembers import declared_members
+from .bounds import Ranges, check_count, check_shape, elements
+from .reporting import float_task, marker, not_applicable, unchecked
+from .zipmembers import declared_members, local_header
 
 #: A member declaring more than this many bytes per compressed byte is refused; deflate cannot
 #: exceed about 1032:1, so a larger ratio means the sizes in the directory are lies.
@@ -37,11 +38,9 @@ HEADER_BYTES_LIMIT = 12 + 4 * 10000
 #: Compressed bytes a deflate member may take to yield its .npy header (deflate's worst case
 #: adds 5 bytes per 16 KiB block); a stream that yields nothing in these is not read further.
 HEADER_INPUT_LIMIT = 2 * HEADER_BYTES_LIMIT
-_MAGIC = b"\x93NUMPY"
 #: The .npy format versions NumPy reads.
 VERSIONS = ((1, 0), (2, 0), (3, 0))
 _MAX_INTP = 2 ** 63 - 1
-_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 _ENCRYPTED = 0x1 | 0x40      # traditional and strong encryption
 _PATCHED = 0x20              # compressed patched data, which zipfile refuses
 
@@ -57,7 +56,7 @@ _LABELS: dict = {}
 def _header_length(preamble: bytes) -> int:
     """Bytes from the magic string to the array data, from the first 12 bytes of an .npy stream
     (their own length when they do not start one; NumPy then says what is wrong)."""
-    if preamble[:6] == _MAGIC and len(preamble) >= 10:
+    if preamble[:6] == NPY_MAGIC and len(preamble) >= 10:
         if preamble[6] == 1:
             return 10 + struct.unpack_from("<H", preamble, 8)[0]
         if preamble[6] in (2, 3) and len(preamble) >= 12:
@@ -196,7 +195,7 @@ def plan_npz(path: str) -> list:
                                      "whether it is a folder); not read"))
                 continue
             try:
-                data_at, local_name = _local_header(raw, info)
+                data_at, local_name = local_header(raw, info)
             except ReaderError as e:
                 tasks.append(problem(path, f"member {info.filename}: {e}"))
                 continue
@@ -237,22 +236,6 @@ def _refuse_shared_names(path, tasks) -> list:
              for t in tasks]
             + [problem(path, f"{n} members are named {name!r}: np.load reads only one of them")
                for name, n in shared.items()])
-
-
-def _local_header(raw, info) -> tuple:
-    """(the byte of the open archive `raw` where the data of member `info` starts, the file name
-    its local header gives); ReaderError when the local header is missing."""
-    raw.seek(info.header_offset)
-    head = raw.read(_LOCAL_HEADER.size)
-    if len(head) != _LOCAL_HEADER.size or head[:4] != b"PK\x03\x04":
-        raise ReaderError("local file header missing (corrupt archive)")
-    fields = _LOCAL_HEADER.unpack(head)
-    name = raw.read(fields[-2])
-    try:
-        name = name.decode("utf-8" if fields[3] & 0x800 else "cp437")
-    except UnicodeDecodeError:
-        pass
-    return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1], name
 
 
 def _empty_folder(raw, info, data_at) -> bool:

@@ -24,7 +24,8 @@ import numpy as np
 
 from . import ReaderError
 from ..tasks import problem
-from .layout import check_count, float_task, marker, values_task
+from .bounds import check_count
+from .reporting import float_task, marker, values_task
 from .onnx_schema import SCHEMA
 from .onnx_tensor import TensorReader, is_tensor_file, plan as plan_tensor
 from .protobuf import (I32, LEN, MAX_DEPTH, RUN32, Budget, ProtobufError, TooManyMessages,

@@ -16,8 +16,8 @@ import numpy as np
 
 from . import ReaderError
 from ..tasks import RAW, VARINT, Task
-from .layout import (check_count, elements, float_task, marker, not_applicable, packed_task,
-                     unchecked, values_task)
+from .bounds import check_count, elements
+from .reporting import float_task, marker, not_applicable, packed_task, unchecked, values_task
 from .onnx_schema import (FIXED_SIZE, FLOATS, NAMES, OTHERS, SCHEMA, STRING, TENSOR_WIRES,
                           TYPED, TYPED_WIRE)
 from .protobuf import (LEN, MAX_DEPTH, Budget, VARINT as WIRE_VARINT, ProtobufError, check_field,

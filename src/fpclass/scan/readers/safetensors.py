@@ -17,8 +17,8 @@ import numpy as np
 
 from . import ReaderError
 from ..tasks import Task, problem
-from .layout import (Ranges, check_count, check_shape, elements, float_task, marker, not_applicable,
-                     packed_task, unchecked)
+from .bounds import Ranges, check_count, check_shape, elements
+from .reporting import float_task, marker, not_applicable, packed_task, unchecked
 
 #: The limit the reference implementation puts on the JSON header.
 HEADER_LIMIT = 100_000_000

@@ -29,16 +29,16 @@ from dataclasses import replace
 import numpy as np
 
 from . import ReaderError
-from .layout import check_count, marker, not_applicable, unchecked, values_task
+from .bounds import check_count
+from .reporting import marker, not_applicable, unchecked, values_task
 from .pickle_vm import PickleError, PickleTruncated
 from .torch_archive import ZipRecords, byte_order, element_bytes, legacy_places
 from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, NoData, TensorView, Unsupported, \
     Values, describe, plain_value
 from .zipmembers import data_offset, declared_members, duplicate_names
-from ..signatures import is_torch_legacy
+from ..signatures import TORCH_LEGACY_MAGIC, is_torch_legacy
 from ..tasks import INLINE, RAW, STRIDED, Task
 
-LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 #: Inline NumPy arrays larger than this are not copied into a task.
 INLINE_LIMIT = 64 << 20
@@ -164,7 +164,7 @@ def _plan_legacy(path, allow_globals=()) -> list:
         data = f.read(min(size, LEGACY_PICKLE_LIMIT))
     try:
         pos = 0
-        for expected in (LEGACY_MAGIC, LEGACY_PROTOCOL):
+        for expected in (TORCH_LEGACY_MAGIC, LEGACY_PROTOCOL):
             value, pos = plain_value(data, pos)
             if value != expected:
                 raise ReaderError(f"legacy PyTorch header holds {reprlib.repr(value)}, "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .layout import MAX_TENSORS
+from .bounds import MAX_TENSORS
 from .pickle_values import Global, Opaque, PickleError, unkey
 from .pickle_vm import Machine, run
 from .torch_items import (ELEMENTS, INTEGERS, STORAGE_DTYPES, InlineArray, NoData, Storage,

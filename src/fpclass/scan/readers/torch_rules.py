@@ -1,7 +1,8 @@
 """What each global `torch.load(weights_only=True)` allows does with its arguments, and what BUILD
 does to what it built (torch/_weights_only_unpickler.py, torch/_utils.py), done on descriptions:
 nothing is imported, called or constructed. The tables RULES, NEW_RULES and CONSTANTS are the
-whole grammar; the Python and NumPy objects are in pickle_objects.
+whole grammar; the Python and NumPy objects are in pickle_objects, tensors built from lists in
+torch_lists.
 
 A tensor is a `Tensor`: its item (a TensorView of a storage, values from the pickle, or what cannot
 be read) and its Python attributes.
@@ -18,7 +19,8 @@ from .pickle_objects import (BLOCKED_MODULES, COMPANIONS, OBJECT_NEW_RULES, OBJE
                              Companion, Mapping, NumpyArray, Size, build_mapping, companion)
 from .pickle_values import Global, PickleError, unkey
 from .torch_items import (ELEMENTS, INTEGERS, STORAGE_DTYPES, InlineArray, NoData, Storage,
-                          TensorView, Unsupported, Values)
+                          TensorView, Unsupported)
+from .torch_lists import values
 
 
 @dataclass(eq=False)
@@ -282,48 +284,6 @@ def _legacy_constructor(dtype):
             return Tensor(values(first, dtype), dtype)
         raise PickleError("a tensor constructor called with arguments torch does not take")
     return rule
-
-
-def values(nested, dtype: str) -> Values:
-    """The values of a (nested) list of numbers as a tensor of `dtype` holds them (float32
-    rounding included: 1e300 becomes inf), walked without recursion."""
-    flat, shape, level = [], [], [(nested, 0)]
-    while level:
-        nxt = []
-        for x, depth in level:
-            if isinstance(x, (list, tuple)):
-                if depth == len(shape):
-                    shape.append(len(x))
-                elif depth > len(shape) or shape[depth] != len(x):
-                    raise PickleError("a tensor built from a ragged list")
-                nxt.extend((c, depth + 1) for c in x)
-            elif type(x) in (int, float, bool):
-                if depth != len(shape):
-                    raise PickleError("a tensor built from a ragged list")
-                flat.append(x)
-            else:
-                raise PickleError(f"a tensor built from a list holding a {type(x).__name__}")
-        level = nxt
-        if len(shape) > 64:
-            raise PickleError("a tensor built from a list nested over 64 deep")
-    if dtype in INTEGERS:
-        return Values(dtype, tuple(shape), np.zeros(len(flat), np.int8).reshape(shape))
-    with np.errstate(over="ignore", invalid="ignore"):
-        a = np.array(flat, np.float64)
-        if dtype in ("float32", "bfloat16"):
-            a = a.astype(np.float32)
-        if dtype == "bfloat16":
-            a = _round_bfloat16(a)
-        elif dtype == "float16":
-            a = a.astype(np.float16)
-    return Values(dtype, tuple(shape), a.reshape(shape))
-
-
-def _round_bfloat16(a):
-    """float32 values rounded to bfloat16 (to nearest, ties to even), kept as float32."""
-    bits = a.view(np.uint32).astype(np.uint64)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32)
-    return np.where(np.isnan(a), a, rounded.view(np.float32))
 
 
 _TENSOR_REBUILDS = {

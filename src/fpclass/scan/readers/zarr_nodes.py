@@ -9,7 +9,7 @@ import zipfile
 
 import numpy as np
 
-from .layout import values_task
+from .reporting import values_task
 
 #: Files that make a directory (or a zip folder) a zarr array or group.
 MARKERS = (".zarray", ".zgroup", "zarr.json")

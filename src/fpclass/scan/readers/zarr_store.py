@@ -14,12 +14,12 @@ NaN fill value is zarr's blank, so the task is `missing` and those NaN count as 
 Every array of the store is found at any depth, with or without group metadata above it (a v2
 store written without .zgroup files), and every float value in an array's or group's attributes
 (.zattrs, or zarr.json's "attributes") is checked as "path@attribute" (`zarr_nodes`).
+A blosc chunk's frame length is checked before zarr decodes it (`zarr_blosc`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import re
@@ -27,11 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import ReaderError
+from . import ReaderError, require
+from ..._optional import install_hint
 from ..dtypes import component
+from ..missing import zarr_fill_is_blank
 from ..tasks import CHECK, DATASET, Task, problem
-from .layout import check_count, marker, not_applicable, unchecked
-from .zarr_nodes import MARKERS as _MARKERS, Listing, attribute_tasks, stored_files
+from .bounds import check_count
+from .reporting import marker, not_applicable, unchecked
+from .zarr_blosc import blosc_checked, blosc_frames
+from .zarr_nodes import Listing, attribute_tasks, stored_files
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
 #: the shard file, 9x less overhead per inner chunk in benchmarks), by inner chunk otherwise.
@@ -50,13 +54,10 @@ ZARR_VERSION = (3, 1)
 def _zarr():
     """zarr-python >= 3.1, imported only when a store is read."""
     need = "reading zarr stores needs zarr-python >= 3.1 (Python >= 3.11)"
-    try:
-        import zarr
-    except ImportError as e:
-        raise ReaderError(f"{need} ({e}): install fpclass[zarr]") from None
+    zarr = require("zarr", "zarr", "reading zarr stores (zarr-python >= 3.1, Python >= 3.11)")
     version = tuple(int(p) for p in re.findall(r"\d+", zarr.__version__)[:2])
     if version < ZARR_VERSION:
-        raise ReaderError(f"{need}, {zarr.__version__} is installed: install fpclass[zarr]")
+        raise ReaderError(f"{need}, {zarr.__version__} is installed: {install_hint('zarr')}")
     return zarr
 
 
@@ -166,14 +167,7 @@ def _array_task(zarr, store, path, name, arr) -> Task:
     return Task(path, name, label, shape, CHECK, source=path, storage=DATASET,
                 reader="zarr_store", member=name, element=element.str, grid=grid,
                 nbytes=int(arr.nbytes), blocks=math.prod(blocks.grid),
-                missing=fill_is_blank(arr.fill_value))
-
-
-def fill_is_blank(fill) -> bool:
-    """The missing-value rule of zarr, in one place: a NaN fill value is the array's blank, so
-    NaN in it (chunks never written among them) counts as missing; any other fill value is
-    data, counted like the values written."""
-    return fill is not None and bool(np.isnan(fill))
+                missing=zarr_fill_is_blank(arr.fill_value))
 
 
 @dataclass(frozen=True)
@@ -223,12 +217,12 @@ def read_blocks(task: Task, chunk_bytes: int):
     blocks as float views with a trailing parts axis. ReaderError when the array changed since it
     was planned or a chunk cannot be read or decoded."""
     with _opened(task.source) as (zarr, store):
-        checked = _blosc_checked(zarr)(store)
+        checked = blosc_checked(zarr)(store)
         try:
             arr = _open_node(zarr, checked, task.member)
         except ReaderError as e:
             raise ReaderError(f"zarr cannot open the array: {e}") from None
-        if _blosc_frames(arr.metadata.to_dict()):
+        if blosc_frames(arr.metadata.to_dict()):
             checked.prefix = f"{task.member}/" if task.member else ""
         now = _array_task(zarr, store, task.file, task.name, arr)
         if (now.status, now.shape, now.element, now.blocks) != (
@@ -248,50 +242,6 @@ def read_blocks(task: Task, chunk_bytes: int):
                     block.real, block.shape + (2,), block.strides + (block.itemsize // 2,))
                 origin += (0,)
             yield origin, block
-
-
-def _blosc_frames(md: dict) -> bool:
-    """Whether each stored chunk is one blosc frame (blosc is the last codec, no sharding)."""
-    if md.get("zarr_format") == 2:
-        return (md.get("compressor") or {}).get("id") == "blosc"
-    codecs = md.get("codecs") or ()
-    return bool(codecs) and codecs[-1].get("name") in ("blosc", "numcodecs.blosc")
-
-
-@functools.cache
-def _blosc_checked(zarr):
-    """A store wrapper refusing, for the chunk keys under its `prefix` (None: no check), a
-    blosc frame whose header does not give its exact length: numcodecs' blosc decoder trusts
-    the header and reads past the end of a truncated chunk, returning garbage (numcodecs#228)."""
-
-    class BloscChecked(zarr.storage.WrapperStore):
-        prefix = None
-
-        def _with_store(self, store):
-            copy = type(self)(store)
-            copy.prefix = self.prefix
-            return copy
-
-        async def get(self, key, prototype, byte_range=None):
-            buf = await self._store.get(key, prototype, byte_range)
-            if (buf is not None and byte_range is None and self.prefix is not None
-                    and key.startswith(self.prefix) and key.rpartition("/")[2] not in _MARKERS
-                    and key.rpartition("/")[2] != ".zattrs"):
-                _check_blosc_frame(buf.as_numpy_array(), key[len(self.prefix):])
-            return buf
-
-    return BloscChecked
-
-
-def _check_blosc_frame(frame: np.ndarray, key: str) -> None:
-    # The blosc header: version, versionlz, flags, typesize, then little-endian uint32s nbytes,
-    # blocksize and cbytes, the frame's length header included.
-    if frame.size < 16:
-        raise ReaderError(f"chunk {key!r} holds {frame.size} bytes, less than a blosc header")
-    cbytes = int(frame[12:16].view("<u4")[0])
-    if cbytes != frame.size:
-        raise ReaderError(f"chunk {key!r} holds {frame.size} bytes but its blosc header gives "
-                          f"{cbytes} (truncated or corrupt)")
 
 
 def _zarr_blocks(arr, blocks, first, end, chunk_bytes):

@@ -6,19 +6,34 @@ from __future__ import annotations
 import struct
 
 from . import ReaderError
+from ..signatures import ZIP_MAGIC
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 
 
-def data_offset(raw, info) -> int:
-    """The byte of the open file `raw` where the data of zip member `info` starts (after its
-    local header, whose name and extra field lengths may differ from the central directory's)."""
+def local_header(raw, info) -> tuple:
+    """(the byte of the open archive `raw` where the data of member `info` starts, the file name
+    its local header gives); ReaderError when the local header is missing. The local header's
+    name and extra field lengths may differ from the central directory's."""
     raw.seek(info.header_offset)
     head = raw.read(_LOCAL_HEADER.size)
-    if len(head) != _LOCAL_HEADER.size or head[:4] != b"PK\x03\x04":
-        raise ReaderError(f"member {info.filename}: local file header missing (corrupt archive)")
+    if len(head) != _LOCAL_HEADER.size or head[:4] != ZIP_MAGIC:
+        raise ReaderError("local file header missing (corrupt archive)")
     fields = _LOCAL_HEADER.unpack(head)
-    return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
+    name = raw.read(fields[-2])
+    try:
+        name = name.decode("utf-8" if fields[3] & 0x800 else "cp437")
+    except UnicodeDecodeError:
+        pass
+    return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1], name
+
+
+def data_offset(raw, info) -> int:
+    """The byte of the open file `raw` where the data of zip member `info` starts."""
+    try:
+        return local_header(raw, info)[0]
+    except ReaderError as e:
+        raise ReaderError(f"member {info.filename}: {e}") from None
 
 
 def duplicate_names(infos) -> str:

@@ -1,6 +1,7 @@
 """CF missing values and packed data: the values a CF reader returns from a variable's stored
 values, as netCDF4-python does by default (auto mask and scale); one policy for every reader of a
-format that carries CF attributes (NetCDF classic, NetCDF-4/HDF5, later zarr and FITS).
+format that carries CF attributes (NetCDF classic, NetCDF-4/HDF5). Part of the missing-value
+policy of every format (scan/missing/__init__.py).
 
 Masking (on the stored values, before unpacking): values equal to `missing_value` (each of its
 values) or `_FillValue` (NaN: every NaN), else equal to the type's default fill value (integer and
@@ -25,6 +26,8 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from .blanks import nan_blank
 
 #: Attributes that describe blanks and packing. Their own values are checked like any float
 #: attribute, except that a NaN `_FillValue` / `missing_value` is the declared blank (see
@@ -64,7 +67,7 @@ class Policy:
         with np.errstate(all="ignore"):
             for b in self.blanks:
                 b = _scalar(*b)
-                mask |= np.isnan(data) if isinstance(b, np.floating) and np.isnan(b) else data == b
+                mask |= np.isnan(data) if nan_blank(b) else data == b
             if self.valid_min is not None:
                 mask |= data < _scalar(self.valid_min, data.dtype)
             if self.valid_max is not None:
@@ -184,7 +187,7 @@ def policy(attrs: dict, stored: str, *, byte_fill: bool = True):
         apply_scale = scale
     elif valid and offset and offset[0] != 0.0:
         apply_offset = offset
-    nan_blank = any(isinstance(b, np.floating) and np.isnan(b) for b in blanks)
+    nan = any(nan_blank(b) for b in blanks)
     p = Policy(stored, view, tuple((b.item(), b.dtype.str) for b in blanks),
                None if valid_min is None else valid_min.item(),
                None if valid_max is None else valid_max.item(), apply_scale, apply_offset, to)
@@ -197,7 +200,7 @@ def policy(attrs: dict, stored: str, *, byte_fill: bool = True):
     hides_inf = (any(np.isinf(b) for b in blanks)
                  or (valid_min is not None and valid_min > -np.inf)
                  or (valid_max is not None and valid_max < np.inf))
-    return (p if hides_inf else None), nan_blank, ""
+    return (p if hides_inf else None), nan, ""
 
 
 def decode_blocks(blocks, p: Policy, chunk_bytes: int):
@@ -212,6 +215,17 @@ def decode_blocks(blocks, p: Policy, chunk_bytes: int):
         step = max(1, chunk_bytes // (row * out))
         for i in range(0, block.shape[0], step):
             yield (origin[0] + i,) + tuple(origin[1:]), p.decode(block[i:i + step])
+
+
+def unwritten_value(fill, stored) -> np.ndarray:
+    """The value netCDF reads for an element never written (a record past a variable's stored
+    extent), as one value of dtype `stored`: `fill`, the variable's `_FillValue` (its first
+    value; None when it has none), else netCDF's default fill value for the type, whatever HDF5's
+    own fill value or the fill mode. KeyError for a type netCDF has no default fill value for."""
+    stored = np.dtype(stored)
+    if fill is not None:
+        return np.asarray(fill).reshape(-1)[:1].astype(stored)
+    return np.array([DEFAULT_FILLS[f"{stored.kind}{stored.itemsize}"]], stored)
 
 
 def too_many_attributes(dropped: int) -> str:
@@ -229,4 +243,4 @@ def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "Policy", "attribute_values", "decode_blocks",
-           "policy", "too_many_attributes"]
+           "policy", "too_many_attributes", "unwritten_value"]
