@@ -106,7 +106,8 @@ def test_openvino_benchmark_without_openvino(monkeypatch):
 def test_scan_readers_without_their_library(tmp_path, monkeypatch, kind, module, extra, name):
     """A reader whose library is missing makes the file a problem (ReaderError) in require's
     wording: what needs it, the module, and the extra that installs it."""
-    from fpclass.scan.readers import ReaderError, planner
+    from fpclass.scan.readers import ReaderError
+    from fpclass.scan.readers.registry import planner
     path = tmp_path / name
     if name.endswith(".zarr"):
         path.mkdir()

@@ -15,7 +15,7 @@ import pytest
 from fpclass.cli import main
 from fpclass.scan.detect import identify
 from fpclass.scan.readers import registry, registry_table
-from fpclass.scan.walk import expand
+from fpclass.scan.paths import expand
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS_DIR = ROOT / "src" / "fpclass" / "scan" / "readers"

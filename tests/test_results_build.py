@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fpclass.results import build
-from fpclass.scan.readers.layout import values_task
+from fpclass.scan.readers.reporting import values_task
 from fpclass.scan.run import run_task
 
 SPECIALS = np.array([0.0, -0.0, 1.5, np.nan, np.inf, -np.inf, -2.0, np.nan, np.inf])
