@@ -15,6 +15,7 @@ import numpy as np
 
 from . import views
 from .dtypes import np_dtype
+from .storage.reads import READ_FLAGS, SourceError, read_exactly
 from .tasks import DATASET, DEFLATE, INLINE, RAW, STORED, STRIDED, VARINT, Task
 
 #: Default bytes per chunk: small enough to stay in cache between the read and the classification
@@ -24,10 +25,6 @@ CHUNK_BYTES = 4 << 20
 INFLATE_INPUT = 1 << 20
 #: Largest protobuf varint field decoded (ONNX int32_data is held in the model anyway).
 VARINT_LIMIT = 256 << 20
-
-
-class SourceError(Exception):
-    """The bytes of a task cannot be read as described; the message is the one-line reason."""
 
 
 def chunks(task: Task, item_bytes: int, chunk_bytes: int = CHUNK_BYTES):
@@ -54,7 +51,7 @@ def chunks(task: Task, item_bytes: int, chunk_bytes: int = CHUNK_BYTES):
 
 
 def _raw(path, offset, count, item_bytes, per_chunk, first):
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    fd = os.open(path, READ_FLAGS)
     try:
         size = os.fstat(fd).st_size
         end = offset + count * item_bytes
@@ -64,7 +61,7 @@ def _raw(path, offset, count, item_bytes, per_chunk, first):
         done = 0
         while done < count:
             n = min(per_chunk, count - done)
-            _read_at(fd, memoryview(buf)[: n * item_bytes], offset + done * item_bytes, path)
+            read_exactly(fd, memoryview(buf)[: n * item_bytes], offset + done * item_bytes, path)
             yield first + done, buf[: n * item_bytes]
             done += n
     finally:
@@ -86,7 +83,7 @@ def blocks(task: Task, chunk_bytes: int = CHUNK_BYTES):
     origins index the task's `grid` (STRIDED: in storage order, see views.to_view)."""
     if task.storage == STRIDED:
         dtype = np_dtype(task.element)
-        fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd = os.open(task.source, READ_FLAGS)
         try:
             size = os.fstat(fd).st_size
 
@@ -94,7 +91,7 @@ def blocks(task: Task, chunk_bytes: int = CHUNK_BYTES):
                 if position + len(view) > size:
                     raise SourceError(f"a view reaches byte {position + len(view)} of "
                                       f"{task.source} ({size} bytes; truncated?)")
-                _read_at(fd, view, position, task.source)
+                read_exactly(fd, view, position, task.source)
             yield from views.blocks(read_at, task.offset, dtype, *strided_layout(task),
                                     chunk_bytes)
         finally:
@@ -105,21 +102,6 @@ def blocks(task: Task, chunk_bytes: int = CHUNK_BYTES):
         yield from reader.read_blocks(task, chunk_bytes)
     else:
         raise SourceError(f"storage {task.storage!r} has no blocks")
-
-
-def _read_at(fd: int, view: memoryview, position: int, path: str) -> None:
-    """Fill `view` from byte `position` of `fd`; SourceError when the file ends first."""
-    got = 0
-    while got < len(view):
-        if hasattr(os, "preadv"):
-            k = os.preadv(fd, [view[got:]], position + got)
-        else:  # Windows: no positioned reads in the os module
-            os.lseek(fd, position + got, os.SEEK_SET)
-            k = os.readv(fd, [view[got:]])
-        if k == 0:
-            raise SourceError(f"{path} ended at byte {position + got} while being read "
-                              "(truncated during the scan?)")
-        got += k
 
 
 def _member(task, first, count, item_bytes, per_chunk):

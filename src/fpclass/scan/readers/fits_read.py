@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from ..chunks import SourceError, _read_at
+from ..storage.reads import READ_FLAGS, SourceError, Window, read_exactly
 from ..tasks import Task
 from .fits_scaling import Scaling, _astropy, _line
 
@@ -43,7 +43,7 @@ def _scaled_image(task, scaling, first, stop, chunk_bytes):
     from `task.offset`) in boxes of about `chunk_bytes` stored bytes, as physical values."""
     raw = np.dtype(scaling.raw)
     limit = max(1, chunk_bytes // raw.itemsize)
-    fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    fd = os.open(task.source, READ_FLAGS)
     try:
         size = os.fstat(fd).st_size
         if task.offset + task.nbytes > size:
@@ -52,7 +52,7 @@ def _scaled_image(task, scaling, first, stop, chunk_bytes):
         for start, extent in boxes(task.shape, first, stop, limit):
             flat = int(np.ravel_multi_index(start, task.shape))
             buf = np.empty(math.prod(extent) * raw.itemsize, np.uint8)
-            _read_at(fd, memoryview(buf), task.offset + flat * raw.itemsize, task.source)
+            read_exactly(fd, memoryview(buf), task.offset + flat * raw.itemsize, task.source)
             yield start, scaling.values(buf.view(raw).reshape(extent))
     finally:
         os.close(fd)
@@ -72,7 +72,7 @@ def _rows(task, first, stop, chunk_bytes, element):
         step *= n
     strides = (row,) + tuple(strides)
     per = max(1, chunk_bytes // max(row, 1))
-    fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    fd = os.open(task.source, READ_FLAGS)
     try:
         size = os.fstat(fd).st_size
         end = task.offset + (task.shape[0] - 1) * row + field
@@ -85,43 +85,11 @@ def _rows(task, first, stop, chunk_bytes, element):
             nbytes = (n - 1) * row + field
             if buf is None or buf.size < nbytes:
                 buf = np.empty(nbytes, np.uint8)
-            _read_at(fd, memoryview(buf)[:nbytes], task.offset + a * row, task.source)
+            read_exactly(fd, memoryview(buf)[:nbytes], task.offset + a * row, task.source)
             block = np.ndarray((n,) + inner, item, buf, 0, strides)
             yield (a,) + (0,) * len(inner), block
     finally:
         os.close(fd)
-
-
-class _Window(io.RawIOBase):
-    """The bytes of a file from `base` on, seen as a file of their own: astropy then reads one
-    HDU's header instead of every header before it (an HDUList re-parses them all)."""
-
-    def __init__(self, path: str, base: int):
-        super().__init__()
-        self._f = open(path, "rb", buffering=0)
-        self._base = base
-        self._f.seek(base)
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def readinto(self, b):
-        return self._f.readinto(b)
-
-    def seek(self, pos, whence=os.SEEK_SET):
-        if whence == os.SEEK_SET:
-            pos += self._base
-        return self._f.seek(pos, whence) - self._base
-
-    def tell(self):
-        return self._f.tell() - self._base
-
-    def close(self):
-        self._f.close()
-        super().close()
 
 
 def _sections(task, first, stop, chunk_bytes):
@@ -129,7 +97,7 @@ def _sections(task, first, stop, chunk_bytes):
     (its blocks are its tiles), or elements of a scaled one (its blocks are its elements),
     grouped into boxes of about `chunk_bytes`."""
     fits = _astropy()
-    with io.BufferedReader(_Window(task.source, task.offset)) as window:
+    with io.BufferedReader(Window(task.source, task.offset)) as window:
         try:
             # catch_warnings swaps process-wide state: one thread at a time.
             with _QUIET, warnings.catch_warnings():

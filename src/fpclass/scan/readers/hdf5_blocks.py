@@ -28,7 +28,7 @@ from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import _h5py, leaf_values, parts
 from .. import cf
-from ..chunks import SourceError, _read_at
+from ..storage.reads import READ_FLAGS, SourceError, read_exactly
 from ..dtypes import np_dtype
 from ..tasks import Field, Task
 
@@ -197,8 +197,7 @@ class _Blocks:
                         yield origin, self._fill(start, count)
                     elif self.direct:
                         if fd is None:
-                            fd = os.open(self.raw_path, os.O_RDONLY | getattr(os, "O_BINARY",
-                                                                                    0))
+                            fd = os.open(self.raw_path, READ_FLAGS)
                         yield origin, self._chunk_at(fd, info, count)
                     else:
                         yield origin, self._read(start, count)
@@ -248,12 +247,12 @@ class _Blocks:
             if info.size != nbytes:
                 raise SourceError(f"{where} holds {info.size} bytes, {nbytes} expected")
             buf = self._buffer(nbytes)
-            _read_at(fd, memoryview(buf), self.raw_start + info.byte_offset, self.raw_path)
+            read_exactly(fd, memoryview(buf), self.raw_start + info.byte_offset, self.raw_path)
             return self._view(buf, count, self.block)
         if self.packed is None or self.packed.size < info.size:
             self.packed = np.empty(info.size, np.uint8)
         data = memoryview(self.packed)[:info.size]
-        _read_at(fd, data, self.raw_start + info.byte_offset, self.raw_path)
+        read_exactly(fd, data, self.raw_start + info.byte_offset, self.raw_path)
         # Filters were applied in pipeline order when written: undone in reverse, skipping
         # those the chunk's filter mask says were not applied.
         for i in reversed(range(len(self.filters))):

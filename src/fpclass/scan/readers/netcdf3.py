@@ -28,7 +28,7 @@ import numpy as np
 from . import ReaderError
 from .layout import Ranges, float_task, marker, not_applicable, unchecked, values_task
 from .. import cf
-from ..chunks import SourceError, _read_at
+from ..storage.reads import READ_FLAGS, SourceError, read_exactly
 from ..tasks import DATASET, STRIDED, Task, problem
 
 NC_DIMENSION, NC_VARIABLE, NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
@@ -339,7 +339,7 @@ def _stored_blocks(task: Task, dtype):
     slab = math.prod(task.shape[1:]) * dtype.itemsize
     total = -(-numrecs // per)
     last = total if task.count < 0 else min(total, task.first + task.count)
-    fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    fd = os.open(task.source, READ_FLAGS)
     try:
         size = os.fstat(fd).st_size
         buf = None
@@ -353,7 +353,7 @@ def _stored_blocks(task: Task, dtype):
                                   f"({size} bytes; truncated?)")
             if buf is None or buf.size < span:
                 buf = np.empty(span, np.uint8)
-            _read_at(fd, memoryview(buf)[:span], start, task.source)
+            read_exactly(fd, memoryview(buf)[:span], start, task.source)
             block = np.ndarray((k,) + tuple(task.shape[1:]), dtype, buf, 0, task.strides)
             yield (r0,) + (0,) * (len(task.shape) - 1), block
     finally:

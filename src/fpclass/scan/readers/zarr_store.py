@@ -29,6 +29,7 @@ import numpy as np
 
 from . import ReaderError
 from ..dtypes import component
+from ..storage.reads import read_exactly
 from ..tasks import CHECK, DATASET, Task, problem
 from .layout import check_count, marker, not_applicable, unchecked
 from .zarr_nodes import MARKERS as _MARKERS, Listing, attribute_tasks, stored_files
@@ -374,8 +375,9 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
         idx = tuple(int(i) for i in np.unravel_index(k, blocks.grid))
         key = key_of(idx)
         origin = _origin(blocks, idx)
+        path = os.path.join(folder, *key.split("/"))
         try:
-            f = open(os.path.join(folder, *key.split("/")), "rb", buffering=0)
+            f = open(path, "rb", buffering=0)
         except FileNotFoundError:
             yield origin, _read(arr, blocks, idx, (1,) * ndim)
             continue
@@ -385,7 +387,7 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
                 raise ReaderError(f"chunk {key!r} holds {size} bytes; an uncompressed chunk of "
                                   f"{list(blocks.shape)} {dtype.str} holds {chunk} (corrupt?)")
             if not ndim:
-                _fill(f, memoryview(buf), 0, key)
+                read_exactly(f.fileno(), memoryview(buf), 0, path)
                 yield origin, buf.view(dtype).reshape(())
                 continue
             inside = tuple(slice(0, min(c, s - o))
@@ -393,17 +395,6 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
             rows = min(blocks.shape[0], arr.shape[0] - origin[0])
             for r in range(0, rows, rows_per_read):
                 n = min(rows_per_read, rows - r)
-                _fill(f, memoryview(buf)[: n * row], r * row, key)
+                read_exactly(f.fileno(), memoryview(buf)[: n * row], r * row, path)
                 block = buf[: n * row].view(dtype).reshape((n,) + blocks.shape[1:])
                 yield (origin[0] + r,) + origin[1:], block[(slice(None),) + inside]
-
-
-def _fill(f, view, position, key) -> None:
-    f.seek(position)
-    got = 0
-    while got < len(view):
-        n = f.readinto(view[got:])
-        if not n:
-            raise ReaderError(f"chunk {key!r} ended at byte {position + got} while being read "
-                              "(truncated during the scan?)")
-        got += n
