@@ -301,7 +301,7 @@ def test_ctrl_c_while_planning_prints_the_report_so_far(tmp_path, monkeypatch):
 
 
 def test_a_file_truncated_while_it_is_read_is_unchecked(tmp_path, monkeypatch):
-    from fpclass.scan import chunks
+    from fpclass.scan.storage import ranges as chunks
     a = np.ones(1 << 16, np.float32)
     path = tmp_path / "m.safetensors"
     path.write_bytes(safetensors_bytes({"w": ("F32", a, a.shape)}))

@@ -10,7 +10,7 @@ import os
 import time
 
 from . import scratch
-from .chunks import CHUNK_BYTES
+from .storage import CHUNK_BYTES
 from .executing import execute
 from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results.report import Problem, ScanReport, merge_parts, parse_fail_on

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-from .chunks import CHUNK_BYTES
+from .storage import CHUNK_BYTES
 from .running import DEFAULT_MAX_LOCATIONS, interrupted_result, needs_reading, run_task
 
 

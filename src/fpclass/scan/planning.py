@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import os
 
-from .dtypes import np_dtype
 from .readers import ReaderError, planner
-from .tasks import CHECK, DATASET, FILE, PROBLEM, RAW, Task, problem, skipped
+from .tasks import CHECK, FILE, PROBLEM, Task, problem, skipped
 from .walk import expand
 
 #: Raw tensors larger than this are split into parts that run in parallel.
@@ -88,16 +87,9 @@ def _plan_files(found, tasks, task_bytes, debug, allow_globals=()) -> None:
 
 
 def _split(task: Task, task_bytes: int) -> list:
-    """A RAW CHECK task cut into parts of about `task_bytes`; a DATASET task into parts of
-    whole blocks (its reader's chunks) of about `task_bytes`."""
-    if task.status == CHECK and task.storage == DATASET and task.blocks > 1 \
-            and task.nbytes > task_bytes:
-        per = max(1, task.blocks * task_bytes // task.nbytes)
-        return [task.part(first, min(per, task.blocks - first))
-                for first in range(0, task.blocks, per)]
-    if task.status != CHECK or task.storage != RAW or task.nbytes <= task_bytes or not task.grid:
+    """A CHECK task cut into parts of about `task_bytes` where its storage allows: a byte range
+    into items, record bands into rows, a block grid into whole blocks."""
+    if task.status != CHECK or task.storage is None:
         return [task]
-    item = task.block_bytes or np_dtype(task.element).itemsize
-    total = task.nbytes // item
-    per = max(1, task_bytes // item)
-    return [task.part(first, min(per, total - first)) for first in range(0, total, per)]
+    return [task.part(first, count) for first, count in task.storage.parts(task, task_bytes)] \
+        or [task]

@@ -32,7 +32,7 @@ import zlib
 import numpy as np
 
 from . import ReaderError
-from .hdf5_blocks import block_shape, _grid, read_blocks
+from .hdf5_blocks import block_shape, read_blocks
 from .hdf5_netcdf import Dimensions
 from .hdf5_walk import name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
@@ -41,7 +41,9 @@ from .layout import marker, not_applicable, unchecked, values_task
 from .. import cf
 from .zipmembers import duplicate_names
 from ..dtypes import np_dtype
-from ..tasks import CHECK, DATASET, NOT_APPLICABLE, RAW, Field, Task, problem
+from ..storage.grids import BlockGrid, Grid
+from ..storage.ranges import Range
+from ..tasks import CHECK, NOT_APPLICABLE, Field, Task, problem
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -280,11 +282,10 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
                                    f"packed integers unpack to {physical.name}")]
         if where:
             return [unchecked(path, name, label, tuple(shape), where)]
-        blocks = math.prod(_grid(shape, block_shape(dset, layout, h5d, record)))
-        return [Task(path, name, label, tuple(shape), CHECK, source=path, storage=DATASET,
-                     reader="hdf5", member=member, nbytes=n * record, blocks=blocks,
-                     element=physical.str, grid=tuple(shape), decode=decode,
-                     fields=(Field("", 0, stored),))]
+        blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
+        return [Task(path, name, label, tuple(shape), CHECK, element=physical.str,
+                     grid=tuple(shape), fields=(Field("", 0, stored),),
+                     storage=Grid(path, "hdf5", n * record, blocks, member, decode=decode))]
     out = []
     for p in leaves:
         full = name + p.suffix
@@ -303,7 +304,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
         nbytes = n * values * item
         grid = pshape + ((2,) if p.complex else ())
         # One Task per leaf, built once (dataclasses.replace costs 15 us: files hold 100,000s)
-        common = dict(source=path, element=p.element, grid=grid, missing=missing and not p.suffix)
+        common = dict(element=p.element, grid=grid, missing=missing and not p.suffix)
         raw = _raw_offset(dset, layout, h5d, p, item * values == record)
         if raw is not None and start is not None:
             offset, stored_bytes = raw
@@ -315,12 +316,12 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
                                      f"{offset + nbytes} lies past the end of the file "
                                      f"({size} bytes; truncated?)"))
             else:
-                out.append(Task(path, full, p.label, pshape, CHECK, storage=RAW,
-                                offset=start + offset, nbytes=nbytes, **common))
+                out.append(Task(path, full, p.label, pshape, CHECK,
+                                storage=Range(path, start + offset, nbytes), **common))
             continue
-        blocks = math.prod(_grid(shape, block_shape(dset, layout, h5d, record)))
-        out.append(Task(path, full, p.label, pshape, CHECK, storage=DATASET, reader="hdf5",
-                        member=member, nbytes=nbytes, blocks=blocks,
+        blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
+        out.append(Task(path, full, p.label, pshape, CHECK,
+                        storage=Grid(path, "hdf5", nbytes, blocks, member),
                         fields=(Field(p.suffix, p.offset, p.element),), **common))
     return out
 

@@ -36,7 +36,10 @@ from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, NoData, TensorView, U
     Values, describe, plain_value
 from .zipmembers import data_offset, declared_members, duplicate_names
 from ..detect import is_torch_legacy
-from ..tasks import INLINE, RAW, STRIDED, Task
+from ..storage.inline import Inline
+from ..storage.ranges import Range
+from ..storage.strided import Strided
+from ..tasks import Task
 
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
@@ -286,13 +289,12 @@ def strided_task(path, name, label, shape, stride, offset, element, item, order,
         grid += (2,)
     elif element in ("f8", "f4", "f2"):
         element = order + element
-    base = Task(path, name, label, tuple(shape), source=path, element=element, grid=grid,
-                flip=flip)
+    base = Task(path, name, label, tuple(shape), element=element, grid=grid, flip=flip)
     numel = math.prod(shape)
     if numel == 0:
-        return replace(base, storage=RAW, offset=offset, nbytes=0)
+        return replace(base, storage=Range(path, offset, 0))
     if _contiguous(shape, stride):
-        return replace(base, storage=RAW, offset=offset, nbytes=numel * item)
+        return replace(base, storage=Range(path, offset, numel * item))
     broadcast = tuple(d for d, (n, st) in enumerate(zip(shape, stride)) if st == 0 and n > 1)
     distinct = numel // math.prod(shape[d] for d in broadcast)
     if distinct > OVERLAP_LIMIT and _overlaps(shape, stride):
@@ -301,10 +303,9 @@ def strided_task(path, name, label, shape, stride, offset, element, item, order,
         if span > SPAN_LIMIT or distinct >= 1 << 62:
             return unchecked(path, name, label, shape, f"a view of {distinct} elements whose "
                              f"dimensions overlap over {span} stored values: not read")
-        return replace(base, storage=STRIDED, offset=offset, nbytes=span * item,
-                       strides=tuple(stride), broadcast=broadcast, overlap=True)
-    return replace(base, storage=STRIDED, offset=offset, nbytes=distinct * item,
-                   strides=tuple(stride), broadcast=broadcast)
+        return replace(base, storage=Strided(path, offset, span * item, tuple(stride),
+                                             broadcast, overlap=True))
+    return replace(base, storage=Strided(path, offset, distinct * item, tuple(stride), broadcast))
 
 
 def _overlaps(shape, stride) -> bool:
@@ -349,5 +350,5 @@ def _inline(path, name, a: InlineArray) -> Task:
         element = np.dtype(f"{dtype.byteorder if dtype.byteorder in '<>' else '='}"
                            f"f{dtype.itemsize // 2}").str
         grid += (2,)
-    return Task(path, name, a.dtype, tuple(a.shape), source=path, storage=INLINE, nbytes=need,
-                element=element, grid=grid, order="F" if a.fortran else "C", data=a.data)
+    return Task(path, name, a.dtype, tuple(a.shape), storage=Inline(a.data, need),
+                element=element, grid=grid, order="F" if a.fortran else "C")
