@@ -64,4 +64,4 @@ def run_overlap(task: Task, max_locations: int, chunk_bytes: int, stop, interrup
     return TensorResult(task.file, task.name, task.dtype, task.shape, CHECKED,
                         totals["nan"] * repeat, totals["posinf"] * repeat,
                         totals["neginf"] * repeat, tuple(locations),
-                        int(many.sum()) * repeat, span.storage.nbytes, first=task.first)
+                        int(many.sum()) * repeat, span.nbytes, first=task.first)

@@ -76,6 +76,11 @@ class Task:
         return self.storage.source if self.storage is not None else ""
 
     @property
+    def nbytes(self) -> int:
+        """The stored bytes of the whole tensor (0 when the task reads nothing)."""
+        return self.storage.nbytes if self.storage is not None else 0
+
+    @property
     def broadcast(self) -> tuple:
         """Dimensions whose values are read once and counted as many times as their sizes say
         (a strided view's dimensions of stride 0)."""

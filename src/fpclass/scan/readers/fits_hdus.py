@@ -218,7 +218,7 @@ def _bintable(path, size, hdu, info) -> list:
 
 def _column(path, name, label, shape, element, offset, row, scaling=None) -> Task:
     """A float column: Bands of rows `row` bytes apart, each seen as a strided view of its
-    bytes and, for a column of `scaling`, decoded to physical `element`s (read_blocks). Strided
+    bytes and, for a column of `scaling`, decoded to physical `element`s (decode_bands). Strided
     storage reads the same bytes as fast (measured), but needs a row length that is a whole
     number of elements, which a string or 16-bit column breaks."""
     if scaling is None:  # NaN is the blank of a float column

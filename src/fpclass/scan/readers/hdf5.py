@@ -11,11 +11,11 @@ they are unchecked, never followed. A NetCDF-4 dimension that is not a variable 
 scale netCDF writes without data) is not a tensor.
 
 Datasets: one task per floating-point leaf of the type (hdf5_types). A contiguous dataset whose
-bytes lie in this file, whose values fill its records, is a RAW task (positioned reads, no h5py
-at read time); every other dataset is a DATASET task read by hdf5_blocks.read_blocks. A dataset
-of one integer or float type carries CF attributes (scan/cf.py): packed values (scale_factor,
-add_offset) and masks that can hide an infinity (an infinite fill value, a valid range) make it a
-DATASET task that decodes its values as netCDF4 does; a NaN _FillValue / missing_value alone
+bytes lie in this file, whose values fill its records, is a task of Range storage (positioned
+reads, no h5py at read time); every other dataset is one of Grid storage read by
+hdf5_blocks.read_blocks. A dataset of one integer or float type carries CF attributes
+(scan/cf.py): packed values (scale_factor, add_offset) and masks that can hide an infinity (an
+infinite fill value, a valid range) make it a Grid task that decodes its values as netCDF4 does; a NaN _FillValue / missing_value alone
 counts NaN as missing.
 
 Attributes: those of every object walked (file, groups, datasets) whose type can hold floats

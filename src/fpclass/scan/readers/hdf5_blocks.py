@@ -97,7 +97,7 @@ def _unshuffle_kernel():
 
 def _open(h5py, task: Task) -> tuple:
     """(h5py.File, its file closers, the dataset's path, (file, start) where the HDF5 bytes
-    lie) for a DATASET task."""
+    lie) for a task of Grid storage."""
     if MEMBER_SEP not in task.storage.member:
         f, closers = _h5_file(h5py, task.source, 0, os.path.getsize(task.source),
                               rdcc_nbytes=0)
@@ -110,7 +110,7 @@ def _open(h5py, task: Task) -> tuple:
 
 
 def read_blocks(task: Task, chunk_bytes: int):
-    """Yield (origin, block) for blocks [first, first + count) of a DATASET task, in the
+    """Yield (origin, block) for blocks [first, first + count) of a task of Grid storage, in the
     dataset's chunk order (C order of the chunk grid); see the module docstring."""
     h5py = _h5py()
     try:

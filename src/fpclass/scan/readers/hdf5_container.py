@@ -17,7 +17,7 @@ from ..storage.reads import Window
 
 #: The member of a .keras archive that holds the weights.
 KERAS_WEIGHTS = "model.weights.h5"
-#: Between a zip member's name and a dataset's path in a DATASET task's `member`: HDF5 link names
+#: Between a zip member's name and a dataset's path in a Grid storage's `member`: HDF5 link names
 #: cannot hold a NUL byte.
 MEMBER_SEP = "\0"
 
