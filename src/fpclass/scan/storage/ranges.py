@@ -76,12 +76,16 @@ class Varints(Storage):
         if self.nbytes > VARINT_LIMIT:
             raise SourceError(f"typed int32_data field of {self.nbytes} bytes is over the "
                               f"{VARINT_LIMIT}-byte limit")
-        with open(self.source, "rb") as f:
-            f.seek(self.offset)
-            data = f.read(self.nbytes)
-        if len(data) != self.nbytes:
-            raise SourceError("int32_data field extends past the end of the file (truncated)")
-        values = decode_varints(np.frombuffer(data, np.uint8))
+        data = np.empty(self.nbytes, np.uint8)
+        fd = os.open(self.source, READ_FLAGS)
+        try:
+            if self.offset + self.nbytes > os.fstat(fd).st_size:
+                raise SourceError("int32_data field extends past the end of the file "
+                                  "(truncated)")
+            read_exactly(fd, memoryview(data), self.offset, self.source)
+        finally:
+            os.close(fd)
+        values = decode_varints(data)
         if values.size != task.items:
             raise SourceError(f"int32_data holds {values.size} values, the shape needs "
                               f"{task.items}")
