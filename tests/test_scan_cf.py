@@ -267,7 +267,7 @@ def test_tasks_of_packed_variables_carry_their_policy(tmp_path):
                    lambda ds: _packed(ds, "v", "i2", np.arange(6),
                                       scale_factor=np.float32(INF)))
     (task,) = [t for t in plan_paths([path]) if t.name == "v"]
-    assert task.decode is not None and task.element == "<f4"
+    assert task.storage.decode is not None and task.element == "<f4"
     assert run_task(task).posinf == 5 and run_task(task).nan == 1
 
 

@@ -291,7 +291,7 @@ def test_ctrl_c_while_planning_prints_the_report_so_far(tmp_path, monkeypatch):
                 raise KeyboardInterrupt
             return plan(path)
         return interrupted_on_b
-    monkeypatch.setattr("fpclass.scan.engine.planner", planner)
+    monkeypatch.setattr("fpclass.scan.planning.planner", planner)
     code, out, err = run(tmp_path, "--json")
     doc = json.loads(out)
     assert code == doc["exit_code"] == ExitCode.INTERRUPTED and doc["interrupted"]
@@ -301,11 +301,11 @@ def test_ctrl_c_while_planning_prints_the_report_so_far(tmp_path, monkeypatch):
 
 
 def test_a_file_truncated_while_it_is_read_is_unchecked(tmp_path, monkeypatch):
-    from fpclass.scan import chunks
+    from fpclass.scan.storage import ranges
     a = np.ones(1 << 16, np.float32)
     path = tmp_path / "m.safetensors"
     path.write_bytes(safetensors_bytes({"w": ("F32", a, a.shape)}))
-    real = chunks._read_at
+    real = ranges.read_exactly
     calls = []
 
     def shrink_after_first_chunk(fd, view, position, name):
@@ -313,7 +313,7 @@ def test_a_file_truncated_while_it_is_read_is_unchecked(tmp_path, monkeypatch):
         if len(calls) == 2:
             os.truncate(path, position + 10)
         return real(fd, view, position, name)
-    monkeypatch.setattr(chunks, "_read_at", shrink_after_first_chunk)
+    monkeypatch.setattr(ranges, "read_exactly", shrink_after_first_chunk)
     report = scan([path], chunk_bytes=1 << 14, threads=1)
     (t,) = report.tensors
     assert t.status == "unchecked" and "truncated during the scan" in t.reason

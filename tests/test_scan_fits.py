@@ -20,7 +20,7 @@ from fpclass.scan.readers import ReaderError
 from fpclass.scan.readers.registry import planner
 from fpclass.scan.readers import fits as fits_reader
 from fpclass.results.build import merge_parts
-from fpclass.scan.tasks import DATASET
+from fpclass.scan.storage.grids import boxes
 
 CHUNK = 64            # bytes per chunk: many blocks even in small test arrays
 SMALL = dict(chunk_bytes=CHUNK, task_bytes=160, max_locations=10_000, threads=2)
@@ -140,7 +140,7 @@ def test_float_images_match_astropy(images):
 
 def test_float_images_are_read_raw_and_in_parts(images):
     tasks = [t for t in plan([images], task_bytes=160) if t.name == "PRIMARY"]
-    assert len(tasks) > 1 and all(t.storage == "raw" and t.element == ">f4" for t in tasks)
+    assert len(tasks) > 1 and all(t.storage.kind == "raw" and t.element == ">f4" for t in tasks)
     assert all(t.missing for t in tasks)
 
 
@@ -233,7 +233,7 @@ def test_compressed_images_match_astropy(tmp_path, options, dtype, tile, chunk):
     assert found(t) == tile_order_truth(stored, tile_shape)
     assert t.values_checked == a.size
     [task] = [x for x in plan([path]) if x.name == "CMP"]
-    assert task.storage == DATASET and task.missing and task.blocks == math.prod(
+    assert task.storage.kind == "dataset" and task.missing and task.storage.nblocks == math.prod(
         -(-n // k) for n, k in zip(a.shape, tile_shape))
 
 
@@ -246,7 +246,8 @@ def test_a_compressed_image_in_parts_is_the_whole(tmp_path):
                                                        quantize_level=0.0)]).writeto(path)
     [task] = [x for x in plan([path]) if x.name == "C"]
     whole = run_task(task, 1000, chunk_bytes=CHUNK)
-    for cut in ([0, 5, task.blocks], [0, 1, 2, 7, 11, task.blocks]):
+    blocks = task.storage.nblocks
+    for cut in ([0, 5, blocks], [0, 1, 2, 7, 11, blocks]):
         pieces = [run_task(task.part(a_, b - a_), 1000, chunk_bytes=CHUNK)
                   for a_, b in zip(cut, cut[1:])]
         merged = merge_parts(pieces, 1000)
@@ -495,7 +496,7 @@ def test_boxes_cover_a_range_in_c_order(grid):
     n = math.prod(grid)
     for first, stop, limit in itertools.product(range(n + 1), range(n + 1), (1, 2, 5, 64)):
         covered = []
-        for start, extent in fits_reader.boxes(grid, first, stop, limit):
+        for start, extent in boxes(grid, first, stop, limit):
             assert math.prod(extent) <= limit
             box = np.zeros(grid, bool)
             box[tuple(slice(s, s + e) for s, e in zip(start, extent))] = True

@@ -125,8 +125,8 @@ def test_hdf5_datasets_in_groups_match_h5py(tmp_path):
                          maxshape=(None, None))
         f.create_dataset("null", data=h.Empty("<f4"))
     tasks = {t.name: t for t in engine.plan([path])}
-    assert {tasks[n].storage for n in data} == {"raw"}       # contiguous: positioned reads
-    assert {tasks[n].storage for n in chunked} == {"dataset"}
+    assert {tasks[n].storage.kind for n in data} == {"raw"}       # contiguous: positioned reads
+    assert {tasks[n].storage.kind for n in chunked} == {"dataset"}
     report = scan([path], **ALL)
     with h.File(path, "r") as f:
         for name in [*data, *chunked]:
@@ -169,8 +169,8 @@ def test_hdf5_parts_and_threads_agree(tmp_path):
     with h.File(path, "w") as f:
         f.create_dataset("x", data=a, chunks=(7, 6), compression="gzip")
     [task] = [t for t in engine.plan([path]) if t.name == "x"]
-    assert task.blocks == 8 * 4
-    parts = [task.part(first, 5) for first in range(0, task.blocks, 5)]
+    assert task.storage.nblocks == 8 * 4
+    parts = [task.part(first, 5) for first in range(0, task.storage.nblocks, 5)]
     results, _ = engine.execute(parts, threads=3, max_locations=10_000)
     report = engine.assemble(parts, results, max_locations=10_000)
     assert_as_library(tensor(report, "x"), a, (7, 6))
@@ -448,7 +448,7 @@ def test_netcdf3_fixed_and_record_variables_match_netcdf4(tmp_path, fmt):
         ds.createVariable("rec_i2", "i2", ("time", "y"))[0:9] = np.ones((9, 3))
         ds.createVariable("rec_3d", "f4", ("time", "y", "x"))[0:9] = planted((9, 3, 7), "f4", 3)
     tasks = {t.name: t for t in engine.plan([path])}
-    assert tasks["rec_f8"].storage == "strided" and tasks["fixed"].storage == "raw"
+    assert tasks["rec_f8"].storage.kind == "strided" and tasks["fixed"].storage.kind == "raw"
     report = scan([path], **ALL)
     with nc.Dataset(path) as ds:
         ds.set_auto_mask(False)
@@ -468,7 +468,7 @@ def test_netcdf3_records_not_a_whole_number_of_values_apart(tmp_path):
         ds.createVariable("d", "f8", ("t",))[0:11] = planted((11,), "f8")
         ds.createVariable("f", "f4", ("t",))[0:11] = planted((11,), "f4", 1)
     tasks = {t.name: t for t in engine.plan([path])}
-    assert tasks["d"].storage == "dataset" and tasks["f"].storage == "strided"
+    assert tasks["d"].storage.kind == "bands" and tasks["f"].storage.kind == "strided"
     report = scan([path], **ALL)
     with nc.Dataset(path) as ds:
         ds.set_auto_mask(False)
@@ -574,7 +574,7 @@ def test_keras_archive_weights(tmp_path, compression):
         z.writestr("model.weights.h5", buf.getvalue())
     tasks = {t.name: t for t in engine.plan([path])}
     stored = compression == zipfile.ZIP_STORED
-    assert tasks["model.weights.h5/layers/dense/vars/0"].storage == ("raw" if stored
+    assert tasks["model.weights.h5/layers/dense/vars/0"].storage.kind == ("raw" if stored
                                                                      else "dataset")
     report = scan([path], **ALL)
     assert_as_library(tensor(report, "model.weights.h5/layers/dense/vars/0"), kernel)

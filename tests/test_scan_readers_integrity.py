@@ -143,10 +143,9 @@ def test_npz_stored_member_with_a_wrong_crc_is_unchecked(tmp_path, where):
 
 
 def test_npz_stored_member_task_stays_whole(tmp_path):
-    from fpclass.scan.tasks import STORED
     np.savez(tmp_path / "s.npz", x=np.ones(1000, "<f4"))
     tasks = [t for t in engine.plan([tmp_path / "s.npz"], task_bytes=64) if t.name == "x"]
-    assert [(t.storage, t.count) for t in tasks] == [(STORED, -1)]
+    assert [(t.storage.kind, t.count) for t in tasks] == [("stored", -1)]
 
 
 def test_npz_deflate_member_with_a_wrong_crc_is_unchecked(tmp_path):
@@ -602,8 +601,9 @@ def test_ranges_find_what_a_byte_map_finds():
 def test_tasks_stay_frozen_dataclasses():
     import dataclasses
     import pickle
+    from fpclass.scan.storage.ranges import Range
     from fpclass.scan.tasks import Task
-    t = Task("f", "n", "F32", (2,), source="f", nbytes=8, element="<f4", grid=(2,))
+    t = Task("f", "n", "F32", (2,), element="<f4", grid=(2,), storage=Range("f", 0, 8))
     assert t == dataclasses.replace(t) and hash(t) == hash(dataclasses.replace(t))
     assert pickle.loads(pickle.dumps(t)) == t
     assert not hasattr(t, "__dict__")

@@ -234,10 +234,10 @@ def test_sharded_arrays_by_shard_and_by_inner_chunk(tmp_path, monkeypatch):
     by_shard = scan([tmp_path / "sh.zarr"], chunk_bytes=64, **ALL)
     assert_matches(result(by_shard, ""), truth_)
     task = planned(tmp_path / "sh.zarr")
-    assert task.blocks == 2 * 2
+    assert task.storage.nblocks == 2 * 2
     monkeypatch.setattr(zarr_store, "SHARD_BYTES", 20 * 15 * 4 - 1)   # too big: inner chunks
     task = planned(tmp_path / "sh.zarr")
-    assert task.blocks == 8 * 6
+    assert task.storage.nblocks == 8 * 6
     for chunk_bytes in (64, 5 * 5 * 4 * 7, 1 << 20):
         assert_matches(result(scan([tmp_path / "sh.zarr"], chunk_bytes=chunk_bytes, **ALL), ""),
                        truth_)
@@ -252,7 +252,7 @@ def test_parts_over_block_ranges_add_up_to_the_whole(tmp_path, dtype, compressed
                           **({} if compressed else {"compressors": None}))
     z[...] = a
     task = planned(store)
-    assert task.blocks == 4 * 3 * 1
+    assert task.storage.nblocks == 4 * 3 * 1
     whole = run_task(task, 10_000, chunk_bytes=64)
     assert_matches(whole, zarr_read(store))
     for cuts in ([0, 1, 12], [0, 5, 6, 11, 12], list(range(13))):

@@ -22,7 +22,7 @@ require("distributed", "dask", "fpclass.dask.distributed")   # the extra install
 from distributed import Client, as_completed  # noqa: E402
 
 from ..scan import engine
-from ..scan.chunks import CHUNK_BYTES
+from ..scan.storage import CHUNK_BYTES
 from ..results import build
 from ..scan.tasks import CHECK
 

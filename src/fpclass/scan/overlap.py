@@ -11,27 +11,29 @@ from dataclasses import replace
 import numpy as np
 
 from ..facade import isnan, isneginf, isposinf
-from . import views
-from .chunks import chunks, strided_layout
+from .storage import strided as views
+from .storage.ranges import Range
 from .dtypes import np_dtype
 from ..results import build
 from ..results.report import Location, TensorResult
-from .tasks import RAW, Task
+from .tasks import Task
 
 def run_overlap(task: Task, max_locations: int, chunk_bytes: int, stop, interrupted) -> TensorResult:
-    """Counts and first locations of a STRIDED task marked `overlap` (broadcast dimensions
+    """Counts and first locations of a Strided task marked `overlap` (broadcast dimensions
     count by their sizes, as elsewhere). `interrupted` is raised when `stop` is set."""
-    sizes, strides = strided_layout(task)
+    view = task.storage
+    sizes, strides = view.layout(task)
     dtype = np_dtype(task.element)
     many = views.multiplicity(sizes, strides)
     repeat = 1
-    for d in task.broadcast:
+    for d in view.broadcast:
         repeat *= task.shape[d]
-    span = replace(task, storage=RAW, nbytes=many.size * dtype.itemsize, first=0, count=-1)
+    span = replace(task, storage=Range(view.source, view.offset, many.size * dtype.itemsize),
+                   first=0, count=-1)
     complex_parts = len(task.grid) == len(task.shape) + 1
     totals = {"nan": 0, "posinf": 0, "neginf": 0}
     hits: list = []
-    for first, chunk in chunks(span, dtype.itemsize, chunk_bytes):
+    for first, chunk in span.storage.chunks(span, dtype.itemsize, chunk_bytes):
         if stop is not None and stop.is_set():
             raise interrupted
         v = chunk.view(dtype)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import math
 
-from . import views
-from .chunks import CHUNK_BYTES, SourceError, blocks, chunks, strided_layout
+from .storage import CHUNK_BYTES
+from .storage.reads import SourceError
 from .dtypes import can_hold_nonfinite, np_dtype
 from .overlap import run_overlap
 from .readers import ReaderError
 from ..results import build
 from ..results.report import TensorResult
 from ..results.status import CHECKED
-from .tasks import CHECK, DATASET, STRIDED, Task
+from .tasks import CHECK, Task
 
 DEFAULT_MAX_LOCATIONS = 5
 
@@ -40,9 +40,9 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
             return _run_empty(task)
         if task.block_bytes:
             return _run_blocks(task, max_locations, chunk_bytes, stop)
-        if task.overlap:
+        if task.storage.overlap:
             return run_overlap(task, max_locations, chunk_bytes, stop, Interrupted)
-        if task.storage in (STRIDED, DATASET):
+        if not task.storage.flat:
             return _run_nd(task, max_locations, chunk_bytes, stop)
         return _run_elements(task, max_locations, chunk_bytes, stop)
     except Interrupted:
@@ -108,7 +108,7 @@ def _index(task: Task, item: int) -> tuple:
 def _run_elements(task, max_locations, chunk_bytes, stop):
     dtype = np_dtype(task.element)
     tally = _tally(task, max_locations)
-    for first, chunk in chunks(task, dtype.itemsize, chunk_bytes):
+    for first, chunk in task.storage.chunks(task, dtype.itemsize, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
         v = chunk.view(dtype)
@@ -121,17 +121,10 @@ def _run_elements(task, max_locations, chunk_bytes, stop):
 
 
 def _run_nd(task, max_locations, chunk_bytes, stop):
-    """A STRIDED or DATASET task: blocks with their origin in the task's grid."""
-    if task.storage == STRIDED:
-        order = views.storage_order(*strided_layout(task))
-
-        def where(origin, row):
-            return views.to_view(tuple(o + r for o, r in zip(origin, row)), order)
-    else:
-        def where(origin, row):
-            return tuple(o + r for o, r in zip(origin, row))
+    """A task read in N-d blocks, each with its origin; the storage maps them to indices."""
+    where = task.storage.where(task)
     tally = _tally(task, max_locations)
-    for origin, block in blocks(task, chunk_bytes):
+    for origin, block in task.storage.blocks(task, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
         tally.add(block, lambda r, o=origin: where(o, r), block.nbytes)
@@ -141,7 +134,7 @@ def _run_nd(task, max_locations, chunk_bytes, stop):
 def _run_blocks(task, max_locations, chunk_bytes, stop):
     fields = [(f.name, f.offset, np_dtype(f.element)) for f in task.fields]
     tally = _tally(task, max_locations)
-    for first, chunk in chunks(task, task.block_bytes, chunk_bytes):
+    for first, chunk in task.storage.chunks(task, task.block_bytes, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
         tally.add_fields(chunk.reshape(-1, task.block_bytes), fields,

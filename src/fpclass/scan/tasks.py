@@ -11,25 +11,12 @@ import math
 from dataclasses import dataclass, replace
 
 from .._records import stored_through_slots
-from ..results.status import FILE, NOT_APPLICABLE, PROBLEM, SKIPPED, UNCHECKED
+from ..results.status import FILE, NOT_APPLICABLE, PROBLEM, SKIPPED, UNCHECKED  # noqa: F401
 
 #: What a task asks for.
 #: A task's status is CHECK (read the bytes and classify them) or the status its result will
 #: have: NOT_APPLICABLE, UNCHECKED, PROBLEM, FILE (`dtype` holds the format), SKIPPED.
 CHECK = "check"
-
-#: How a task's bytes are stored.
-RAW = "raw"            # `nbytes` bytes at `offset` of `source`
-#: Zip members (`member` names one for messages): their bytes start at `offset` of `source`
-#: (`packed` of them for DEFLATE), and hold `skip` bytes (a .npy header) then the `nbytes` of the
-#: tensor, nothing after. The whole member is read in one pass and its CRC-32 must be `crc`.
-STORED = "stored"      # an uncompressed member
-DEFLATE = "deflate"    # a deflate-compressed member
-VARINT = "varint"      # protobuf varints (ONNX int32_data) at `offset` of `source`
-STRIDED = "strided"    # a view of shape `shape` with element `strides` from byte `offset`
-INLINE = "inline"      # `data` holds the bytes (arrays pickled inline in a checkpoint)
-DATASET = "dataset"    # array `member` of `source`, read in its own blocks by the reader named
-                       # `reader` (h5py, zarr, astropy); `first`/`count` select blocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +37,9 @@ class Task:
     item shape; `first`/`count` select a part of the items (count -1: all of them). `order` is the
     storage order of the tensor's own axes; grid axes past the shape's (a complex element's real
     and imaginary part) vary fastest in either order, as the parts of one element are adjacent.
+    `storage` (a scan.storage object: a byte range, a zip member, a strided view, record bands,
+    a block grid, inline bytes) says where the bytes are and reads them; a task that reads
+    nothing has none.
     """
 
     file: str
@@ -58,14 +48,6 @@ class Task:
     shape: tuple = ()
     status: str = CHECK
     reason: str = ""
-    source: str = ""                # the file holding the bytes (external data, shard)
-    storage: str = RAW
-    offset: int = 0
-    nbytes: int = 0
-    member: str = ""                # zip member name (STORED, DEFLATE)
-    skip: int = 0                   # member bytes before the tensor's (STORED, DEFLATE)
-    packed: int = 0                 # compressed bytes of the member (DEFLATE)
-    crc: int = 0                    # CRC-32 of the whole member (STORED, DEFLATE)
     element: str = ""               # numpy dtype each element is classified as
     order: str = "C"                # storage order of the axes ("F" for Fortran-ordered .npy)
     grid: tuple = ()                # shape of the items (complex: shape + (2,); blocks: block grid)
@@ -74,19 +56,10 @@ class Task:
     fields: tuple = ()              # Field per float field of a block
     first: int = 0
     count: int = -1
-    strides: tuple = ()             # STRIDED: element strides of `shape`
-    data: bytes = b""               # INLINE: the bytes
-    reader: str = ""                # DATASET: the reader module that reads the blocks
-    blocks: int = 0                 # DATASET: how many blocks the array is read in
     flip: str = ""                  # "neg": stored values are negated (torch's lazy negation);
                                     # "conj": imaginary parts are (torch's lazy conjugate)
     missing: bool = False           # NaN is this format's declared blank: counted as missing
-    broadcast: tuple = ()           # STRIDED: dimensions of stride 0, read once and counted
-                                    # as many times as their sizes say
-    overlap: bool = False           # STRIDED: other dimensions overlap: the span is read once
-                                    # and each value counted as often as the view reaches it
-    decode: object = None           # DATASET: a cf.Policy its reader applies to the stored values
-                                    # (`element` is then the decoded dtype)
+    storage: object = None          # how the bytes are stored (a scan.storage object)
 
     @property
     def key(self) -> tuple:
@@ -98,12 +71,30 @@ class Task:
         return math.prod(self.grid)
 
     @property
+    def source(self) -> str:
+        """The file holding the bytes (external data, a shard); "" when the task holds them."""
+        return self.storage.source if self.storage is not None else ""
+
+    @property
+    def nbytes(self) -> int:
+        """The stored bytes of the whole tensor (0 when the task reads nothing)."""
+        return self.storage.nbytes if self.storage is not None else 0
+
+    @property
+    def broadcast(self) -> tuple:
+        """Dimensions whose values are read once and counted as many times as their sizes say
+        (a strided view's dimensions of stride 0)."""
+        return getattr(self.storage, "broadcast", ())
+
+    @property
     def part_bytes(self) -> int:
-        """The stored bytes of the items (DATASET: blocks) this task (or part) covers."""
+        """The stored bytes of the units (items, rows, blocks) this task (or part) covers."""
+        storage = self.storage
+        if storage is None:
+            return 0
         if self.count < 0:
-            return self.nbytes
-        return self.nbytes * self.count // max(self.blocks if self.storage == DATASET
-                                               else self.items, 1)
+            return storage.nbytes
+        return storage.nbytes * self.count // max(storage.units(self), 1)
 
     def part(self, first: int, count: int) -> "Task":
         return replace(self, first=first, count=count)

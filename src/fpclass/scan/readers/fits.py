@@ -40,7 +40,7 @@ from . import ReaderError
 from ..signatures import FITS_MAGIC
 from ..tasks import problem
 from .fits_hdus import hdu_tasks
-from .fits_read import boxes, read_blocks  # noqa: F401  (tasks name this module as their reader)
+from .fits_read import decode_bands, read_blocks  # noqa: F401  (its storages name this module)
 from .fits_scaling import _astropy, _line, header_cards
 from .reporting import marker
 

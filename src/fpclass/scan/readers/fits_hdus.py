@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import replace
 
 import numpy as np
 
-from ..tasks import DATASET, Task
+from ..storage.bands import Bands
+from ..storage.grids import Grid
+from ..storage.ranges import Range
+from ..tasks import Task
 from .fits_scaling import (BITPIX_DTYPES, FLOAT_COLUMNS, Bad, _line, axes, column_scaling,
                            header_int, header_number, image_scaling)
 from .reporting import float_task, not_applicable, unchecked
@@ -100,13 +102,11 @@ def _image(path, size, h, info) -> list:
     if scaling:
         # Decoded here from the stored values, a box of elements at a time (blocks: elements).
         label = f"{label} ({scaling.label}, BSCALE {bscale:g}, BZERO {bzero:g})"
-        return [Task(path, "", label, shape, source=path, storage=DATASET, reader="fits",
-                     member=scaling.encode(), offset=info["datLoc"],
-                     element=scaling.physical, grid=shape, nbytes=nbytes,
-                     blocks=math.prod(shape))]  # blanks come masked, not as NaN
-    task = float_task(path, "", label, shape, f">f{-bitpix // 8}", source=path,
-                      offset=info["datLoc"], nbytes=nbytes)
-    return [replace(task, missing=True)]
+        return [Task(path, "", label, shape, element=scaling.physical, grid=shape,
+                     storage=Grid(path, "fits", nbytes, math.prod(shape), offset=info["datLoc"],
+                                  decode=scaling.encode()))]  # blanks come masked, not as NaN
+    return [float_task(path, "", label, shape, f">f{-bitpix // 8}",
+                       Range(path, info["datLoc"], nbytes), missing=True)]
 
 
 def _groups(path, h) -> list:
@@ -149,9 +149,9 @@ def _compressed(path, size, h, info) -> list:
         bscale, bzero = header_number(h, "BSCALE", 1.0), header_number(h, "BZERO", 0.0)
         return [_integer_images(path, label, shape, bitpix, bscale, bzero)]
     element = np.dtype(f"f{-bitpix // 8}").str
-    return [Task(path, "", label, shape, source=path, storage=DATASET, reader="fits",
-                 offset=info["hdrLoc"], element=element, grid=shape,
-                 nbytes=math.prod(shape) * (-bitpix // 8), blocks=tiles, missing=True)]
+    return [Task(path, "", label, shape, element=element, grid=shape, missing=True,
+                 storage=Grid(path, "fits", math.prod(shape) * (-bitpix // 8), tiles,
+                              offset=info["hdrLoc"]))]
 
 
 def _bintable(path, size, hdu, info) -> list:
@@ -208,25 +208,26 @@ def _bintable(path, size, hdu, info) -> list:
             continue
         if scaling:
             label = f"{label} ({scaling.label}, TSCAL {scaling.scale:g}, TZERO {scaling.zero:g})"
-            tasks.append(replace(_column(path, name, label, shape, scaling.physical,
-                                         info["datLoc"] + offset, row, scaling.raw),
-                                 member=scaling.encode(), missing=False))
+            tasks.append(_column(path, name, label, shape, scaling.physical,
+                                 info["datLoc"] + offset, row, scaling))
             continue
         tasks.append(_column(path, name, label, shape, FLOAT_COLUMNS[code],
                              info["datLoc"] + offset, row))
     return tasks
 
 
-def _column(path, name, label, shape, element, offset, row, stored="") -> Task:
-    """A float column: row bands read by read_blocks, each seen as a strided view of its bytes
-    (`strides` holds the row length in bytes) and, for a scaled column of `stored` elements,
-    decoded to physical `element`s. The engine's STRIDED tasks read the same bytes as fast
-    (measured), but need a row length that is a whole number of elements, which a string or
-    16-bit column breaks."""
-    task = float_task(path, name, label, shape, element, source=path, offset=offset,
-                      nbytes=math.prod(shape) * np.dtype(stored or element).itemsize)
-    return replace(task, storage=DATASET, reader="fits", strides=(row,), blocks=shape[0],
-                   missing=True)
+def _column(path, name, label, shape, element, offset, row, scaling=None) -> Task:
+    """A float column: Bands of rows `row` bytes apart, each seen as a strided view of its
+    bytes and, for a column of `scaling`, decoded to physical `element`s (decode_bands). Strided
+    storage reads the same bytes as fast (measured), but needs a row length that is a whole
+    number of elements, which a string or 16-bit column breaks."""
+    if scaling is None:  # NaN is the blank of a float column
+        nbytes = math.prod(shape) * np.dtype(element).itemsize
+        return float_task(path, name, label, shape, element, Bands(path, offset, nbytes, row),
+                          missing=True)
+    nbytes = math.prod(shape) * np.dtype(scaling.raw).itemsize
+    return float_task(path, name, label, shape, element,
+                      Bands(path, offset, nbytes, row, scaling.raw, "fits", scaling.encode()))
 
 
 def _ascii_table(path, hdu) -> list:

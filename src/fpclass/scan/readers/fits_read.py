@@ -1,6 +1,6 @@
-"""Reading FITS data planned by `fits`: table columns in bands of rows (raw floats seen as
-strided views; scaled columns decoded to their physical values), scaled images decoded per box
-of elements, and tile-compressed images through astropy's `section`, whole tiles at a time.
+"""Reading FITS data planned by `fits`: scaled table columns decoded to their physical values
+(their bands of rows read by storage.bands), scaled images decoded per box of elements, and
+tile-compressed images through astropy's `section`, whole tiles at a time.
 Memory follows `chunk_bytes`, never an HDU's size."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import warnings
 
 import numpy as np
 
-from ..chunks import SourceError, _read_at
+from ..storage.grids import BlockGrid, boxes
+from ..storage.reads import READ_FLAGS, SourceError, Window, read_exactly
 from ..tasks import Task
 from .fits_scaling import Scaling, _astropy, _line
 
@@ -23,105 +24,44 @@ _QUIET = threading.Lock()
 
 
 def read_blocks(task: Task, chunk_bytes: int):
-    """Yield (origin, block) over the blocks [first, first + count) of a DATASET task: table rows
-    (read here) or tiles / elements of an image read through astropy's `section`."""
-    stop = task.blocks if task.count < 0 else task.first + task.count
-    scaling = Scaling.decode(task.member) if task.member else None
-    if task.strides and scaling:
-        for origin, raw in _rows(task, task.first, stop, chunk_bytes, scaling.raw):
-            yield origin, scaling.values(raw)
-    elif task.strides:
-        yield from _rows(task, task.first, stop, chunk_bytes, task.element)
-    elif scaling:
-        yield from _scaled_image(task, scaling, task.first, stop, chunk_bytes)
+    """Yield (origin, block) over the blocks [first, first + count) of an image of Grid storage:
+    elements of a scaled image (read here, decoded by its scaling), tiles of a compressed one
+    (read through astropy's `section`)."""
+    where = task.storage
+    stop = where.nblocks if task.count < 0 else task.first + task.count
+    if where.decode:
+        yield from _scaled_image(task, Scaling.decode(where.decode), task.first, stop, chunk_bytes)
     else:
         yield from _sections(task, task.first, stop, chunk_bytes)
 
 
+def decode_bands(task: Task, bands, chunk_bytes: int):
+    """The bands of rows of a scaled table column (Bands storage), as physical values."""
+    scaling = Scaling.decode(task.storage.decode)
+    for origin, raw in bands:
+        yield origin, scaling.values(raw)
+
+
 def _scaled_image(task, scaling, first, stop, chunk_bytes):
     """Elements [first, stop) of a scaled image (its blocks are its elements, stored in C order
-    from `task.offset`) in boxes of about `chunk_bytes` stored bytes, as physical values."""
+    from the storage's `offset`) in boxes of about `chunk_bytes` stored bytes, as physical
+    values."""
+    where = task.storage
     raw = np.dtype(scaling.raw)
     limit = max(1, chunk_bytes // raw.itemsize)
-    fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    fd = os.open(where.source, READ_FLAGS)
     try:
         size = os.fstat(fd).st_size
-        if task.offset + task.nbytes > size:
-            raise SourceError(f"data ends at byte {task.offset + task.nbytes} but "
-                              f"{task.source} has {size} bytes (truncated?)")
+        if where.offset + where.nbytes > size:
+            raise SourceError(f"data ends at byte {where.offset + where.nbytes} but "
+                              f"{where.source} has {size} bytes (truncated?)")
         for start, extent in boxes(task.shape, first, stop, limit):
             flat = int(np.ravel_multi_index(start, task.shape))
             buf = np.empty(math.prod(extent) * raw.itemsize, np.uint8)
-            _read_at(fd, memoryview(buf), task.offset + flat * raw.itemsize, task.source)
+            read_exactly(fd, memoryview(buf), where.offset + flat * raw.itemsize, where.source)
             yield start, scaling.values(buf.view(raw).reshape(extent))
     finally:
         os.close(fd)
-
-
-def _rows(task, first, stop, chunk_bytes, element):
-    """Rows [first, stop) of a table column of stored `element`s in bands of about
-    `chunk_bytes`, each a strided view of the band's bytes (unaligned when the row length is not
-    a multiple of the element)."""
-    (row,) = task.strides
-    item = np.dtype(element)
-    inner = task.grid[1:]  # a complex column's parts are a last axis of 2
-    field = math.prod(inner) * item.itemsize
-    strides, step = [], item.itemsize
-    for n in reversed(inner):
-        strides.insert(0, step)
-        step *= n
-    strides = (row,) + tuple(strides)
-    per = max(1, chunk_bytes // max(row, 1))
-    fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    try:
-        size = os.fstat(fd).st_size
-        end = task.offset + (task.shape[0] - 1) * row + field
-        if task.shape[0] and end > size:
-            raise SourceError(f"data ends at byte {end} but {task.source} has {size} bytes "
-                              "(truncated?)")
-        buf = None
-        for a in range(first, stop, per):
-            n = min(per, stop - a)
-            nbytes = (n - 1) * row + field
-            if buf is None or buf.size < nbytes:
-                buf = np.empty(nbytes, np.uint8)
-            _read_at(fd, memoryview(buf)[:nbytes], task.offset + a * row, task.source)
-            block = np.ndarray((n,) + inner, item, buf, 0, strides)
-            yield (a,) + (0,) * len(inner), block
-    finally:
-        os.close(fd)
-
-
-class _Window(io.RawIOBase):
-    """The bytes of a file from `base` on, seen as a file of their own: astropy then reads one
-    HDU's header instead of every header before it (an HDUList re-parses them all)."""
-
-    def __init__(self, path: str, base: int):
-        super().__init__()
-        self._f = open(path, "rb", buffering=0)
-        self._base = base
-        self._f.seek(base)
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def readinto(self, b):
-        return self._f.readinto(b)
-
-    def seek(self, pos, whence=os.SEEK_SET):
-        if whence == os.SEEK_SET:
-            pos += self._base
-        return self._f.seek(pos, whence) - self._base
-
-    def tell(self):
-        return self._f.tell() - self._base
-
-    def close(self):
-        self._f.close()
-        super().close()
 
 
 def _sections(task, first, stop, chunk_bytes):
@@ -129,7 +69,8 @@ def _sections(task, first, stop, chunk_bytes):
     (its blocks are its tiles), or elements of a scaled one (its blocks are its elements),
     grouped into boxes of about `chunk_bytes`."""
     fits = _astropy()
-    with io.BufferedReader(_Window(task.source, task.offset)) as window:
+    offset = task.storage.offset
+    with io.BufferedReader(Window(task.source, offset)) as window:
         try:
             # catch_warnings swaps process-wide state: one thread at a time.
             with _QUIET, warnings.catch_warnings():
@@ -138,18 +79,18 @@ def _sections(task, first, stop, chunk_bytes):
                                  ignore_missing_simple=True)
                 hdu = hdul[0]
         except Exception as e:
-            raise SourceError(f"astropy cannot read the HDU at byte {task.offset}: "
+            raise SourceError(f"astropy cannot read the HDU at byte {offset}: "
                               f"{_line(e)}") from None
         with hdul:
             shape = getattr(hdu, "shape", None)
             if shape is None or tuple(shape) != task.shape:
-                raise SourceError(f"the HDU at byte {task.offset} is not the image of shape "
+                raise SourceError(f"the HDU at byte {offset} is not the image of shape "
                                   f"{list(task.shape)} planned")
             if isinstance(hdu, fits.CompImageHDU):
                 tile = tuple(int(t) for t in hdu.tile_shape)
             else:
                 tile = (1,) * len(task.shape)
-            grid = tuple(-(-n // t) for n, t in zip(task.shape, tile))
+            grid = BlockGrid(task.shape, tile).grid
             limit = max(1, chunk_bytes // (math.prod(tile) * np.dtype(task.element).itemsize))
             # Boxes of whole tiles, one astropy call each (a call costs about 1 ms on top of the
             # decompression). Locations come in tile order, the order tiles are stored: a box is
@@ -177,34 +118,3 @@ def _sections(task, first, stop, chunk_bytes):
 
 def _box(index) -> str:
     return "[" + ", ".join(f"{s.start}:{s.stop}" for s in index) + "]"
-
-
-def boxes(grid: tuple, first: int, stop: int, limit: int):
-    """Yield (start, extent) boxes of an array of shape `grid` that cover its items [first, stop)
-    in C order, in order, each contiguous in C order and of at most `limit` items (a box of one
-    item along every axis may be the most that fits)."""
-    if first >= stop:
-        return
-    if len(grid) == 1:
-        for a in range(first, stop, limit):
-            yield (a,), (min(limit, stop - a),)
-        return
-    inner = math.prod(grid[1:])
-    i, j = divmod(first, inner)
-    if j or stop - first < inner:  # a part of one slab, then the rest
-        end = min(stop, (i + 1) * inner)
-        for s, e in boxes(grid[1:], j, end - i * inner, limit):
-            yield (i,) + s, (1,) + e
-        yield from boxes(grid, end, stop, limit)
-        return
-    whole = stop // inner
-    rest = (0,) * (len(grid) - 1)
-    if inner <= limit:
-        per = limit // inner
-        for a in range(i, whole, per):
-            yield (a,) + rest, (min(per, whole - a),) + tuple(grid[1:])
-    else:
-        for a in range(i, whole):
-            for s, e in boxes(grid[1:], 0, inner, limit):
-                yield (a,) + s, (1,) + e
-    yield from boxes(grid, whole * inner, stop, limit)

@@ -13,6 +13,7 @@ import struct
 
 from . import ReaderError
 from ..signatures import GGUF_MAGIC
+from ..storage.ranges import Range
 from ..tasks import CHECK, Field, Task, problem
 from .bounds import Ranges, check_count, elements
 from .reporting import float_task, marker, not_applicable, unchecked
@@ -291,10 +292,10 @@ def _tensor(path, name, dims, shape, gtype, offset, data_start, data_size, align
     if gtype in INTEGER:
         return not_applicable(path, name, label, shape), nbytes
     if gtype in PLAIN:
-        return float_task(path, name, label, shape, element, source=path,
-                          offset=data_start + offset, nbytes=nbytes), nbytes
+        return float_task(path, name, label, shape, element,
+                          Range(path, data_start + offset, nbytes)), nbytes
     if gtype in UNCHECKED_BLOCKS:
         return unchecked(path, name, label, shape, UNCHECKED_BLOCKS[gtype]), nbytes
-    return Task(path, name, label, shape, CHECK, source=path, offset=data_start + offset,
-                nbytes=nbytes, element=fields[0][2], grid=shape[:-1] + (shape[-1] // block,),
-                block=block, block_bytes=block_bytes, fields=_FIELDS[gtype]), nbytes
+    return Task(path, name, label, shape, CHECK, element=fields[0][2],
+                grid=shape[:-1] + (shape[-1] // block,), block=block, block_bytes=block_bytes,
+                fields=_FIELDS[gtype], storage=Range(path, data_start + offset, nbytes)), nbytes

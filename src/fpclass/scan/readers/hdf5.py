@@ -11,11 +11,12 @@ they are unchecked, never followed. A NetCDF-4 dimension that is not a variable 
 scale netCDF writes without data) is not a tensor.
 
 Datasets: one task per floating-point leaf of the type (hdf5_types). A contiguous dataset whose
-bytes lie in this file, whose values fill its records, is a RAW task (positioned reads, no h5py
-at read time); every other dataset is a DATASET task read by hdf5_blocks.read_blocks. A dataset
-of one integer or float type carries CF attributes (scan/missing/cf.py): packed values (scale_factor,
-add_offset) and masks that can hide an infinity (an infinite fill value, a valid range) make it a
-DATASET task that decodes its values as netCDF4 does; a NaN _FillValue / missing_value alone
+bytes lie in this file, whose values fill its records, is a task of Range storage (positioned
+reads, no h5py at read time); every other dataset is one of Grid storage read by
+hdf5_blocks.read_blocks. A dataset of one integer or float type carries CF attributes
+(scan/missing/cf.py): packed values (scale_factor, add_offset) and masks that can hide an
+infinity (an infinite fill value, a valid range) make it a Grid task that decodes its values as
+netCDF4 does; a NaN _FillValue / missing_value alone
 counts NaN as missing.
 
 Attributes: those of every object walked (file, groups, datasets) whose type can hold floats
@@ -32,7 +33,7 @@ import zlib
 import numpy as np
 
 from . import ReaderError
-from .hdf5_blocks import block_shape, _grid, read_blocks
+from .hdf5_blocks import block_shape, read_blocks
 from .hdf5_netcdf import Dimensions
 from .hdf5_walk import name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
@@ -41,7 +42,9 @@ from .reporting import marker, not_applicable, unchecked, values_task
 from ..missing import cf, nan_blank
 from .zipmembers import duplicate_names
 from ..dtypes import np_dtype
-from ..tasks import CHECK, DATASET, NOT_APPLICABLE, RAW, Field, Task, problem
+from ..storage.grids import BlockGrid, Grid
+from ..storage.ranges import Range
+from ..tasks import CHECK, NOT_APPLICABLE, Field, Task, problem
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -289,11 +292,10 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
                                    f"packed integers unpack to {physical.name}")]
         if where:
             return [unchecked(path, name, label, tuple(shape), where)]
-        blocks = math.prod(_grid(shape, block_shape(dset, layout, h5d, record)))
-        return [Task(path, name, label, tuple(shape), CHECK, source=path, storage=DATASET,
-                     reader="hdf5", member=member, nbytes=n * record, blocks=blocks,
-                     element=physical.str, grid=tuple(shape), decode=decode,
-                     fields=(Field("", 0, stored),))]
+        blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
+        return [Task(path, name, label, tuple(shape), CHECK, element=physical.str,
+                     grid=tuple(shape), fields=(Field("", 0, stored),),
+                     storage=Grid(path, "hdf5", n * record, blocks, member, decode=decode))]
     out = []
     for p in leaves:
         full = name + p.suffix
@@ -312,7 +314,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
         nbytes = n * values * item
         grid = pshape + ((2,) if p.complex else ())
         # One Task per leaf, built once (dataclasses.replace costs 15 us: files hold 100,000s)
-        common = dict(source=path, element=p.element, grid=grid, missing=missing and not p.suffix)
+        common = dict(element=p.element, grid=grid, missing=missing and not p.suffix)
         raw = _raw_offset(dset, layout, h5d, p, item * values == record)
         if raw is not None and start is not None:
             offset, stored_bytes = raw
@@ -324,12 +326,12 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
                                      f"{offset + nbytes} lies past the end of the file "
                                      f"({size} bytes; truncated?)"))
             else:
-                out.append(Task(path, full, p.label, pshape, CHECK, storage=RAW,
-                                offset=start + offset, nbytes=nbytes, **common))
+                out.append(Task(path, full, p.label, pshape, CHECK,
+                                storage=Range(path, start + offset, nbytes), **common))
             continue
-        blocks = math.prod(_grid(shape, block_shape(dset, layout, h5d, record)))
-        out.append(Task(path, full, p.label, pshape, CHECK, storage=DATASET, reader="hdf5",
-                        member=member, nbytes=nbytes, blocks=blocks,
+        blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
+        out.append(Task(path, full, p.label, pshape, CHECK,
+                        storage=Grid(path, "hdf5", nbytes, blocks, member),
                         fields=(Field(p.suffix, p.offset, p.element),), **common))
     return out
 

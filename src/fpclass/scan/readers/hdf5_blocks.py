@@ -1,4 +1,4 @@
-"""Reading HDF5 datasets block by block (DATASET tasks planned by hdf5.py).
+"""Reading HDF5 datasets block by block (tasks of Grid storage planned by hdf5.py).
 
 Blocks follow the dataset's own chunking (a contiguous or compact one in slabs of about
 SLAB_BYTES), each read with HDF5's file type as the memory type so the bytes come back as stored
@@ -8,8 +8,8 @@ positioned reads at the offset HDF5 gives for them and decoded here: faster than
 every HDF5 call, so parts of a dataset decompress in parallel. A block whose storage was never
 allocated holds the fill value everywhere: it is read as one element through HDF5 (what every
 reader of the file gets); a finite fill value is reported checked from that one value, a NaN or
-Inf one is counted for every element of the block. A task with a CF policy (`task.decode`) reads
-the stored values and yields them decoded (scan/missing/cf.py).
+Inf one is counted for every element of the block. A task with a CF policy (its Grid storage's
+`decode`) reads the stored values and yields them decoded (scan/missing/cf.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
-from ..chunks import SourceError, _read_at
+from ..storage.grids import BlockGrid
+from ..storage.reads import READ_FLAGS, SourceError, read_exactly
 from ..dtypes import np_dtype
 from ..tasks import Field, Task
 
@@ -55,9 +56,6 @@ def block_shape(dset, layout, h5d, record: int) -> tuple:
         break
     return tuple(out)
 
-
-def _grid(shape, block) -> tuple:
-    return tuple(-(-s // b) if b else 0 for s, b in zip(shape, block))
 
 
 #: HDF5 filters decoded here, so that chunks are read without holding h5py's lock.
@@ -99,12 +97,12 @@ def _unshuffle_kernel():
 
 def _open(h5py, task: Task) -> tuple:
     """(h5py.File, its file closers, the dataset's path, (file, start) where the HDF5 bytes
-    lie) for a DATASET task."""
-    if MEMBER_SEP not in task.member:
+    lie) for a task of Grid storage."""
+    if MEMBER_SEP not in task.storage.member:
         f, closers = _h5_file(h5py, task.source, 0, os.path.getsize(task.source),
                               rdcc_nbytes=0)
-        return f, closers, task.member, (task.source, 0)
-    zname, dpath = task.member.split(MEMBER_SEP, 1)
+        return f, closers, task.storage.member, (task.source, 0)
+    zname, dpath = task.storage.member.split(MEMBER_SEP, 1)
     with zipfile.ZipFile(task.source) as z:
         where = _member_bytes(task.source, z, z.getinfo(zname))
     f, closers = _h5_file(h5py, *where, rdcc_nbytes=0)
@@ -112,21 +110,22 @@ def _open(h5py, task: Task) -> tuple:
 
 
 def read_blocks(task: Task, chunk_bytes: int):
-    """Yield (origin, block) for blocks [first, first + count) of a DATASET task, in the
+    """Yield (origin, block) for blocks [first, first + count) of a task of Grid storage, in the
     dataset's chunk order (C order of the chunk grid); see the module docstring."""
     h5py = _h5py()
     try:
         f, closers, dpath, raw = _open(h5py, task)
     except (OSError, KeyError, ReaderError, zipfile.BadZipFile, zlib.error, EOFError) as e:
-        raise SourceError(f"cannot open {task.member.replace(MEMBER_SEP, '/')}: {e}") from None
+        where = task.storage.member.replace(MEMBER_SEP, '/')
+        raise SourceError(f"cannot open {where}: {e}") from None
     try:
         with f:
             dset = f.get(dpath.encode("utf-8", "surrogateescape"))  # names as the walk read them
             if not isinstance(dset, h5py.Dataset):
                 raise SourceError(f"{dpath} is no longer a dataset (the file changed?)")
             blocks = _Blocks(h5py, dset, task, raw).blocks()
-            if task.decode is not None:
-                blocks = cf.decode_blocks(blocks, task.decode, chunk_bytes)
+            if task.storage.decode is not None:
+                blocks = cf.decode_blocks(blocks, task.storage.decode, chunk_bytes)
             yield from blocks
     except (ValueError, RuntimeError, KeyError) as e:  # h5py's errors for a corrupt file
         raise SourceError(f"HDF5: {e}") from None
@@ -148,7 +147,7 @@ class _Blocks:
         field = task.fields[0] if task.fields else Field("", 0, task.element)
         self.element = field.element  # as stored (a CF task decodes it into task.element)
         found = [p for p in parts(h5py, self.ftype) if p.suffix == field.name]
-        if found and task.decode is not None and found[0].label == field.element:
+        if found and task.storage.decode is not None and found[0].label == field.element:
             found = [replace(found[0], element=field.element)]  # integers a CF policy unpacks
         if not found or found[0].element != field.element or found[0].offset != field.offset:
             raise SourceError("the dataset's type differs from the one planned (the file "
@@ -161,10 +160,11 @@ class _Blocks:
         dcpl = self.id.get_create_plist()
         self.layout = dcpl.get_layout()
         self.block = block_shape(dset, self.layout, h5d, self.record)
-        self.grid = _grid(self.shape, self.block)
-        if math.prod(self.grid) != task.blocks:
-            raise SourceError(f"the dataset has {math.prod(self.grid)} blocks, {task.blocks} "
-                              "were planned (the file changed?)")
+        self.walk = BlockGrid(self.shape, self.block)
+        self.grid = self.walk.grid
+        if math.prod(self.grid) != task.storage.nblocks:
+            raise SourceError(f"the dataset has {math.prod(self.grid)} blocks, "
+                              f"{task.storage.nblocks} were planned (the file changed?)")
         # Chunks unfiltered or through the filters decoded here are read at their offsets,
         # without HDF5 (whose lock lets one thread read at a time).
         self.filters = [dcpl.get_filter(i)[:3] for i in range(dcpl.get_nfilters())]
@@ -186,10 +186,7 @@ class _Blocks:
                        and self.id.get_space_status() != h5d.SPACE_STATUS_ALLOCATED)
         fd = None
         try:
-            for b in range(first, last):
-                coords = np.unravel_index(b, self.grid) if self.grid else ()
-                start = tuple(int(c) * s for c, s in zip(coords, self.block))
-                count = tuple(min(s, n - o) for s, n, o in zip(self.block, self.shape, start))
+            for _, start, count in self.walk.each(first, last):
                 origin = start + (0,) * len(self.part.grid_tail)
                 if self.layout == h5d.CHUNKED:
                     info = self.id.get_chunk_info_by_coord(start)
@@ -197,8 +194,7 @@ class _Blocks:
                         yield origin, self._fill(start, count)
                     elif self.direct:
                         if fd is None:
-                            fd = os.open(self.raw_path, os.O_RDONLY | getattr(os, "O_BINARY",
-                                                                                    0))
+                            fd = os.open(self.raw_path, READ_FLAGS)
                         yield origin, self._chunk_at(fd, info, count)
                     else:
                         yield origin, self._read(start, count)
@@ -248,12 +244,12 @@ class _Blocks:
             if info.size != nbytes:
                 raise SourceError(f"{where} holds {info.size} bytes, {nbytes} expected")
             buf = self._buffer(nbytes)
-            _read_at(fd, memoryview(buf), self.raw_start + info.byte_offset, self.raw_path)
+            read_exactly(fd, memoryview(buf), self.raw_start + info.byte_offset, self.raw_path)
             return self._view(buf, count, self.block)
         if self.packed is None or self.packed.size < info.size:
             self.packed = np.empty(info.size, np.uint8)
         data = memoryview(self.packed)[:info.size]
-        _read_at(fd, data, self.raw_start + info.byte_offset, self.raw_path)
+        read_exactly(fd, data, self.raw_start + info.byte_offset, self.raw_path)
         # Filters were applied in pipeline order when written: undone in reverse, skipping
         # those the chunk's filter mask says were not applied.
         for i in reversed(range(len(self.filters))):
@@ -279,7 +275,7 @@ class _Blocks:
                               "'never' or no fill value): its values are undefined")
         one = self._read(start, (1,) * len(start))
         values = np.array(one)  # a copy: the buffer is reused
-        if self.task.decode is None and not count_nonfinite(values):
+        if self.task.storage.decode is None and not count_nonfinite(values):
             return values
         return np.broadcast_to(values.reshape(values.shape[len(start):]),
                                tuple(count) + values.shape[len(start):])

@@ -5,7 +5,6 @@ compressed)."""
 from __future__ import annotations
 
 import atexit
-import io
 import os
 import shutil
 import tempfile
@@ -14,43 +13,13 @@ import zipfile
 
 from . import ReaderError
 from .zipmembers import data_offset
-from ..chunks import _read_at
+from ..storage.reads import Window
 
 #: The member of a .keras archive that holds the weights.
 KERAS_WEIGHTS = "model.weights.h5"
-#: Between a zip member's name and a dataset's path in a DATASET task's `member`: HDF5 link names
+#: Between a zip member's name and a dataset's path in a Grid storage's `member`: HDF5 link names
 #: cannot hold a NUL byte.
 MEMBER_SEP = "\0"
-
-
-class _Window(io.RawIOBase):
-    """Bytes [start, start + size) of a file, as a seekable file object (for h5py)."""
-
-    def __init__(self, raw, start: int, size: int):
-        super().__init__()
-        self._raw, self._start, self._size, self._pos = raw, start, size, 0
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def tell(self):
-        return self._pos
-
-    def seek(self, pos, whence=io.SEEK_SET):
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + pos)
-        return self._pos
-
-    def readinto(self, buf):
-        n = max(0, min(len(buf), self._size - self._pos))
-        if n:
-            _read_at(self._raw.fileno(), memoryview(buf).cast("B")[:n], self._start + self._pos,
-                     self._raw.name)
-        self._pos += n
-        return n
 
 
 #: Compressed weights members inflated into temporary files, by (archive, member, CRC, size,
@@ -112,10 +81,10 @@ def _h5_file(h5py, path: str, start: int, size: int, **options):
     opened natively when they are the whole file, through a window otherwise."""
     if start == 0 and size == os.path.getsize(path):
         return h5py.File(path, "r", **options), []
-    raw = open(path, "rb")
+    window = Window(path, start, size)
     try:
-        return h5py.File(_Window(raw, start, size), "r", **options), [raw]
+        return h5py.File(window, "r", **options), [window]
     except BaseException:
-        raw.close()
+        window.close()
         raise
 

@@ -95,15 +95,16 @@ def _fill_decoded(dset, task):
     """The value netCDF reads past the extent of `dset` (its `_FillValue`, else netCDF's default
     fill value for the type, whatever HDF5's own fill value or the fill mode), as a CF reader
     returns it, where NaN or infinite and unmasked; else None."""
-    stored = np.dtype(task.decode.stored if task.decode is not None else task.element)
+    decode = task.storage.decode
+    stored = np.dtype(decode.stored if decode is not None else task.element)
     try:
         fill = cf.unwritten_value(
             dset.attrs["_FillValue"] if "_FillValue" in dset.attrs else None, stored)
     except Exception:
         return "a value that cannot be read"
-    if task.decode is not None:
+    if decode is not None:
         with np.errstate(all="ignore"):
-            values = task.decode.decode(fill)
+            values = decode.decode(fill)
         if np.ma.getmaskarray(values).all():
             return None
         value = np.ma.getdata(values)[0]

@@ -12,8 +12,8 @@ trusted (netCDF-C recomputes it from the shape too).
 Every count and length of the header is checked against the bytes left in the file before it is
 used, so a hostile header is refused after a few reads.
 
-CF attributes (scan/missing/cf.py) make a variable's values those netCDF4 returns: packed variables are
-DATASET tasks whose stored values `read_blocks` reads slab by slab and decodes; float attributes
+CF attributes (scan/missing/cf.py) make a variable's values those netCDF4 returns: packed
+variables are read in bands of rows (storage.bands) and decoded by `decode_bands`; float attributes
 are checked as "variable@attribute" ("@attribute" for the file's).
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,8 +29,10 @@ from . import ReaderError
 from .bounds import Ranges
 from .reporting import float_task, marker, not_applicable, unchecked, values_task
 from ..missing import cf
-from ..chunks import SourceError, _read_at
-from ..tasks import DATASET, STRIDED, Task, problem
+from ..storage.bands import Bands
+from ..storage.ranges import Range
+from ..storage.strided import Strided
+from ..tasks import Task, problem
 
 NC_DIMENSION, NC_VARIABLE, NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
 #: nc_type -> (name, bytes per value, NumPy element of the floats or None).
@@ -44,8 +46,6 @@ CLASSIC_TYPES = range(1, 7)
 DTYPES = {1: ">i1", 2: "S1", 3: ">i2", 4: ">i4", 5: ">f4", 6: ">f8", 7: ">u1", 8: ">u2",
           9: ">u4", 10: ">i8", 11: ">u8"}
 STREAMING = {4: 0xFFFFFFFF, 8: 0xFFFFFFFFFFFFFFFF}
-#: Record variables that cannot be read as a strided view are read this many bytes at a time.
-SLAB_BYTES = 4 << 20
 
 
 @dataclass
@@ -276,27 +276,24 @@ def _variable(path, v, shape, is_rec, label, item, element, recsize, size, heade
                                                                      (v.begin, end))
     if element is None:
         return not_applicable(path, v.name, label, shape), (v.begin, end)
-    base = float_task(path, v.name, label, shape, element, source=path, offset=v.begin,
-                      nbytes=n * item)
-    if missing:
-        base = replace(base, missing=True)
-    if not is_rec or not n or shape[0] == 1 or recsize == n // shape[0] * item:
-        return base, (v.begin, end)  # contiguous
+    if not is_rec or not n or shape[0] == 1 or recsize == n // shape[0] * item:  # contiguous
+        return float_task(path, v.name, label, shape, element, Range(path, v.begin, n * item),
+                          missing=missing), (v.begin, end)
     inner = []
     step = 1
     for d in reversed(shape[1:]):
         inner.insert(0, step)
         step *= d
     if recsize % item == 0:
-        return replace(base, storage=STRIDED, strides=(recsize // item, *inner)), None
-    # The records are not a whole number of values apart: read them here, a slab at a time.
-    per = max(1, SLAB_BYTES // recsize)
-    return replace(base, storage=DATASET, reader="netcdf3", blocks=-(-shape[0] // per),
-                    strides=(recsize, *[s * item for s in inner])), None
+        view = Strided(path, v.begin, n * item, (recsize // item, *inner))
+        return float_task(path, v.name, label, shape, element, view, missing=missing), None
+    # The records are not a whole number of values apart: read in bands of whole records.
+    return float_task(path, v.name, label, shape, element, Bands(path, v.begin, n * item, recsize),
+                      missing=missing), None
 
 
 def _decoded(path, v, shape, is_rec, decode, recsize, n, item) -> Task:
-    """A DATASET task whose stored values `read_blocks` decodes by the CF policy `decode`."""
+    """A task of the stored values in bands of rows, decoded by the CF policy `decode`."""
     stored = np.dtype(DTYPES[v.nc_type])
     physical = decode.physical
     label = (decode.label(stored.newbyteorder("=").name) if decode.packed
@@ -309,56 +306,14 @@ def _decoded(path, v, shape, is_rec, decode, recsize, n, item) -> Task:
         inner.insert(0, step)
         step *= d
     row = recsize if is_rec else step  # bytes from one row of the first axis to the next
-    per = max(1, SLAB_BYTES // max(row, 1))
-    return Task(path, v.name, label, shape, source=path, offset=v.begin, nbytes=n * item,
-                element=physical.str, grid=shape, storage=DATASET, reader="netcdf3",
-                blocks=-(-shape[0] // per) if shape else 1, strides=(row, *inner),
-                decode=decode)
+    return Task(path, v.name, label, shape, element=physical.str, grid=shape,
+                storage=Bands(path, v.begin, n * item, row, decode.stored, "netcdf3", decode))
 
 
-def read_blocks(task: Task, chunk_bytes: int):
-    """Yield (origin, block) for the DATASET tasks: record variables whose records are not a
-    whole number of values apart, and variables whose values are decoded (`task.decode`): blocks
-    of whole rows of the first axis, each one positioned read of the bytes they span, seen with
-    the rows' byte strides (`strides`)."""
-    if task.decode is not None:
-        yield from cf.decode_blocks(_stored_blocks(task, np.dtype(task.decode.stored)),
-                                    task.decode, chunk_bytes)
-    else:
-        yield from _stored_blocks(task, np.dtype(task.element))
+def decode_bands(task: Task, bands, chunk_bytes: int):
+    """The bands of rows of a variable whose values are decoded by its CF policy (the Bands
+    storage's `decode`), decoded."""
+    yield from cf.decode_blocks(bands, task.storage.decode, chunk_bytes)
 
 
-def _stored_blocks(task: Task, dtype):
-    if not task.shape:  # a scalar variable
-        task = replace(task, shape=(1,), strides=(dtype.itemsize,))
-        for _, block in _stored_blocks(task, dtype):
-            yield (), block.reshape(())
-        return
-    recsize = task.strides[0]
-    numrecs = task.shape[0]
-    per = max(1, SLAB_BYTES // recsize)
-    slab = math.prod(task.shape[1:]) * dtype.itemsize
-    total = -(-numrecs // per)
-    last = total if task.count < 0 else min(total, task.first + task.count)
-    fd = os.open(task.source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    try:
-        size = os.fstat(fd).st_size
-        buf = None
-        for b in range(task.first, last):
-            r0 = b * per
-            k = min(per, numrecs - r0)
-            span = (k - 1) * recsize + slab
-            start = task.offset + r0 * recsize
-            if start + span > size:
-                raise SourceError(f"record {r0 + k - 1} ends past the end of {task.source} "
-                                  f"({size} bytes; truncated?)")
-            if buf is None or buf.size < span:
-                buf = np.empty(span, np.uint8)
-            _read_at(fd, memoryview(buf)[:span], start, task.source)
-            block = np.ndarray((k,) + tuple(task.shape[1:]), dtype, buf, 0, task.strides)
-            yield (r0,) + (0,) * (len(task.shape) - 1), block
-    finally:
-        os.close(fd)
-
-
-__all__ = ["plan", "read_blocks", "read_header"]
+__all__ = ["decode_bands", "plan", "read_header"]

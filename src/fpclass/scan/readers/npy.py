@@ -22,7 +22,9 @@ import numpy as np
 
 from . import ReaderError
 from ..signatures import NPY_MAGIC
-from ..tasks import DEFLATE, RAW, STORED, problem
+from ..storage.members import Member
+from ..storage.ranges import Range
+from ..tasks import problem
 from .bounds import Ranges, check_count, check_shape, elements
 from .reporting import float_task, marker, not_applicable, unchecked
 from .zipmembers import declared_members, local_header
@@ -129,9 +131,10 @@ def _check_size(shape, itemsize):
                          f"make {nbytes} bytes, over 2**63 - 1")
 
 
-def _task(file, name, dtype, shape, fortran, *, nbytes, exact, **where):
-    """The task for an array of `dtype` and `shape` whose data is `nbytes` bytes at `where`
-    (Task fields); `exact`: the array must take all of them, else at least its own size."""
+def _task(file, name, dtype, shape, fortran, *, nbytes, exact, storage):
+    """The task for an array of `dtype` and `shape` whose data is `nbytes` bytes, read from
+    `storage(bytes needed)`; `exact`: the array must take all of them, else at least its own
+    size."""
     label = _LABELS.get(dtype) or _LABELS.setdefault(dtype, str(dtype))  # str() takes 5 us
     if dtype.hasobject:
         return unchecked(file, name, label, shape, "object array: never unpickled, so not checked")
@@ -147,7 +150,7 @@ def _task(file, name, dtype, shape, fortran, *, nbytes, exact, **where):
     if dtype.kind not in "fc" and not _ml_float(dtype):
         return not_applicable(file, name, label, shape)
     return float_task(file, name, label, shape, dtype.str if dtype.kind in "fc" else dtype.name,
-                      nbytes=need, order="F" if fortran else "C", **where)
+                      storage(need), order="F" if fortran else "C")
 
 
 def _ml_float(dtype) -> bool:
@@ -169,8 +172,8 @@ def plan(path: str) -> list:
 
         dtype, shape, fortran, start = _read_header(first, "not a valid .npy file")
     return [marker(path, "npy"),
-            _task(path, "", dtype, shape, fortran, source=path, offset=start,
-                  nbytes=size - start, exact=False, storage=RAW)]
+            _task(path, "", dtype, shape, fortran, nbytes=size - start, exact=False,
+                  storage=lambda need: Range(path, start, need))]
 
 
 def plan_npz(path: str) -> list:
@@ -283,8 +286,8 @@ def _member(path, raw, name, info, data_at):
         return unchecked(path, name, "?", (), f"member {info.filename}: corrupt compressed data "
                          f"({e})")
     return _task(path, name, dtype, shape, fortran, nbytes=info.file_size - start, exact=True,
-                 source=path, storage=STORED if stored else DEFLATE, offset=data_at, skip=start,
-                 packed=info.compress_size, crc=info.CRC, member=info.filename)
+                 storage=lambda need: Member(path, data_at, need, info.filename, start, info.CRC,
+                                             not stored, info.compress_size))
 
 
 def _member_start(raw, info, data_at, n) -> bytes:

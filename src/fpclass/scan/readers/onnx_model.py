@@ -23,6 +23,7 @@ import mmap
 import numpy as np
 
 from . import ReaderError
+from ..storage.ranges import Range
 from ..tasks import problem
 from .bounds import check_count
 from .reporting import float_task, marker, values_task
@@ -230,8 +231,8 @@ class _Walker:
         where = f"{label}@{name}"
         if f is not None:
             check_count(len(self.tasks))
-            self.tasks.append(float_task(self.path, where, "FLOAT", (), "<f4", source=self.path,
-                                         offset=f, nbytes=4))
+            self.tasks.append(float_task(self.path, where, "FLOAT", (), "<f4",
+                                         Range(self.path, f, 4)))
         if floats is not None:
             check_count(len(self.tasks))
             self.tasks.append(floats.task(self.path, where))
@@ -336,6 +337,6 @@ class _Pieces:
         checked from their copy."""
         if self.data is None:
             a, b = self.first
-            return float_task(path, name, "FLOAT", ((b - a) // 4,), "<f4", source=path,
-                              offset=a, nbytes=b - a)
+            return float_task(path, name, "FLOAT", ((b - a) // 4,), "<f4",
+                              Range(path, a, b - a))
         return values_task(path, name, np.frombuffer(bytes(self.data), "<f4"), "FLOAT")

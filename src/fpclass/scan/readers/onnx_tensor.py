@@ -15,7 +15,8 @@ import stat
 import numpy as np
 
 from . import ReaderError
-from ..tasks import RAW, VARINT, Task
+from ..storage.ranges import Range, Varints
+from ..tasks import Task
 from .bounds import check_count, elements
 from .reporting import float_task, marker, not_applicable, packed_task, unchecked, values_task
 from .onnx_schema import (FIXED_SIZE, FLOATS, NAMES, OTHERS, SCHEMA, STRING, TENSOR_WIRES,
@@ -196,7 +197,7 @@ class TensorReader:
         else:
             element, (bits, typed_field) = None, OTHERS[t.type]
         need = (n * bits + 7) // 8
-        source, offset, storage = path, 0, RAW
+        source, offset, storage = path, 0, Range
         if t.location == 1:
             found = self._external(t.external, label, shape, need)
             if isinstance(found, str):
@@ -214,13 +215,12 @@ class TensorReader:
                                  "field (unpacked or split fields are not supported)")
             offset, end = run[0], run[1]
             if typed_field == 5:
-                storage, need = VARINT, end - offset
+                storage, need = Varints, end - offset
         if element is None:
             return not_applicable(path, name, label, shape)
         if bits < 8:
             return packed_task(path, name, label, shape, element)
-        return float_task(path, name, label, shape, element, source=source, offset=offset,
-                          nbytes=need, storage=storage)
+        return float_task(path, name, label, shape, element, storage(source, offset, need))
 
     def _gather(self, t: Tensor, number: int) -> bytes:
         """The values of fixed-size typed field `number` of `t`, in order, from all its packed

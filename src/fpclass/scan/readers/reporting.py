@@ -11,22 +11,22 @@ import numpy as np
 
 from ...results.build import value_rule
 from ..dtypes import can_hold_nonfinite, component, np_dtype
-from ..tasks import CHECK, FILE, INLINE, NOT_APPLICABLE, UNCHECKED, Task
+from ..storage.inline import Inline
+from ..storage.ranges import Range
+from ..tasks import CHECK, FILE, NOT_APPLICABLE, UNCHECKED, Task
 
 
 def marker(path: str, fmt: str) -> Task:
     return Task(path, dtype=fmt, status=FILE)
 
 
-def float_task(file, name, dtype_label, shape, element, *, source, offset, nbytes,
-               order="C", **stored) -> Task:
-    """A CHECK task for a plain (possibly complex) floating-point tensor stored as raw elements
-    (`stored`: the Task fields of another storage); complex tensors are checked as their real and
-    imaginary parts (grid shape + (2,))."""
+def float_task(file, name, dtype_label, shape, element, storage, order="C", **fields) -> Task:
+    """A CHECK task for a plain (possibly complex) floating-point tensor whose elements `storage`
+    (a scan.storage object) holds (`fields`: other Task fields); complex tensors are checked as
+    their real and imaginary parts (grid shape + (2,))."""
     element, parts = _as_parts(element)
-    return Task(file, name, dtype_label, shape, CHECK, source=source, offset=offset,
-                nbytes=nbytes, element=element, order=order,
-                grid=shape + (2,) if parts else shape, **stored)
+    return Task(file, name, dtype_label, shape, CHECK, element=element, order=order,
+                grid=shape + (2,) if parts else shape, storage=storage, **fields)
 
 
 @functools.lru_cache(maxsize=None)
@@ -43,8 +43,8 @@ def packed_task(file, name, dtype_label, shape, element) -> Task:
     if can_hold_nonfinite(element):
         return unchecked(file, name, dtype_label, shape,
                          f"packed sub-byte {dtype_label} values are not supported")
-    return replace(float_task(file, name, dtype_label, shape, element, source=file, offset=0,
-                              nbytes=0), grid=())
+    return replace(float_task(file, name, dtype_label, shape, element, Range(file, 0, 0)),
+                   grid=())
 
 
 def not_applicable(file, name, dtype_label, shape, why="not a floating-point type") -> Task:
@@ -69,5 +69,4 @@ def values_task(file, name, values, dtype_label: str = "") -> Task:
         status, reason = rule
         return Task(file, name, label, shape, status, reason=reason)
     data = np.ascontiguousarray(a).tobytes()
-    return float_task(file, name, label, shape, a.dtype.str, source=file, offset=0,
-                      nbytes=len(data), storage=INLINE, data=data)
+    return float_task(file, name, label, shape, a.dtype.str, Inline(data, len(data)))

@@ -16,6 +16,7 @@ from json.decoder import scanstring
 import numpy as np
 
 from . import ReaderError
+from ..storage.ranges import Range
 from ..tasks import Task, problem
 from .bounds import Ranges, check_count, check_shape, elements
 from .reporting import float_task, marker, not_applicable, packed_task, unchecked
@@ -229,8 +230,7 @@ def _tensor(path, name, dtype, shape, begin, end, start, length, ranges):
         return not_applicable(path, name, label, shape)
     if bits < 8:
         return packed_task(path, name, label, shape, element)
-    return float_task(path, name, label, shape, element, source=path, offset=start + begin,
-                      nbytes=end - begin)
+    return float_task(path, name, label, shape, element, Range(path, start + begin, end - begin))
 
 
 def plan_index(path: str) -> list:

@@ -17,15 +17,16 @@ import sys
 from dataclasses import fields
 
 from . import ReaderError
-from ..tasks import CHECK, FILE, INLINE, NOT_APPLICABLE, UNCHECKED, Task
+from ..storage.inline import Inline
+from ..tasks import CHECK, FILE, NOT_APPLICABLE, UNCHECKED, Task
 
 #: Address space the reading process may add (POSIX): scipy.io holds at most a few times the
 #: 256 MiB of decoded values a file may declare.
 MEMORY_LIMIT = 3 << 30
 #: Seconds one file may take.
 TIME_LIMIT = 120
-_FIELDS = [f.name for f in fields(Task) if f.name not in ("data", "fields")]
-_TUPLES = {"shape", "grid", "strides"}
+_FIELDS = [f.name for f in fields(Task) if f.name not in ("storage", "fields")]
+_TUPLES = {"shape", "grid"}
 _STATUSES = {CHECK, FILE, NOT_APPLICABLE, UNCHECKED}
 
 
@@ -70,8 +71,10 @@ def _limit() -> None:
 def _encode(tasks) -> bytes:
     header, blobs = [], []
     for t in tasks:
-        header.append({k: getattr(t, k) for k in _FIELDS} | {"data": len(t.data)})
-        blobs.append(t.data)
+        data = t.storage.data if isinstance(t.storage, Inline) else None
+        header.append({k: getattr(t, k) for k in _FIELDS} | {"data": -1 if data is None
+                                                             else len(data)})
+        blobs.append(data or b"")
     text = json.dumps(header).encode()
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
@@ -85,11 +88,13 @@ def _decode(out: bytes, path: str) -> list:
         for item in header:
             size = item.pop("data")
             values = {k: tuple(v) if k in _TUPLES else v for k, v in item.items()}
-            task = Task(**values, data=out[at:at + size])
-            at += size
+            data = out[at:at + max(size, 0)]
+            task = Task(**values, storage=None if size < 0 else Inline(data, len(data)))
+            at += max(size, 0)
             if task.status not in _STATUSES or task.file != path or (
-                    task.status == CHECK and (task.storage != INLINE or task.source != path)):
-                raise ValueError(f"unexpected task {task.name!r} ({task.status}, {task.storage})")
+                    task.status == CHECK and not isinstance(task.storage, Inline)):
+                raise ValueError(f"unexpected task {task.name!r} ({task.status}, "
+                                 f"{getattr(task.storage, 'kind', 'no storage')})")
             tasks.append(task)
         if at != len(out):
             raise ValueError("trailing bytes")

@@ -11,9 +11,9 @@ protocol version, system info, the object, the storage keys), then each storage 
 element count and its bytes, in key order, little-endian.
 
 Each tensor is checked as the view it is of its storage (offset, sizes, strides): a contiguous view
-as one byte range, any other view in blocks of the bytes it spans (see scan.views); stride-0
-dimensions once, counted by their sizes, and large overlapping views from the values they span
-(scan.overlap). Storages are read as torch reads them, without verifying the zip CRC-32
+as one byte range, any other view in blocks of the bytes it spans (see scan.storage.strided);
+stride-0 dimensions once, counted by their sizes, and large overlapping views from the values they
+span (scan.overlap). Storages are read as torch reads them, without verifying the zip CRC-32
 (torch.load does not either; checking it would cut the scan's speed to that of zlib.crc32, a
 third of reading the file).
 """
@@ -37,7 +37,10 @@ from .torch_pickle import ELEMENTS, INTEGERS, InlineArray, NoData, TensorView, U
     Values, describe, plain_value
 from .zipmembers import data_offset, declared_members, duplicate_names
 from ..signatures import TORCH_LEGACY_MAGIC, is_torch_legacy
-from ..tasks import INLINE, RAW, STRIDED, Task
+from ..storage.inline import Inline
+from ..storage.ranges import Range
+from ..storage.strided import Strided
+from ..tasks import Task
 
 LEGACY_PROTOCOL = 1001
 #: Inline NumPy arrays larger than this are not copied into a task.
@@ -286,13 +289,12 @@ def strided_task(path, name, label, shape, stride, offset, element, item, order,
         grid += (2,)
     elif element in ("f8", "f4", "f2"):
         element = order + element
-    base = Task(path, name, label, tuple(shape), source=path, element=element, grid=grid,
-                flip=flip)
+    base = Task(path, name, label, tuple(shape), element=element, grid=grid, flip=flip)
     numel = math.prod(shape)
     if numel == 0:
-        return replace(base, storage=RAW, offset=offset, nbytes=0)
+        return replace(base, storage=Range(path, offset, 0))
     if _contiguous(shape, stride):
-        return replace(base, storage=RAW, offset=offset, nbytes=numel * item)
+        return replace(base, storage=Range(path, offset, numel * item))
     broadcast = tuple(d for d, (n, st) in enumerate(zip(shape, stride)) if st == 0 and n > 1)
     distinct = numel // math.prod(shape[d] for d in broadcast)
     if distinct > OVERLAP_LIMIT and _overlaps(shape, stride):
@@ -301,10 +303,9 @@ def strided_task(path, name, label, shape, stride, offset, element, item, order,
         if span > SPAN_LIMIT or distinct >= 1 << 62:
             return unchecked(path, name, label, shape, f"a view of {distinct} elements whose "
                              f"dimensions overlap over {span} stored values: not read")
-        return replace(base, storage=STRIDED, offset=offset, nbytes=span * item,
-                       strides=tuple(stride), broadcast=broadcast, overlap=True)
-    return replace(base, storage=STRIDED, offset=offset, nbytes=distinct * item,
-                   strides=tuple(stride), broadcast=broadcast)
+        return replace(base, storage=Strided(path, offset, span * item, tuple(stride),
+                                             broadcast, overlap=True))
+    return replace(base, storage=Strided(path, offset, distinct * item, tuple(stride), broadcast))
 
 
 def _overlaps(shape, stride) -> bool:
@@ -349,5 +350,5 @@ def _inline(path, name, a: InlineArray) -> Task:
         element = np.dtype(f"{dtype.byteorder if dtype.byteorder in '<>' else '='}"
                            f"f{dtype.itemsize // 2}").str
         grid += (2,)
-    return Task(path, name, a.dtype, tuple(a.shape), source=path, storage=INLINE, nbytes=need,
-                element=element, grid=grid, order="F" if a.fortran else "C", data=a.data)
+    return Task(path, name, a.dtype, tuple(a.shape), storage=Inline(a.data, need),
+                element=element, grid=grid, order="F" if a.fortran else "C")

@@ -31,7 +31,9 @@ from . import ReaderError, require
 from ..._optional import install_hint
 from ..dtypes import component
 from ..missing import zarr_fill_is_blank
-from ..tasks import CHECK, DATASET, Task, problem
+from ..storage.grids import BlockGrid, Grid, boxes
+from ..storage.reads import read_exactly
+from ..tasks import CHECK, Task, problem
 from .bounds import check_count
 from .reporting import marker, not_applicable, unchecked
 from .zarr_blosc import blosc_checked, blosc_frames
@@ -164,9 +166,8 @@ def _array_task(zarr, store, path, name, arr) -> Task:
     grid = shape
     if dt.kind == "c":
         element, grid = component(element), shape + (2,)
-    return Task(path, name, label, shape, CHECK, source=path, storage=DATASET,
-                reader="zarr_store", member=name, element=element.str, grid=grid,
-                nbytes=int(arr.nbytes), blocks=math.prod(blocks.grid),
+    return Task(path, name, label, shape, CHECK, element=element.str, grid=grid,
+                storage=Grid(path, "zarr_store", int(arr.nbytes), math.prod(blocks.grid), name),
                 missing=zarr_fill_is_blank(arr.fill_value))
 
 
@@ -191,8 +192,7 @@ class _Blocks:
                 keyed = False
         elif isinstance(store, zarr.storage.LocalStore):
             raw = _raw_dtype(zarr, arr)
-        grid = tuple(-(-s // max(c, 1)) for s, c in zip(arr.shape, shape))
-        return cls(shape, grid, raw, keyed)
+        return cls(shape, BlockGrid(arr.shape, shape).grid, raw, keyed)
 
 
 def _raw_dtype(zarr, arr):
@@ -216,21 +216,23 @@ def read_blocks(task: Task, chunk_bytes: int):
     C order over its block grid (several adjacent blocks at a time, up to `chunk_bytes`); complex
     blocks as float views with a trailing parts axis. ReaderError when the array changed since it
     was planned or a chunk cannot be read or decoded."""
-    with _opened(task.source) as (zarr, store):
+    where = task.storage
+    with _opened(where.source) as (zarr, store):
         checked = blosc_checked(zarr)(store)
         try:
-            arr = _open_node(zarr, checked, task.member)
+            arr = _open_node(zarr, checked, where.member)
         except ReaderError as e:
             raise ReaderError(f"zarr cannot open the array: {e}") from None
         if blosc_frames(arr.metadata.to_dict()):
-            checked.prefix = f"{task.member}/" if task.member else ""
+            checked.prefix = f"{where.member}/" if where.member else ""
         now = _array_task(zarr, store, task.file, task.name, arr)
-        if (now.status, now.shape, now.element, now.blocks) != (
-                CHECK, task.shape, task.element, task.blocks):
+        if (now.status, now.shape, now.element) != (CHECK, task.shape, task.element) \
+                or now.storage.nblocks != where.nblocks:
+            blocks = now.storage.nblocks if now.storage is not None else 0
             raise ReaderError(f"the array changed since the store was planned: now {now.dtype}"
-                              f"{list(now.shape)} in {now.blocks} blocks")
+                              f"{list(now.shape)} in {blocks} blocks")
         blocks = _Blocks.of(zarr, store, arr)
-        end = task.blocks if task.count < 0 else task.first + task.count
+        end = where.nblocks if task.count < 0 else task.first + task.count
         complex_ = np.dtype(arr.dtype).kind == "c"
         if blocks.raw is not None:
             parts = _raw_blocks(arr, task, blocks, end, chunk_bytes)
@@ -247,28 +249,8 @@ def read_blocks(task: Task, chunk_bytes: int):
 def _zarr_blocks(arr, blocks, first, end, chunk_bytes):
     block_bytes = math.prod(blocks.shape) * np.dtype(arr.dtype).itemsize
     per_read = max(1, chunk_bytes // max(block_bytes, 1))
-    k = first
-    while k < end:
-        idx = tuple(int(i) for i in np.unravel_index(k, blocks.grid))
-        span = _rectangle(blocks.grid, idx, min(per_read, end - k))
+    for idx, span in boxes(blocks.grid, first, end, per_read):
         yield _origin(blocks, idx), _read(arr, blocks, idx, span)
-        k += math.prod(span)
-
-
-def _rectangle(grid, idx, most) -> tuple:
-    """Blocks per axis of the largest rectangle of blocks that starts at block `idx`, covers
-    blocks consecutive in C order, and holds at most `most` (>= 1) of them."""
-    span = [1] * len(grid)
-    inner = 1
-    for axis in reversed(range(len(grid))):
-        n = min(grid[axis] - idx[axis], most // inner)
-        if n < 1:
-            break
-        span[axis] = n
-        inner *= n
-        if n != grid[axis]:  # not the whole axis: the rectangle cannot grow outwards
-            break
-    return tuple(span)
 
 
 def _origin(blocks, idx) -> tuple:
@@ -318,14 +300,18 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
     chunk = math.prod(blocks.shape) * dtype.itemsize
     rows_per_read = max(1, chunk_bytes // max(row, 1))
     buf = np.empty(min(rows_per_read * row, chunk) if ndim else chunk, np.uint8)
-    folder = os.path.join(task.source, *task.member.split("/")) if task.member else task.source
+    where = task.storage
+    folder = os.path.join(where.source, *where.member.split("/")) if where.member \
+        else where.source
     key_of = arr.metadata.encode_chunk_key
+    walk = BlockGrid(arr.shape, blocks.shape)
     for k in range(task.first, end):
-        idx = tuple(int(i) for i in np.unravel_index(k, blocks.grid))
+        idx = walk.index(k)
         key = key_of(idx)
         origin = _origin(blocks, idx)
+        path = os.path.join(folder, *key.split("/"))
         try:
-            f = open(os.path.join(folder, *key.split("/")), "rb", buffering=0)
+            f = open(path, "rb", buffering=0)
         except FileNotFoundError:
             yield origin, _read(arr, blocks, idx, (1,) * ndim)
             continue
@@ -335,7 +321,7 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
                 raise ReaderError(f"chunk {key!r} holds {size} bytes; an uncompressed chunk of "
                                   f"{list(blocks.shape)} {dtype.str} holds {chunk} (corrupt?)")
             if not ndim:
-                _fill(f, memoryview(buf), 0, key)
+                read_exactly(f.fileno(), memoryview(buf), 0, path)
                 yield origin, buf.view(dtype).reshape(())
                 continue
             inside = tuple(slice(0, min(c, s - o))
@@ -343,17 +329,6 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
             rows = min(blocks.shape[0], arr.shape[0] - origin[0])
             for r in range(0, rows, rows_per_read):
                 n = min(rows_per_read, rows - r)
-                _fill(f, memoryview(buf)[: n * row], r * row, key)
+                read_exactly(f.fileno(), memoryview(buf)[: n * row], r * row, path)
                 block = buf[: n * row].view(dtype).reshape((n,) + blocks.shape[1:])
                 yield (origin[0] + r,) + origin[1:], block[(slice(None),) + inside]
-
-
-def _fill(f, view, position, key) -> None:
-    f.seek(position)
-    got = 0
-    while got < len(view):
-        n = f.readinto(view[got:])
-        if not n:
-            raise ReaderError(f"chunk {key!r} ended at byte {position + got} while being read "
-                              "(truncated during the scan?)")
-        got += n

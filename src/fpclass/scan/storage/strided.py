@@ -11,8 +11,67 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+from dataclasses import dataclass
 
 import numpy as np
+
+from ..._records import stored_through_slots
+from . import Storage
+from ..dtypes import np_dtype
+from .reads import READ_FLAGS, SourceError, read_exactly
+
+
+@stored_through_slots
+@dataclass(frozen=True, slots=True)
+class Strided(Storage):
+    """A view of the task's shape with element `strides` whose first element is at byte `offset`
+    of `source` (`nbytes`: the distinct bytes it reaches). Dimensions in `broadcast` (stride 0)
+    are read once and counted as many times as their sizes say; with `overlap`, other
+    dimensions overlap: the span is read once and each value counted as often as the view
+    reaches it (overlap.py)."""
+
+    source: str
+    offset: int
+    nbytes: int
+    strides: tuple
+    broadcast: tuple = ()
+    overlap: bool = False
+    kind = "strided"
+    flat = False
+
+    def layout(self, task) -> tuple:
+        """(sizes, strides) of the view in its items: a complex view is read as its parts, with
+        a last axis of 2 (strides doubled, the parts one item apart); broadcast dimensions are
+        read once (size 1)."""
+        shape = tuple(1 if d in self.broadcast else n for d, n in enumerate(task.shape))
+        if len(task.grid) == len(task.shape) + 1:
+            return shape + (2,), tuple(2 * s for s in self.strides) + (1,)
+        return shape, self.strides
+
+    def blocks(self, task, chunk_bytes: int):
+        """Yield (origin, N-d array) blocks of about `chunk_bytes`, origins in storage order."""
+        dtype = np_dtype(task.element)
+        source = self.source
+        fd = os.open(source, READ_FLAGS)
+        try:
+            size = os.fstat(fd).st_size
+
+            def read_at(view, position):
+                if position + len(view) > size:
+                    raise SourceError(f"a view reaches byte {position + len(view)} of "
+                                      f"{source} ({size} bytes; truncated?)")
+                read_exactly(fd, view, position, source)
+            yield from blocks(read_at, self.offset, dtype, *self.layout(task), chunk_bytes)
+        finally:
+            os.close(fd)
+
+    def where(self, task):
+        order = storage_order(*self.layout(task))
+
+        def where(origin, row):
+            return to_view(tuple(o + r for o, r in zip(origin, row)), order)
+        return where
 
 
 def storage_order(sizes: tuple, strides: tuple) -> tuple:
