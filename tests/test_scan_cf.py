@@ -343,3 +343,21 @@ def test_the_value_of_elements_never_written_is_netcdfs(code):
     assert cf.unwritten_value(None, stored).dtype == stored
     given = np.array([7, 9], np.int64)
     assert cf.unwritten_value(given, stored).tolist() == [7]
+
+
+def test_a_classic_header_of_more_attributes_than_the_limit_is_refused(tmp_path, monkeypatch):
+    # each classic attribute costs ~4 us to parse: past MAX_ATTRIBUTES a 64 MB header is too slow
+    from fpclass.scan.readers import netcdf3
+    path = str(tmp_path / "attrs.nc")
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as d:
+        d.createDimension("x", 2)
+        v = d.createVariable("v", "f4", ("x",))
+        v[:] = [1.0, NAN]
+        for i in range(30):
+            v.setncattr(f"a{i}", i)
+    monkeypatch.setattr(netcdf3, "MAX_ATTRIBUTES", 20)
+    report = scan([path])
+    assert report.exit_code == ExitCode.INCONCLUSIVE and not report.checked
+    assert "more than 20 attributes" in report.problems[0].reason
+    monkeypatch.setattr(netcdf3, "MAX_ATTRIBUTES", 30)
+    assert scan([path]).summary()["nan"] == 1
