@@ -72,7 +72,7 @@ def value_rule(dtype: np.dtype):
 def of_values(file, name, values, dtype_label: str = "", limit: int = 5) -> TensorResult:
     """The result for values held in memory (a Python float or complex, a NumPy array): checked
     if float (complex as its two parts, located by element then part), else as value_rule says;
-    the answer a scan gives for the same values in a file (readers' layout.values_task)."""
+    the answer a scan gives for the same values in a file (readers' reporting.values_task)."""
     a = np.asarray(values)
     label = dtype_label or a.dtype.name
     rule = value_rule(a.dtype)

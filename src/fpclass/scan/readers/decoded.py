@@ -1,5 +1,5 @@
 """Values a format's own library decoded into NumPy objects (scipy.io for MATLAB and IDL files):
-walked without recursion, each array reported through layout.values_task under its path.
+walked without recursion, each array reported through reporting.values_task under its path.
 
 Names: a struct's field is `s.field`, an element of a cell, object or struct array `c[i,j]`
 (zero-based, NumPy's index; left out for a single element), so a value is `s.cells[1,0].w`.
