@@ -50,8 +50,8 @@ def _public_small(impl, fast, answer):
         if type(x) is np.ndarray:
             if not args and not kwargs and x.nbytes <= bits.SMALL_BYTES and x.size <= limit:
                 entry = by_dtype.get(id(x.dtype))
-                if entry is not None and entry[0] is x.dtype and entry[5] is not None:
-                    return answer(entry[5](x))
+                if entry is not None and entry.dtype is x.dtype and entry.one_call is not None:
+                    return answer(entry.one_call(x))
         else:
             adapter = adapter_for(x)
             if adapter is not None:

@@ -22,6 +22,18 @@ _BOOL, _U8 = np.dtype(bool), np.dtype(np.uint8)
 SMALL_ELEMENTS = _SMALL = 1 << 15
 
 
+class DtypePath:
+    """What a SmallPath knows about one input dtype: the stored word and its bit test and lanes
+    (`word` False where the path does not apply), the flat kernel's test words once the kernel is
+    used, and the one-call answer (see _one_call) or None."""
+
+    __slots__ = ("dtype", "word", "test", "lanes", "words", "one_call")
+
+    def __init__(self, dtype, word, test, lanes, one_call):
+        self.dtype, self.word, self.test, self.lanes = dtype, word, test, lanes
+        self.words, self.one_call = None, one_call
+
+
 class SmallPath:
     """One operator's small-array path: its query, whether it negates, and per input dtype the
     word, bit test and lanes (or False where the path does not apply), plus the flat kernel's
@@ -34,9 +46,8 @@ class SmallPath:
     def __init__(self, query: Query, negate: bool):
         self.query, self.negate, self.by_dtype = query, negate, {}
 
-    def prepare(self, dtype: np.dtype) -> list:
-        """[dtype, word or False, test, lanes, flat kernel words or None, one-call answer or
-        None (see _one_call)]."""
+    def prepare(self, dtype: np.dtype) -> DtypePath:
+        """The DtypePath of `dtype`, made and kept."""
         if len(self.by_dtype) > 1024:
             self.by_dtype.clear()
         try:
@@ -45,9 +56,9 @@ class SmallPath:
             src = None
         test = None if src is None else src.test(self.query)
         if src is None or src.by_value or test is None:
-            entry = [dtype, False, None, 1, None, None]
+            entry = DtypePath(dtype, False, None, 1, None)
         else:
-            entry = [dtype, src.word, test, src.lanes, None, _one_call(src, self, test)]
+            entry = DtypePath(dtype, src.word, test, src.lanes, _one_call(src, self, test))
         self.by_dtype[id(dtype)] = entry
         return entry
 
@@ -58,13 +69,13 @@ class SmallPath:
             return None
         dtype = x.dtype
         entry = self.by_dtype.get(id(dtype))
-        if entry is None or entry[0] is not dtype:
+        if entry is None or entry.dtype is not dtype:
             entry = self.prepare(dtype)
-        if entry[1] is False:
+        if entry.word is False:
             return None
-        if entry[5] is not None:
-            return entry[5](x)
-        hit = matches(x, entry[1], entry[3], entry[2])
+        if entry.one_call is not None:
+            return entry.one_call(x)
+        hit = matches(x, entry.word, entry.lanes, entry.test)
         return ~hit if self.negate else hit
 
 
@@ -115,18 +126,18 @@ def _small(x, fast: SmallPath, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarra
         return None
     dtype = x.dtype
     entry = fast.by_dtype.get(id(dtype))
-    if entry is None or entry[0] is not dtype:
+    if entry is None or entry.dtype is not dtype:
         entry = fast.prepare(dtype)
-    word = entry[1]
+    word = entry.word
     if word is False:
         return None
     tiny = x.nbytes <= _bits.SMALL_BYTES
     if out is None:
         if tiny:
-            if entry[5] is not None:
-                hit = entry[5](x)
+            if entry.one_call is not None:
+                hit = entry.one_call(x)
             else:
-                hit = matches(x, word, entry[3], entry[2])
+                hit = matches(x, word, entry.lanes, entry.test)
                 if fast.negate:
                     hit = ~hit
             return hit[()] if x.ndim == 0 else hit
@@ -138,16 +149,16 @@ def _small(x, fast: SmallPath, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarra
         result = out
     else:
         return None
-    if tiny and entry[5] is not None and result.dtype is _bool:
-        entry[5](x, out=result)  # the ufunc or the lookup table; both allow out over x
+    if tiny and entry.one_call is not None and result.dtype is _bool:
+        entry.one_call(x, out=result)  # the ufunc or the lookup table; both allow out over x
         return result
     if tiny and not np.may_share_memory(x, result):
-        hit = matches(x, word, entry[3], entry[2])
+        hit = matches(x, word, entry.lanes, entry.test)
         np.copyto(result, ~hit if fast.negate else hit, casting="unsafe")
         return result
-    words = entry[4]
+    words = entry.words
     if words is None:
-        words = entry[4] = _launch().test_words(entry[2], word, fast.negate, entry[3])
+        words = entry.words = _launch().test_words(entry.test, word, fast.negate, entry.lanes)
     # mask_flat refuses (writes nothing) when out overlaps x; the general path handles that.
     if x.ndim == 1:
         done = _FLAT(x.view(word), result, words)
