@@ -14,7 +14,6 @@ Inf one is counted for every element of the block. A task with a CF policy (its 
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import zipfile
@@ -31,6 +30,7 @@ from ..missing import cf
 from ..storage.grids import BlockGrid
 from ..storage.reads import READ_FLAGS, SourceError, read_exactly
 from ..dtypes import np_dtype
+from ...kernels.unshuffle import unshuffle
 from ..tasks import Field, Task
 
 #: Contiguous and compact datasets read through h5py are read in slabs of about this many bytes.
@@ -67,32 +67,6 @@ def _decodes(code: int, cd: tuple) -> bool:
     filter accepts (deflate refuses to read with a level outside 0..9)."""
     return ((code == FILTER_DEFLATE and len(cd) == 1 and cd[0] <= 9)
             or (code == FILTER_SHUFFLE and len(cd) >= 1 and cd[0] > 0))
-
-
-def _unshuffle(data, size: int, out: np.ndarray) -> np.ndarray:
-    """HDF5's shuffle filter undone: byte k of every `size`-byte element was stored together
-    (k = 0, 1, ...), then the bytes left over from a whole number of elements."""
-    src = np.frombuffer(data, np.uint8)
-    n = src.size // size
-    _unshuffle_kernel()(src, out, size, n)
-    out[n * size:] = src[n * size:]
-    return out
-
-
-def _unshuffle_loops(src, out, size, n):
-    # Reads in order, writes with a stride: 5-10x faster than NumPy's transposed copy (measured).
-    for k in range(size):
-        base = k * n
-        for i in range(n):
-            out[i * size + k] = src[base + i]
-
-
-@functools.lru_cache(maxsize=None)
-def _unshuffle_kernel():
-    import numba
-    from ...kernels.walk import JIT
-    return numba.njit(**JIT)(_unshuffle_loops)
-
 
 
 def _open(h5py, task: Task) -> tuple:
@@ -262,7 +236,7 @@ class _Blocks:
                 except zlib.error as e:
                     raise SourceError(f"{where}: corrupt deflate data ({e})") from None
             else:
-                data = _unshuffle(data, cd[0], self._buffer(len(data)))
+                data = unshuffle(data, cd[0], self._buffer(len(data)))
         if len(data) != nbytes:
             raise SourceError(f"{where} decodes to {len(data)} bytes, {nbytes} expected")
         return self._view(np.frombuffer(data, np.uint8), count, self.block)
