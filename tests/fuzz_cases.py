@@ -73,16 +73,21 @@ def write_case(case: Case, root: str) -> str:
     return os.path.join(d, MAIN[case.fmt])
 
 
-def _show(argv):
+def show_command(prog: str, argv, make, write, formats=None) -> None:
+    """`python PROG show [FORMAT] INDEX [--seed S] [--out DIR]` for any fuzzer: writes one case's
+    files (`make(fmt, index, seed)`, or `make(index, seed)` without `formats`; `write(case, dir)`
+    gives its main path) and prints its id, seed file and mutation steps."""
     import argparse
-    p = argparse.ArgumentParser(prog="fuzz_cases.py show")
-    p.add_argument("fmt", choices=FORMATS)
+    p = argparse.ArgumentParser(prog=f"{prog} show")
+    if formats is not None:
+        p.add_argument("fmt", choices=formats)
     p.add_argument("index", type=int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=".")
     args = p.parse_args(argv)
-    case = make_case(args.fmt, args.index, args.seed)
-    path = write_case(case, args.out)
+    case = (make(args.fmt, args.index, args.seed) if formats is not None
+            else make(args.index, args.seed))
+    path = write(case, args.out)
     print(f"{case.id} from seed file {case.seed_name!r}:")
     for step in case.steps:
         print("  " + step)
@@ -91,6 +96,6 @@ def _show(argv):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["show"]:
-        _show(sys.argv[2:])
+        show_command("fuzz_cases.py", sys.argv[2:], make_case, write_case, FORMATS)
     else:
         sys.exit(__doc__)

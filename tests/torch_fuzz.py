@@ -29,6 +29,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import torch_fuzz_reference  # noqa: E402
+from fuzz_cases import show_command  # noqa: E402
 from fuzz_supervisor import MEMORY_MB, SCAN_SECONDS, run_cases  # noqa: E402
 from torch_fuzz_mutations import (MUTATORS, STRS, enc_str, legacy_split, m_bytes,  # noqa: E402
                                   ops_of)
@@ -217,23 +218,8 @@ def failure_kind(cls: str, detail: str) -> str:
     return cls
 
 
-def _show(argv):
-    import argparse
-    p = argparse.ArgumentParser(prog="torch_fuzz.py show")
-    p.add_argument("index", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=".")
-    args = p.parse_args(argv)
-    case = make_case(args.index, args.seed)
-    path = write_case(case, args.out)
-    print(f"{case.id} from seed {case.seed_name!r}:")
-    for step in case.steps:
-        print("  " + step)
-    print(path)
-
-
 if __name__ == "__main__":
     if sys.argv[1:2] == ["show"]:
-        _show(sys.argv[2:])
+        show_command("torch_fuzz.py", sys.argv[2:], make_case, write_case)
     else:
         sys.exit(__doc__)

@@ -25,6 +25,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import fuzz_supervisor  # noqa: E402
+from fuzz_cases import show_command  # noqa: E402
 import zarr_fits_oracles  # noqa: E402
 from zarr_fits_mutations import MUTATORS  # noqa: E402
 from zarr_fits_oracles import FORMATS, judge  # noqa: E402,F401  (the test imports both here)
@@ -81,24 +82,8 @@ def run_cases(cases, workdir, warmup, workers=2):
                                      workers=workers)
 
 
-def _show(argv):
-    import argparse
-    p = argparse.ArgumentParser(prog="zarr_fits_fuzz.py show")
-    p.add_argument("fmt", choices=FORMATS)
-    p.add_argument("index", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=".")
-    args = p.parse_args(argv)
-    case = make_case(args.fmt, args.index, args.seed)
-    path = write_case(case, args.out)
-    print(f"{case.id} from seed {case.seed_name!r}:")
-    for step in case.steps:
-        print("  " + step)
-    print(path)
-
-
 if __name__ == "__main__":
     if sys.argv[1:2] == ["show"]:
-        _show(sys.argv[2:])
+        show_command("zarr_fits_fuzz.py", sys.argv[2:], make_case, write_case, FORMATS)
     else:
         sys.exit(__doc__)
