@@ -3,6 +3,8 @@ differences worth counting (fpclass stricter than the oracle)."""
 
 from __future__ import annotations
 
+import collections
+
 from fuzz_supervisor import MEMORY_MB, SCAN_SECONDS, Outcome
 
 
@@ -98,3 +100,42 @@ def failure_kind(cls: str, detail: str) -> str:
     if cls == "internal error":
         return f"{cls}: {gist.split(':')[1].strip() if ':' in gist else gist}"
     return cls
+
+
+def tally(cases, outcomes: dict, judge_case, seed_failure=None) -> tuple:
+    """(per-format Counter of cases / clean / found / inconclusive / failures, {(format, failure
+    kind): [(case id, detail)]}, Counter of (format, note class)) for judged cases [(id, path,
+    format)]. `judge_case(case_id, outcome)` gives (failures, notes); `seed_failure(case_id,
+    exit_code, outcome)` a (class, detail) failure for an unmutated seed read wrongly, or None."""
+    table = collections.defaultdict(collections.Counter)
+    failures, notes = collections.defaultdict(list), collections.Counter()
+    for case_id, _, fmt in cases:
+        o = outcomes.get(case_id)
+        assert o is not None, f"{case_id}: no outcome"
+        row = table[fmt]
+        row["cases"] += 1
+        exit_code = o.scan.get("exit")
+        row[{0: "clean", 1: "found", 2: "inconclusive"}.get(exit_code, "other")] += 1
+        fails, case_notes = judge_case(case_id, o)
+        misread = seed_failure(case_id, exit_code, o) if seed_failure is not None else None
+        if misread:
+            fails = fails or [misread]
+        for cls, detail in fails:
+            row["failures"] += 1
+            failures[(fmt, failure_kind(cls, detail))].append((case_id, detail))
+        for cls, _ in case_notes:
+            notes[(fmt, cls)] += 1
+    return table, failures, notes
+
+
+def print_table(formats, table, notes) -> None:
+    """The per-format table of `tally`, then the notes (allowed differences)."""
+    print(f"{'format':<12} {'cases':>6} {'clean':>6} {'found':>6} {'inconcl.':>8} {'failures':>8}")
+    for fmt in formats:
+        r = table[fmt]
+        print(f"{fmt:<12} {r['cases']:>6} {r['clean']:>6} {r['found']:>6} {r['inconclusive']:>8} "
+              f"{r['failures']:>8}")
+    if notes:
+        print("notes (allowed differences):")
+        for (fmt, cls), n in sorted(notes.items()):
+            print(f"  {fmt:<12} {cls}: {n}")

@@ -18,7 +18,6 @@ fuzz_oracles_core.py (the independent readers and the worker script), fuzz_super
 processes, limits, the worker protocol) and fuzz_judge.py (the promise, case by case).
 """
 
-import collections
 import os
 import time
 
@@ -30,7 +29,7 @@ pytest.importorskip("gguf")
 
 import fuzz_oracles_core
 from fuzz_cases import make_case, write_case
-from fuzz_judge import failure_kind, judge
+from fuzz_judge import judge, print_table, tally
 from fuzz_seeds_core import FORMATS, MAIN, seeds
 from fuzz_supervisor import run_cases
 
@@ -65,41 +64,22 @@ def test_scan_fuzz(tmp_path):
     outcomes, stats = run_cases(cases, str(tmp_path), warmup=[p for _, p, _ in seed_cases],
                                 worker=fuzz_oracles_core.__file__)
 
-    table = collections.defaultdict(collections.Counter)
-    failures = collections.defaultdict(list)
-    notes = collections.Counter()
-    for case_id, path, fmt in cases:
-        o = outcomes.get(case_id)
-        assert o is not None, f"{case_id}: no outcome"
-        row = table[fmt]
-        row["cases"] += 1
-        exit_code = o.scan.get("exit")
-        row[{0: "clean", 1: "found", 2: "inconclusive"}.get(exit_code, "other")] += 1
-        fails, case_notes = judge(case_id, o)
-        if case_id.split(":")[0] == fmt and ":" in case_id and exit_code != 1:
-            # an unmutated seed: every one holds NaN/Inf or is clean, and both readers agree
-            fails = fails or ([("seed not found", f"exit {exit_code}")]
-                              if "clean" not in case_id else [])
-        for cls, detail in fails:
-            row["failures"] += 1
-            failures[(fmt, failure_kind(cls, detail))].append((case_id, detail))
-        for cls, _ in case_notes:
-            notes[(fmt, cls)] += 1
+    def seed_failure(case_id, exit_code, o):
+        # an unmutated seed: every one holds NaN/Inf or is clean, and both readers agree
+        if case_id.split(":")[0] == fmt_of[case_id] and ":" in case_id and exit_code != 1 \
+                and "clean" not in case_id:
+            return ("seed not found", f"exit {exit_code}")
+        return None
+
+    fmt_of = {case_id: fmt for case_id, _, fmt in cases}
+    table, failures, notes = tally(cases, outcomes, judge, seed_failure)
 
     print(f"\nscan fuzz: base seed {BASE_SEED}, {CASES} cases per format, "
           f"{time.perf_counter() - start:.1f} s, worker restarts {len(stats['restarts'])}, "
           f"warm worker RSS {stats['ready_rss_mb']} MB / address space {stats['ready_vms_mb']} MB")
-    print(f"{'format':<12} {'cases':>6} {'clean':>6} {'found':>6} {'inconcl.':>8} {'failures':>8}")
-    for fmt in FORMATS:
-        r = table[fmt]
-        print(f"{fmt:<12} {r['cases']:>6} {r['clean']:>6} {r['found']:>6} {r['inconclusive']:>8} "
-              f"{r['failures']:>8}")
+    print_table(FORMATS, table, notes)
     for why in stats["restarts"]:
         print(f"  worker restarted after {why}")
-    if notes:
-        print("notes (allowed differences):")
-        for (fmt, cls), n in sorted(notes.items()):
-            print(f"  {fmt:<12} {cls}: {n}")
     lines = []
     for (fmt, cls), found in sorted(failures.items()):
         case_id, detail = found[0]

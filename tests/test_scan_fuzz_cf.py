@@ -12,7 +12,6 @@ fpclass checked; never "not applicable" where the reference reads NaN/Inf.
     python tests/cf_fuzz.py show nc4 17                              # write one case's file
 """
 
-import collections
 import os
 import time
 
@@ -23,7 +22,7 @@ pytest.importorskip("h5py")
 pytest.importorskip("netCDF4")
 
 from cf_fuzz import FORMATS, INF, NAN, judge, make_case, run_cases  # noqa: E402
-from fuzz_judge import failure_kind  # noqa: E402
+from fuzz_judge import print_table, tally  # noqa: E402
 
 #: Cases per format in a normal run; FPCLASS_CF_FUZZ_CASES for more.
 CASES = int(os.environ.get("FPCLASS_CF_FUZZ_CASES", "150"))
@@ -69,33 +68,11 @@ def test_scan_fuzz_cf(tmp_path):
     warmup = warmup_files(str(tmp_path / "warmup")) + [path for _, path, _ in cases[::CASES]]
     outcomes, stats = run_cases(cases, str(tmp_path), warmup)
 
-    table = collections.defaultdict(collections.Counter)
-    failures = collections.defaultdict(list)
-    notes = collections.Counter()
-    for case_id, _, fmt in cases:
-        o = outcomes.get(case_id)
-        assert o is not None, f"{case_id}: no outcome"
-        row = table[fmt]
-        row["cases"] += 1
-        row[{0: "clean", 1: "found", 2: "inconclusive"}.get(o.scan.get("exit"), "other")] += 1
-        fails, case_notes = judge(case_id, o)
-        for cls, detail in fails:
-            row["failures"] += 1
-            failures[(fmt, failure_kind(cls, detail))].append((case_id, detail))
-        for cls, _ in case_notes:
-            notes[(fmt, cls)] += 1
+    table, failures, notes = tally(cases, outcomes, judge)
 
     print(f"\ncf scan fuzz: base seed {BASE_SEED}, {CASES} cases per format, "
           f"{time.perf_counter() - start:.1f} s, worker restarts {len(stats['restarts'])}")
-    print(f"{'format':<8} {'cases':>6} {'clean':>6} {'found':>6} {'inconcl.':>8} {'failures':>8}")
-    for fmt in FORMATS:
-        r = table[fmt]
-        print(f"{fmt:<8} {r['cases']:>6} {r['clean']:>6} {r['found']:>6} {r['inconclusive']:>8} "
-              f"{r['failures']:>8}")
-    if notes:
-        print("notes (allowed differences):")
-        for (fmt, cls), n in sorted(notes.items()):
-            print(f"  {fmt:<8} {cls}: {n}")
+    print_table(FORMATS, table, notes)
     lines = []
     for (fmt, cls), found in sorted(failures.items()):
         case_id, detail = found[0]

@@ -12,7 +12,6 @@ as missing), and none is left out or called not applicable while holding NaN/Inf
     python tests/zarr_fits_fuzz.py show fits 17                              # one case's files
 """
 
-import collections
 import os
 import time
 
@@ -21,7 +20,7 @@ import pytest
 pytest.importorskip("zarr")
 pytest.importorskip("astropy")
 
-from fuzz_judge import failure_kind  # noqa: E402
+from fuzz_judge import print_table, tally  # noqa: E402
 from zarr_fits_fuzz import FORMATS, judge, make_case, run_cases, seeds, write_files  # noqa: E402
 
 #: Cases per format in a normal run (about 20 s on two idle cores); FPCLASS_FUZZ_ZF_CASES for more.
@@ -47,33 +46,16 @@ def test_scan_fuzz_zarr_fits(tmp_path):
             info[case.id] = case
     outcomes, stats = run_cases(cases, str(tmp_path), warmup)
 
-    table = collections.defaultdict(collections.Counter)
-    failures, notes = collections.defaultdict(list), collections.Counter()
-    for case_id, _, fmt in cases:
-        o = outcomes.get(case_id)
-        assert o is not None, f"{case_id}: no outcome"
-        row = table[fmt]
-        row["cases"] += 1
-        exit_code = o.scan.get("exit")
-        row[{0: "clean", 1: "found", 2: "inconclusive"}.get(exit_code, "other")] += 1
-        fails, case_notes = judge(case_id, o)
+    def seed_failure(case_id, exit_code, o):
         if case_id in seed_ids and exit_code != (0 if "clean" in case_id else 1):
-            fails = fails or [("seed misjudged", f"exit {exit_code}: {o.scan}")]
-        for cls, detail in fails:
-            row["failures"] += 1
-            failures[(fmt, failure_kind(cls, detail))].append((case_id, detail))
-        for cls, _ in case_notes:
-            notes[(fmt, cls)] += 1
+            return ("seed misjudged", f"exit {exit_code}: {o.scan}")
+        return None
+
+    table, failures, notes = tally(cases, outcomes, judge, seed_failure)
 
     print(f"\nzarr/FITS fuzz: base seed {BASE_SEED}, {CASES} cases per format, "
           f"{time.perf_counter() - start:.1f} s, worker restarts {len(stats['restarts'])}")
-    print(f"{'format':<8} {'cases':>6} {'clean':>6} {'found':>6} {'inconcl.':>8} {'failures':>8}")
-    for fmt in FORMATS:
-        r = table[fmt]
-        print(f"{fmt:<8} {r['cases']:>6} {r['clean']:>6} {r['found']:>6} {r['inconclusive']:>8} "
-              f"{r['failures']:>8}")
-    for (fmt, cls), n in sorted(notes.items()):
-        print(f"  note {fmt} {cls}: {n}")
+    print_table(FORMATS, table, notes)
     lines = []
     for (fmt, cls), found in sorted(failures.items()):
         case_id, detail = found[0]
