@@ -8,14 +8,17 @@ import collections
 from fuzz_supervisor import MEMORY_MB, SCAN_SECONDS, Outcome
 
 
-def judge(case_id: str, o: Outcome) -> tuple[list, list]:
-    """([(failure class, detail)], [(note class, detail)]) for one case's outcome."""
-    fails, notes = [], []
-    s, orc = o.scan, o.oracle
+def promise_failures(o: Outcome) -> tuple[list, bool]:
+    """([(failure class, detail)] of a scan that crashed, hung, raised, passed MEMORY_MB or
+    SCAN_SECONDS, reported an internal error or exited with another code than 0, 1, 2; whether
+    the scan's answer can be judged further: not after a crash, hang or raise). Every fuzzer's
+    judge starts here."""
+    s = o.scan
     if o.failure:
-        return [("crash or hang", o.failure)], notes
+        return [("crash or hang", o.failure)], False
     if "raised" in s:
-        return [("scan raised", s["raised"])], notes
+        return [("scan raised", s["raised"])], False
+    fails = []
     if s.get("maxrss_mb", 0) > MEMORY_MB:
         fails.append(("memory", f"peak RSS {s['maxrss_mb']:.0f} MB"))
     if s.get("seconds", 0) > SCAN_SECONDS:
@@ -26,6 +29,16 @@ def judge(case_id: str, o: Outcome) -> tuple[list, list]:
         fails.append(("internal error", internal[0]))
     if s["exit"] not in (0, 1, 2):
         fails.append(("exit code", str(s["exit"])))
+    return fails, True
+
+
+def judge(case_id: str, o: Outcome) -> tuple[list, list]:
+    """([(failure class, detail)], [(note class, detail)]) for one case's outcome."""
+    notes = []
+    s, orc = o.scan, o.oracle
+    fails, judged = promise_failures(o)
+    if not judged:
+        return fails, notes
     clean = s["exit"] == 0
     if orc.get("ok") is None:
         if clean:

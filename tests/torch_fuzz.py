@@ -30,7 +30,8 @@ if HERE not in sys.path:
 
 import torch_fuzz_reference  # noqa: E402
 from fuzz_cases import show_command  # noqa: E402
-from fuzz_supervisor import MEMORY_MB, SCAN_SECONDS, run_cases  # noqa: E402
+from fuzz_judge import promise_failures  # noqa: E402
+from fuzz_supervisor import run_cases  # noqa: E402
 from torch_fuzz_mutations import (MUTATORS, STRS, enc_str, legacy_split, m_bytes,  # noqa: E402
                                   ops_of)
 
@@ -169,22 +170,11 @@ def run(cases: list, workdir: str, warmup: list, workers: int = 2) -> tuple:
 def judge(o) -> tuple[list, list]:
     """([(failure kind, detail)], [(note kind, detail)])."""
     s, ref = o.scan, o.oracle
-    if o.failure:
-        return [("crash or hang", o.failure)], []
-    if "raised" in s:
-        return [("scan raised", s["raised"])], []
-    fails, notes = [], []
-    if s.get("maxrss_mb", 0) > MEMORY_MB:
-        fails.append(("memory", f"peak RSS {s['maxrss_mb']:.0f} MB"))
-    if s.get("seconds", 0) > SCAN_SECONDS:
-        fails.append(("slow", f"{s['seconds']:.1f} s"))
-    reasons = s["problems"] + [t[5] for t in s["tensors"]]
-    internal = [r for r in reasons if r and "internal error" in r]
-    if internal:
-        fails.append(("internal error", internal[0]))
+    fails, judged = promise_failures(o)
+    if not judged:
+        return fails, []
+    notes = []
     code = s["exit"]
-    if code not in (0, 1, 2):
-        fails.append(("exit code", str(code)))
     ours = [sum(t[k] for t in s["tensors"]) for k in (2, 3, 4)]
     partial = bool(s["problems"]) or any(t[1] == "unchecked" for t in s["tensors"])
     if ref.get("ok") is None:
