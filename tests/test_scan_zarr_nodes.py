@@ -167,3 +167,21 @@ def test_metadata_zarr_opens_but_cannot_describe_is_unchecked(tmp_path):
     t = result(report, "z")
     assert t.status == "unchecked" and "zarr cannot describe" in t.reason
     assert "internal error" not in t.reason
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_file_zarr_never_reads_inside_a_store_is_unchecked(tmp_path, fmt):
+    # zarr reads metadata and chunk keys only: a NaN in any other file of the store is not in
+    # zarr's answer, so the scan may not call the store clean
+    store = tmp_path / "s.zarr"
+    a = zarr.create_array(str(store / "g" / "a"), shape=(4,), chunks=(2,), dtype="f4",
+                          zarr_format=fmt)
+    a[:] = [1, 2, 3, 4]
+    (store / "README.txt").write_text("how this store was made\n")
+    (store / ".DS_Store").write_bytes(b"\0\0\0\1Bud1" + bytes(64))
+    assert scan([str(store)]).exit_code == ExitCode.CLEAN   # chunks, metadata, text: all known
+    np.save(store / "g" / "a" / "extra.npy", np.array([np.nan]))
+    (store / "g" / "blob").write_bytes(bytes(range(256)))
+    report = scan([str(store)])
+    assert report.exit_code == ExitCode.INCONCLUSIVE
+    assert sorted(t.name for t in report.unchecked) == ["g/a/extra.npy", "g/blob"]

@@ -19,7 +19,7 @@ from .readers import registry
 # Detection's header tests and magic numbers, also importable from here.
 from .signatures import (COMPRESSIONS, FITS_MAGIC, GGUF_MAGIC, HDF5_SIGNATURE,  # noqa: F401
                          IDL_COMPRESSED, NPY_MAGIC, TORCH_LEGACY_MAGIC, ZIP_MAGIC, compression,
-                         is_torch_legacy, matlab5_order)
+                         is_text, is_torch_legacy, matlab5_order)
 
 SAFETENSORS = "safetensors"
 SAFETENSORS_INDEX = "safetensors-index"
@@ -104,8 +104,6 @@ _TOKENIZER_NAMES = {"tokenizer.model", "spiece.model", "sentencepiece.bpe.model"
 UNRECOGNIZED = "unrecognized binary file"
 
 #: Bytes of 8-bit text: printable ASCII, tab, line ends, form feed, escape, and 0x80-0xFF.
-_TEXT_BYTES = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7F), *range(0x80, 0x100)])
-_ASCII = bytes(range(0x80))
 #: Bytes read to identify a file (and to tell text from binary).
 HEAD_BYTES = 8192
 #: JSON files larger than this are not read to look for a weight_map.
@@ -161,7 +159,7 @@ def identify(path: str) -> Identity:
             return Identity(SAFETENSORS_INDEX)
         return Identity(skip="text file (JSON)")
     ext = os.path.splitext(lower)[1]
-    if ext in _BY_EXTENSION and not (ext == ".mat" and _is_text(head)):
+    if ext in _BY_EXTENSION and not (ext == ".mat" and is_text(head)):
         return Identity(_BY_EXTENSION[ext])  # damaged: its reader names the damage
     if ext == ".pb":   # ONNX test data: one TensorProto per file (decided by its reader)
         from .readers.onnx_tensor import is_tensor_file
@@ -174,7 +172,7 @@ def identify(path: str) -> Identity:
         return Identity(claims=claimed)
     if lower in _TOKENIZER_NAMES or ext == ".spm":
         return Identity(skip="tokenizer model (sentencepiece)")
-    if _is_text(head):
+    if is_text(head):
         return Identity(skip="text file")
     if ext == ".pyc" and head[2:4] == b"\r\n":
         return Identity(skip="compiled code (Python bytecode)")
@@ -194,7 +192,7 @@ def skip_by_head(head: bytes, name: str) -> str:
     ext = os.path.splitext(lower)[1]
     if ext in _BY_EXTENSION or claims_by_name(name) or lower.endswith(".json"):
         return ""
-    return "text file" if _is_text(head) else ""
+    return "text file" if is_text(head) else ""
 
 
 def hdf5_offset(f, head: bytes, size: int) -> int | None:
@@ -297,28 +295,6 @@ def _torch_record(name: str) -> bool:
     return bool(folder) and (rel in ("data.pkl", "constants.pkl", "version", "byteorder",
                                      ".format_version") or head in (".data", "code") or
                              head in ("data", "constants") and key.isdigit())
-
-
-def _is_text(head: bytes) -> bool:
-    """UTF-8 without NUL bytes (a character cut at the end of `head` allowed), UTF-16 with a byte
-    order mark, or 8-bit text (Latin-1, ...): no control byte but tab, line ends, form feed and
-    escape, and at most a quarter of the bytes above 0x7F."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")) and len(head) % 2 == 0:
-        try:
-            return "\0" not in head.decode("utf-16")
-        except UnicodeDecodeError:
-            return False
-    if b"\0" in head:
-        return False
-    try:
-        head.decode("utf-8")
-        return True
-    except UnicodeDecodeError as e:
-        if e.start >= len(head) - 3 and e.reason == "unexpected end of data":
-            return True
-    # 8-bit text: no control bytes, and mostly ASCII (Latin-1 prose is; binary data is not)
-    return not head.translate(None, _TEXT_BYTES) and \
-        4 * len(head.translate(None, _ASCII)) <= len(head)
 
 
 def _is_index(path: str, size: int) -> bool:

@@ -69,3 +69,29 @@ def compression(head: bytes) -> str:
 def is_compressed(head: bytes, size: int = 0) -> bool:
     """A gzip, bzip2, xz or compress (.Z) stream's magic number."""
     return bool(compression(head))
+
+
+_TEXT_BYTES = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7F), *range(0x80, 0x100)])
+_ASCII = bytes(range(0x80))
+
+
+def is_text(head: bytes) -> bool:
+    """UTF-8 without NUL bytes (a character cut at the end of `head` allowed), UTF-16 with a byte
+    order mark, or 8-bit text (Latin-1, ...): no control byte but tab, line ends, form feed and
+    escape, and at most a quarter of the bytes above 0x7F."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) and len(head) % 2 == 0:
+        try:
+            return "\0" not in head.decode("utf-16")
+        except UnicodeDecodeError:
+            return False
+    if b"\0" in head:
+        return False
+    try:
+        head.decode("utf-8")
+        return True
+    except UnicodeDecodeError as e:
+        if e.start >= len(head) - 3 and e.reason == "unexpected end of data":
+            return True
+    # 8-bit text: no control bytes, and mostly ASCII (Latin-1 prose is; binary data is not)
+    return not head.translate(None, _TEXT_BYTES) and \
+        4 * len(head.translate(None, _ASCII)) <= len(head)

@@ -5,14 +5,23 @@ stops at a folder without group metadata), and the float values of each node's a
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 
 import numpy as np
 
 from .reporting import values_task
+from ..signatures import is_text
 
 #: Files that make a directory (or a zip folder) a zarr array or group.
 MARKERS = (".zarray", ".zgroup", "zarr.json")
+#: zarr's own files beside them: attributes (v2) and consolidated metadata.
+METADATA = set(MARKERS) | {".zattrs", ".zmetadata"}
+#: A chunk's (or shard's) key below its array: v2's "0.1" or "0/1", v3's "c/0/1" or "c.0.1",
+#: "0" or "c" for a 0-d array.
+CHUNK_KEY = re.compile(r"(c|\d+)([./]\d+)*")
+#: Files known to hold no tensors that tools leave in any folder.
+TENSOR_FREE = {".DS_Store", "Thumbs.db"}
 
 
 def attribute_tasks(path: str, node: str, attributes: dict) -> list:
@@ -43,11 +52,13 @@ class Listing:
 
     def __init__(self, path: str):
         self.loops: list = []
+        self.files: list = []   # every file of the store, by its path inside it
         if os.path.isdir(path):
             self.nodes = self._directory(path)
             return
         with zipfile.ZipFile(path) as z:
             names = z.namelist()
+        self.files = [n for n in names if not n.endswith("/")]
         nodes = set()
         for name in names:
             node, _, base = name.rpartition("/")
@@ -71,6 +82,7 @@ class Listing:
                 nodes.append(prefix)
             for entry in reversed(entries):
                 if not entry.is_dir():
+                    self.files.append(f"{prefix}/{entry.name}" if prefix else entry.name)
                     continue
                 name = f"{prefix}/{entry.name}" if prefix else entry.name
                 real = os.path.realpath(entry.path)
@@ -81,6 +93,47 @@ class Listing:
                 seen.add(real)
                 stack.append(name)
         return sorted(nodes)
+
+
+def strays(files, nodes, arrays, covered, head) -> list:
+    """The files of a store that are neither zarr metadata of a node nor a chunk of an array
+    (`arrays`: the nodes that are arrays), nor text (`head(name)`: its first bytes) or a kind
+    known to hold no tensors: what zarr never reads, so the scan must say it did not either.
+    Files below a node in `covered` (reported unchecked already) are left out."""
+    nodes = set(nodes)
+    out = []
+    for name in files:
+        parts = name.split("/")
+        if parts[-1] in TENSOR_FREE:
+            continue
+        if "/".join(parts[:-1]) in nodes and parts[-1] in METADATA:
+            continue
+        for k in range(len(parts) - 1, -1, -1):  # the deepest node holding the file
+            node = "/".join(parts[:k])
+            if node in nodes:
+                chunk = node in arrays and CHUNK_KEY.fullmatch("/".join(parts[k:]))
+                if not chunk and node not in covered and not is_text(head(name)):
+                    out.append(name)
+                break
+        else:
+            if not is_text(head(name)):
+                out.append(name)
+    return out
+
+
+def head_reader(path: str):
+    """head(name): the first 8 KiB of file `name` of the store at `path` (a directory or a zip),
+    b"\0" where it cannot be read (so it is never taken for text)."""
+    def head(name: str) -> bytes:
+        try:
+            if os.path.isdir(path):
+                with open(os.path.join(path, *name.split("/")), "rb") as f:
+                    return f.read(8192) or b""
+            with zipfile.ZipFile(path) as z, z.open(name) as f:
+                return f.read(8192)
+        except (OSError, zipfile.BadZipFile, KeyError, RuntimeError):
+            return b"\0"
+    return head
 
 
 def stored_files(path: str, node: str) -> int:

@@ -37,7 +37,7 @@ from ..tasks import CHECK, Task, problem
 from .bounds import check_count
 from .reporting import marker, not_applicable, unchecked
 from .zarr_blosc import blosc_checked, blosc_frames
-from .zarr_nodes import Listing, attribute_tasks, stored_files
+from .zarr_nodes import Listing, attribute_tasks, head_reader, stored_files, strays
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
 #: the shard file, 9x less overhead per inner chunk in benchmarks), by inner chunk otherwise.
@@ -103,6 +103,7 @@ def plan(path: str) -> list:
             raise ReaderError("zarr cannot open the store: no zarr metadata (.zarray, .zgroup or "
                               "zarr.json) in it or below it")
         tasks = [marker(path, "zarr")]
+        arrays, covered = set(), set()
         for name in listing.nodes:
             try:
                 node = _open_node(zarr, store, name)
@@ -111,16 +112,24 @@ def plan(path: str) -> list:
                     raise ReaderError(f"zarr cannot open the store: {e}") from None
                 tasks.append(unchecked(path, name, "?", (),
                                        f"zarr cannot open this array or group: {e}"))
+                covered.add(name)
                 continue
             try:
                 if isinstance(node, zarr.Array):
+                    arrays.add(name)
                     tasks.append(_array_task(zarr, store, path, name, node))
                 tasks += attribute_tasks(path, name, node.attrs.asdict())
             except Exception as e:  # metadata zarr opens but cannot describe (a fill value
                 # of the wrong shape for the data type, for one)
                 tasks.append(unchecked(path, name, "?", (), f"zarr cannot describe this array "
                                        f"or group: {_one_line(e)}"))
+                covered.add(name)
         tasks += [problem(path, reason, name) for name, reason in listing.loops]
+        tasks += [unchecked(path, name, "file", (), "a file inside the zarr store that is neither "
+                            "zarr metadata nor a chunk, so zarr never reads it: not checked (scan "
+                            "it by its own path)")
+                  for name in strays(listing.files, listing.nodes, arrays, covered,
+                                     head_reader(path))]
         check_count(len(tasks), "arrays and float attributes")
     return tasks
 
