@@ -108,6 +108,10 @@ def _parser(out, err) -> _Parser:
                       help="in PyTorch pickles, walk objects of this class like a dict (floats "
                            "inside checked) instead of reporting the file unchecked; nothing is "
                            "imported or called (repeatable)")
+    scan.add_argument("--verify", action="store_true",
+                      help="also compute each file's SHA-256 in the same read and check it "
+                           "against what the file should be (Hugging Face cache blob name, Git "
+                           "LFS pointer, SHA256SUMS beside it); a mismatch is a finding (exit 1)")
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
                            "workers read the files from a shared filesystem. Needs fpclass[dask].")
@@ -190,6 +194,9 @@ def _scan(args, out, err, env) -> int:
         for name in args.allow_globals:
             if "." not in name.strip(".") or " " in name:
                 raise ValueError(f"--allow-global takes a global as module.Name, got {name!r}")
+        if args.verify and args.scheduler:
+            raise ValueError("--verify hashes files on this machine; it cannot be used with "
+                             "--scheduler")
     except ValueError as e:
         _error(err, f"fpclass scan: error: {e}")
         return ExitCode.INCONCLUSIVE
@@ -219,7 +226,7 @@ def _scan(args, out, err, env) -> int:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
                              threads=args.threads, include=args.include, exclude=args.exclude,
                              allow_globals=args.allow_globals, debug=args.traceback,
-                             execute_on=execute_on,
+                             execute_on=execute_on, verify=args.verify,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from .._optional import require
+from .integrity import integrity_clause, integrity_lines
 from .status import NOT_APPLICABLE, UNCHECKED
 
 #: A not-applicable reason that only names the kind of the data (integers, text, bool, times, ...):
@@ -80,6 +81,7 @@ def summary_line(report: "ScanReport") -> str:
         text += f"; {s['problems']} file problems"
     if s["skipped"]:
         text += f"; {s['skipped']} files skipped"
+    text += integrity_clause(report.integrity)
     if not report.read_any:
         text += "; no tensor was checked"
     if report.interrupted:
@@ -106,6 +108,7 @@ def plain_lines(report: "ScanReport"):
         yield f"problem: {printable(p.path)}: {printable(p.reason)}"
     for p in report.skipped:
         yield f"skipped: {printable(p.path)}: {printable(p.reason)}"
+    yield from map(printable, integrity_lines(report.integrity))
     yield summary_line(report)
 
 
@@ -184,6 +187,8 @@ def rich_table(report: "ScanReport", stream, color: bool | None = None) -> None:
             table.add_row("[dim]skipped[/]", cell(p.path), "", "", "", *pad, cell(p.reason),
                           style="dim")
         console.print(table)
+    for line in integrity_lines(report.integrity):
+        console.print(printable(line), style="red", highlight=False, markup=False)
     style = {"clean": "green", "found": "red"}.get(report.status, "yellow")
     console.print(summary_line(report), style=style, highlight=False, markup=False)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from .._records import stored_through_slots
 from .._version import __version__
 from .exitcodes import ExitCode
+from .integrity import integrity_summary
 from .status import CHECKED, NOT_APPLICABLE, UNCHECKED
 
 SCHEMA = "fpclass.scan/2"
@@ -122,6 +123,7 @@ class ScanReport:
     fail_on: frozenset = frozenset(CLASSES)
     seconds: float = 0.0
     interrupted: bool = False
+    integrity: list | None = None  # [FileIntegrity] when the scan verified hashes, else None
 
     @property
     def checked(self) -> list:
@@ -153,12 +155,17 @@ class ScanReport:
     def exit_code(self) -> ExitCode:
         if self.interrupted:
             return ExitCode.INTERRUPTED
-        if self.failing:
+        if self.failing or self.mismatched:
             return ExitCode.FOUND
         if self.problems or not self.read_any or any(
                 t.status == UNCHECKED for t in self.tensors):
             return ExitCode.INCONCLUSIVE
         return ExitCode.CLEAN
+
+    @property
+    def mismatched(self) -> list:
+        """Files whose SHA-256 contradicts a reference (with `verify`)."""
+        return [i for i in self.integrity or () if i.mismatches]
 
     @property
     def read_any(self) -> bool:
@@ -226,6 +233,9 @@ class ScanReport:
             "summary": self.summary(),
             "files": [{"path": p, "format": f} for p, f in self.files],
         }
+        if self.integrity is not None:
+            doc["integrity"] = {"summary": integrity_summary(self.integrity),
+                                "files": [i.to_dict() for i in self.integrity]}
         if items:
             doc["tensors"] = [t.to_dict() for t in self.tensors]
             doc["problems"] = [p.to_dict() for p in self.problems]

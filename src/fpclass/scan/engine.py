@@ -17,6 +17,7 @@ from ..results import build
 from ..results.report import Problem, ScanReport, parse_fail_on
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
 from .tasks import FILE, PROBLEM, SKIPPED
+from .verifying import execute_verified
 
 __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupted", "ScanReport",
            "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan"]
@@ -24,11 +25,12 @@ __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupte
 
 def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
              max_locations: int = DEFAULT_MAX_LOCATIONS, seconds: float = 0.0,
-             interrupted: bool = False) -> ScanReport:
+             interrupted: bool = False, integrity=None) -> ScanReport:
     """The report for `results` (one per task, in task order): file markers become the file
     list, problems the problem list, skipped files the skipped list, and the parts of each
     tensor are merged."""
-    report = ScanReport(fail_on=frozenset(fail_on), seconds=seconds, interrupted=interrupted)
+    report = ScanReport(fail_on=frozenset(fail_on), seconds=seconds, interrupted=interrupted,
+                        integrity=integrity)
     tensors = report.tensors
     places: dict = {}  # tensor key -> its place in `tensors`
     parts: dict = {}   # tensor key -> its parts' results
@@ -57,7 +59,7 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=()) -> ScanReport:
+         execute_on=None, allow_globals=(), verify: bool = False) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -67,7 +69,9 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
     run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
-    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md)."""
+    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). `verify`
+    also computes each file's SHA-256 in the same read and checks it against the file's
+    references (report.integrity; a mismatch is a finding)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -79,6 +83,9 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
     allow_globals = _globals(allow_globals)
+    if verify and execute_on is not None:
+        raise ValueError("verify hashes files on this machine; it cannot run on another "
+                         "executor (--scheduler)")
     with scratch.session():  # a compressed file's decompressed copy lives until the end
         start = time.perf_counter()
         try:
@@ -91,11 +98,19 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
                             seconds=time.perf_counter() - start, interrupted=True)
         if on_planned is not None:
             on_planned(tasks)
-        run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
-        results, interrupted = run(tasks, max_locations=max_locations, chunk_bytes=chunk_bytes,
-                                   progress=progress, debug=debug)
+        integrity = None
+        if verify:
+            results, integrity, interrupted = execute_verified(
+                tasks, paths, threads=threads, max_locations=max_locations,
+                chunk_bytes=chunk_bytes, progress=progress, debug=debug)
+        else:
+            run = functools.partial(execute, threads=threads) if execute_on is None \
+                else execute_on
+            results, interrupted = run(tasks, max_locations=max_locations,
+                                       chunk_bytes=chunk_bytes, progress=progress, debug=debug)
         return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
-                        seconds=time.perf_counter() - start, interrupted=interrupted)
+                        seconds=time.perf_counter() - start, interrupted=interrupted,
+                        integrity=integrity)
 
 
 def _patterns(patterns, what: str) -> tuple:

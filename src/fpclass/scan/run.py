@@ -76,7 +76,7 @@ def _run_empty(task: Task) -> TensorResult:
     return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first)
 
 
-def _tally(task: Task, limit: int) -> build.Tally:
+def new_tally(task: Task, limit: int) -> build.Tally:
     """The tally of one task: its sign flip (torch's lazy negation / conjugation), its blank
     convention (a declared NaN blank is counted as missing, not as NaN), and its broadcast
     dimensions (read once, each value standing for as many as their sizes say)."""
@@ -107,23 +107,29 @@ def _index(task: Task, item: int) -> tuple:
 
 def _run_elements(task, max_locations, chunk_bytes, stop):
     dtype = np_dtype(task.element)
-    tally = _tally(task, max_locations)
+    tally = new_tally(task, max_locations)
     for first, chunk in task.storage.chunks(task, dtype.itemsize, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
-        v = chunk.view(dtype)
-        if task.flip == "conj":  # rows are (element, part)
-            tally.add(v.reshape(-1, 2), lambda r, f=first: _index(task, f + 2 * r[0] + r[1]),
-                      chunk.size)
-        else:
-            tally.add(v, lambda r, f=first: _index(task, f + r[0]), chunk.size)
+        add_elements(task, tally, first, chunk)
     return tally.result()
+
+
+def add_elements(task: Task, tally: build.Tally, first: int, chunk) -> None:
+    """Classify `chunk` (uint8, whole elements of `task`, the first being item `first`) into
+    `tally`."""
+    v = chunk.view(np_dtype(task.element))
+    if task.flip == "conj":  # rows are (element, part)
+        tally.add(v.reshape(-1, 2), lambda r, f=first: _index(task, f + 2 * r[0] + r[1]),
+                  chunk.size)
+    else:
+        tally.add(v, lambda r, f=first: _index(task, f + r[0]), chunk.size)
 
 
 def _run_nd(task, max_locations, chunk_bytes, stop):
     """A task read in N-d blocks, each with its origin; the storage maps them to indices."""
     where = task.storage.where(task)
-    tally = _tally(task, max_locations)
+    tally = new_tally(task, max_locations)
     for origin, block in task.storage.blocks(task, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
@@ -132,14 +138,25 @@ def _run_nd(task, max_locations, chunk_bytes, stop):
 
 
 def _run_blocks(task, max_locations, chunk_bytes, stop):
-    fields = [(f.name, f.offset, np_dtype(f.element)) for f in task.fields]
-    tally = _tally(task, max_locations)
+    fields = block_fields(task)
+    tally = new_tally(task, max_locations)
     for first, chunk in task.storage.chunks(task, task.block_bytes, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
-        tally.add_fields(chunk.reshape(-1, task.block_bytes), fields,
-                         lambda k, f=first: _index(task, f + k), chunk.size)
+        add_blocks(task, tally, fields, first, chunk)
     return tally.result()
+
+
+def block_fields(task: Task) -> list:
+    """(name, offset, numpy dtype) of each float field of a block-quantized task's blocks."""
+    return [(f.name, f.offset, np_dtype(f.element)) for f in task.fields]
+
+
+def add_blocks(task: Task, tally: build.Tally, fields: list, first: int, chunk) -> None:
+    """Classify the `fields` of `chunk` (uint8, whole blocks of `task`, the first being block
+    `first`) into `tally`."""
+    tally.add_fields(chunk.reshape(-1, task.block_bytes), fields,
+                     lambda k, f=first: _index(task, f + k), chunk.size)
 
 
 def needs_reading(task: Task) -> bool:
