@@ -226,3 +226,16 @@ def test_truncated_file_is_unchecked_not_clean(tmp_path, monkeypatch):
     report = engine.scan([str(tmp_path)], verify=True)
     assert int(report.exit_code) != 0
     assert report.integrity[0].sha256 == sha256(tmp_path / "t.safetensors")
+
+
+def test_ctrl_c_while_hashing_gives_the_report_so_far(files):
+    seen = []
+
+    def progress(task, result):
+        seen.append(task)
+        raise KeyboardInterrupt
+
+    report = engine.scan([str(files)], verify=True, progress=progress)
+    assert report.interrupted and int(report.exit_code) == 130
+    assert any(t.status == "unchecked" and "interrupted" in t.reason for t in report.tensors)
+    assert seen

@@ -9,7 +9,7 @@ import threading
 
 from .executing import execute
 from .references import find_references
-from .run import DEFAULT_MAX_LOCATIONS
+from .run import DEFAULT_MAX_LOCATIONS, interrupted_result
 from .storage import CHUNK_BYTES
 from .streaming import hash_files, streams_with
 from .tasks import FILE, PROBLEM
@@ -58,4 +58,7 @@ def execute_verified(tasks, roots, *, threads: int | None = None,
                                             debug=debug)
         for i, result in zip(rest, rest_results):
             results[i] = result
+    for i, result in enumerate(results):
+        if result is None:
+            results[i] = interrupted_result(tasks[i])
     return results, [i for i in integrity if i is not None], interrupted
