@@ -29,6 +29,12 @@ def test_warmup_fills_an_empty_numba_cache_once(tmp_path):
     first = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, env=env, timeout=1200)
     assert first.returncode == 0, first.stderr
     assert "every kernel compiled or loaded" in first.stdout
+    # progress: a line as each part ends, numbered, naming the dtype and the launch mode
+    steps = [line for line in first.stdout.splitlines() if line.startswith("fpclass warmup: [")]
+    assert len(steps) >= 8
+    assert [s.split("[")[1].split("]")[0] for s in steps] == [
+        f"{k}/{len(steps)}" for k in range(1, len(steps) + 1)]
+    assert any("float16" in s and "threaded" in s for s in steps)
     cached = sorted(p.name for p in (tmp_path / "cache").rglob("*.nbi"))
     assert cached   # numba's index files: the kernels are in the cache
     again = subprocess.run(run + ["-q"], capture_output=True, text=True, cwd=ROOT, env=env,

@@ -85,7 +85,8 @@ def _parser(out, err) -> _Parser:
                    help="compile every kernel into numba's on-disk cache (for images and CI)",
                    description="Compile (or load) every numba kernel fpclass uses, so that no "
                    "later process on this machine compiles: run it once when building an image, "
-                   "or cache NUMBA_CACHE_DIR between CI runs. Small inputs never need it.")
+                   "or cache NUMBA_CACHE_DIR between CI runs. Small inputs never need it. "
+                   "Prints a line as each part is done (-q: only errors).")
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     scan.add_argument("--json", action="store_true", help="print the report as JSON (schema "
                       "fpclass.scan/2, see docs/scan.md)")
@@ -174,7 +175,13 @@ def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
 
 def _warmup(args, out) -> int:
     from .operators.warmup import compile_kernels
-    seconds = compile_kernels()
+
+    def progress(done, total, unit, seconds):
+        what = f"{unit[0]} kernels ({unit[1]})"
+        out.write(f"fpclass warmup: [{done}/{total}] {what}: {seconds:.1f} s\n")
+        out.flush()
+
+    seconds = compile_kernels(None if args.quiet else progress)
     if not args.quiet:
         out.write(f"fpclass: every kernel compiled or loaded from numba's cache in {seconds:.1f} s\n")
     return 0
