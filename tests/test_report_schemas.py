@@ -165,3 +165,19 @@ def test_json_and_format_sarif_contradict(tree):
     out, err = io.StringIO(), io.StringIO()
     code = main(["scan", "models", "--json", "--format", "sarif"], stdout=out, stderr=err)
     assert code != 0 and "--json and --format sarif" in err.getvalue() and out.getvalue() == ""
+
+
+def test_sarif_uris_are_percent_encoded_relative_references(tmp_path, monkeypatch):
+    from urllib.parse import unquote
+    monkeypatch.chdir(tmp_path)
+    name = "a b#1%.npy"
+    np.save(tmp_path / name, np.array([np.nan], np.float32))
+    code, out = run(name, "--format", "sarif")
+    (result,) = _results(json.loads(out))
+    uri = _where(result)[0]
+    assert code == 1 and uri == "a%20b%231%25.npy" and unquote(uri) == name
+    code, out = run(tmp_path / name, "--format", "sarif")
+    (result,) = _results(json.loads(out))
+    uri = _where(result)[0]
+    assert uri.startswith("file:///") and unquote(uri[len("file://"):]) == str(tmp_path / name)
+    assert " " not in uri and "#" not in uri

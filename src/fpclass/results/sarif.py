@@ -44,9 +44,11 @@ def _uri(path: str) -> str:
     """A URI reference for `path`: relative paths stay relative (code scanning resolves them from
     the repository root), absolute ones become file:// URIs."""
     posix = path.replace(os.sep, "/")
+    # surrogateescape: a name's bytes that are not UTF-8 are percent-encoded as they are
     if os.path.isabs(path):
-        return "file://" + quote(posix if posix.startswith("/") else "/" + posix)
-    return quote(posix)
+        return "file://" + quote(posix if posix.startswith("/") else "/" + posix,
+                                 errors="surrogateescape")
+    return quote(posix, errors="surrogateescape")
 
 
 def _location(file: str, name: str | None) -> dict:
