@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +73,10 @@ def _hook_repository(dest: Path) -> Path:
 def _offline_pip(tmp_path: Path) -> dict:
     """The environment that makes pip install from wheels of this environment only."""
     import wheelhouse
+    try:
+        import tomllib
+    except ImportError:   # Python 3.10
+        import tomli as tomllib
     with open(ROOT / "pyproject.toml", "rb") as f:
         project = tomllib.load(f)
     wheels = wheelhouse.build(project["project"]["dependencies"]

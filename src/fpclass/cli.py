@@ -256,8 +256,9 @@ def _scan(args, out, err, env) -> int:
 
 
 def _print(report, args, out, env) -> int:
-    """Write `report` as JSON, SARIF, a rich table (a terminal, rich installed) or plain lines, colored
-    as --color and NO_COLOR say; return its exit code."""
+    """Write `report` as --format says: JSON, SARIF, or text (a rich table on a terminal with rich
+    installed, plain lines otherwise, colored as --color and NO_COLOR say); return its exit
+    code."""
     from .results import render
 
     color = _color(args.color, out, env)
