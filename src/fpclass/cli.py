@@ -16,6 +16,7 @@ from .results.render import printable
 #: The options accepted both before and after the subcommand, and their defaults.
 GLOBAL_DEFAULTS = {"quiet": False, "color": "auto", "output": None, "traceback": False}
 COLOR_MODES = ("auto", "always", "never")
+OUTPUT_FORMATS = ("text", "json", "sarif")
 
 
 class _Exit(Exception):
@@ -89,22 +90,26 @@ def _parser(out, err) -> _Parser:
                    "Prints a line as each part is done (-q: only errors).")
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     scan.add_argument("--json", action="store_true", help="print the report as JSON (schema "
-                      "fpclass.scan/2, see docs/scan.md)")
-    scan.add_argument("--fail-on", default="nan,inf", metavar="CLASSES",
+                      "fpclass.scan/2, see docs/scan.md); the same as --format json")
+    scan.add_argument("--format", choices=OUTPUT_FORMATS, default=None, dest="output_format",
+                      help="the report on stdout: text (a table on a terminal, plain lines "
+                      "otherwise; the default), json, or sarif (SARIF 2.1.0, for code scanning; "
+                      "see docs/ci.md)")
+    scan.add_argument("--fail-on", default=None, metavar="CLASSES",
                       help="comma-separated classes that make the exit code 1: nan, inf, posinf, "
                       "neginf, missing (NaN declared a blank by the format), any (default: "
                       "nan,inf)")
-    scan.add_argument("--max-locations", type=int, default=5, metavar="N",
+    scan.add_argument("--max-locations", type=int, default=None, metavar="N",
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",
                       help="worker threads (default: one per core)")
-    scan.add_argument("--include", action="append", default=[], metavar="GLOB",
+    scan.add_argument("--include", action="append", default=None, metavar="GLOB",
                       help="in directories, read only files whose name or path below the "
                       "directory matches GLOB (repeatable); the others are listed as skipped")
-    scan.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+    scan.add_argument("--exclude", action="append", default=None, metavar="GLOB",
                       help="in directories, skip files and directories whose name or path below "
                       "the directory matches GLOB (repeatable)")
-    scan.add_argument("--allow-global", action="append", default=[], metavar="MODULE.NAME",
+    scan.add_argument("--allow-global", action="append", default=None, metavar="MODULE.NAME",
                       dest="allow_globals",
                       help="in PyTorch pickles, walk objects of this class like a dict (floats "
                            "inside checked) instead of reporting the file unchecked; nothing is "
@@ -113,6 +118,12 @@ def _parser(out, err) -> _Parser:
                       help="also compute each file's SHA-256 in the same read and check it "
                            "against what the file should be (Hugging Face cache blob name, Git "
                            "LFS pointer, SHA256SUMS beside it); a mismatch is a finding (exit 1)")
+    scan.add_argument("--config", metavar="FILE", default=None,
+                      help="read settings from the [tool.fpclass] table of FILE (default: the "
+                      "nearest pyproject.toml with one, upward from the scanned paths; options "
+                      "given here win)")
+    scan.add_argument("--no-config", action="store_true",
+                      help="read no settings file")
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
                            "workers read the files from a shared filesystem. Needs fpclass[dask].")
@@ -188,11 +199,18 @@ def _warmup(args, out) -> int:
 
 
 def _scan(args, out, err, env) -> int:
+    from . import settings
     from .scan import engine
     from .results.render import rich_available
     from .results.report import parse_fail_on
 
     try:
+        if args.json and args.output_format not in (None, "json"):
+            raise ValueError(f"--json and --format {args.output_format} contradict each other")
+        args.output_format = "json" if args.json else args.output_format or "text"
+        if args.config is not None and args.no_config:
+            raise ValueError("--config and --no-config contradict each other")
+        settings.apply(args, args.paths, args.config, use_config=not args.no_config)
         fail_on = parse_fail_on(args.fail_on)
         if args.max_locations < 0:
             raise ValueError(f"--max-locations must be >= 0, got {args.max_locations}")
@@ -226,7 +244,8 @@ def _scan(args, out, err, env) -> int:
             "no_workers_timeout": args.no_workers_timeout}
         execute_on = functools.partial(distributed.execute, scheduler=args.scheduler, **timeout)
     bar = None
-    if _is_terminal(err) and not args.quiet and not args.json and rich_available():
+    if _is_terminal(err) and not args.quiet and args.output_format == "text" \
+            and rich_available():
         from .results.render import Progress
         bar = Progress(err, color=_color(args.color, err, env))
     try:
@@ -251,13 +270,17 @@ def _scan(args, out, err, env) -> int:
 
 
 def _print(report, args, out, env) -> int:
-    """Write `report` as JSON, a rich table (a terminal, rich installed) or plain lines, colored
-    as --color and NO_COLOR say; return its exit code."""
+    """Write `report` as --format says: JSON, SARIF, or text (a rich table on a terminal with rich
+    installed, plain lines otherwise, colored as --color and NO_COLOR say); return its exit
+    code."""
     from .results import render
 
     color = _color(args.color, out, env)
-    if args.json:
+    if args.output_format == "json":
         report.write_json(out)
+    elif args.output_format == "sarif":
+        from .results.sarif import write_sarif
+        write_sarif(report, out)
     elif _is_terminal(out) and render.rich_available():
         render.rich_table(report, out, color=color)
     else:
