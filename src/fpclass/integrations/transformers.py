@@ -9,9 +9,10 @@ hooks go on the model from on_train_begin to on_train_end:
 - the loss: a forward hook on the model, reading the `loss` of its output (a ModelOutput or a
   dict) in training mode; a loss computed outside the model (a custom compute_loss) is not
   seen, only its gradients;
-- the gradients: one torch multi-grad hook on all the parameters that require grad, called
-  once per backward when all their gradients are computed, before they are accumulated into
-  .grad and clipped (each micro-batch's gradients under gradient accumulation);
+- the gradients: a post-accumulate-grad hook on each parameter that requires grad; the first
+  one of a backward queues one check of every .grad for the end of that backward (torch's
+  autograd engine callback, as DDP uses), before the Trainer clips (under gradient
+  accumulation: after each micro-batch, of the sum so far);
 - the parameters: on_optimizer_step, right after the optimizer step;
 - checkpoints: on_save, after the Trainer has written them: the files of the checkpoint folder
   are read by fpclass.scan (model weights, optimizer state), or the model's state dict where
@@ -53,8 +54,8 @@ class NonFiniteCallback(_hf.TrainerCallback):
                            gradients=gradients, parameters=parameters, checkpoints=checkpoints,
                            max_findings=max_findings)
         self._handles: list = []
-        self._skip = self._skipped = False
-        self._state = self._control = None
+        self._skip = self._skipped = self._queued = False
+        self._state = self._control = self._model = None
 
     @property
     def findings(self) -> list:
@@ -68,18 +69,16 @@ class NonFiniteCallback(_hf.TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self._remove()
-        self._skip = self._skipped = False
+        self._skip = self._skipped = self._queued = False
         self._state, self._control = state, control
         if model is None:
             return
         if self.guard.loss:
             self._handles.append(model.register_forward_hook(self._loss))
-        named = [(n, p) for n, p in self.guard.named(model) if p.requires_grad]
-        if self.guard.gradients and named:
-            import torch
-            names = [n for n, _ in named]
-            self._handles.append(torch.autograd.graph.register_multi_grad_hook(
-                [p for _, p in named], lambda grads: self._gradients(names, grads), mode="all"))
+        if self.guard.gradients:
+            self._model = model
+            self._handles += [p.register_post_accumulate_grad_hook(self._accumulated)
+                              for p in model.parameters() if p.requires_grad]
 
     def on_train_end(self, args, state, control, **kwargs):
         self._remove()
@@ -96,12 +95,23 @@ class NonFiniteCallback(_hf.TrainerCallback):
         if loss is not None:
             self._act(self.guard.tensors("loss", [("loss", loss)], self._step(1)), can_skip=True)
 
-    def _gradients(self, names, grads) -> None:
+    def _accumulated(self, param) -> None:
+        # the first parameter whose .grad is complete: check them all once this backward ends
+        if not self._queued:
+            import torch
+            self._queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._gradients)
+
+    def _gradients(self) -> None:
+        self._queued = False
         if not self._skip:
-            found = self.guard.tensors("gradient", zip(names, grads), self._step(1))
-            self._act(found, can_skip=True)
+            grads = [(name, p.grad) for name, p in self.guard.named(self._model)]
+            self._act(self.guard.tensors("gradient", grads, self._step(1)), can_skip=True)
 
     # -- the Trainer's events ----------------------------------------------------------------
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._queued = False   # a backward that raised never ran its end-of-backward check
 
     def on_pre_optimizer_step(self, args, state, control, optimizer=None, model=None, **kwargs):
         if self._skip:
