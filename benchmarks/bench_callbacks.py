@@ -15,6 +15,8 @@ float32 on CPU, SGD.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import os
 import statistics
@@ -118,7 +120,8 @@ def transformers_steps(make, n_in, n_out, steps, callback) -> list:
             optim="sgd", learning_rate=1e-4, dataloader_num_workers=0)
         trainer = transformers.Trainer(Model(), args, train_dataset=rows,
                                        callbacks=([callback] if callback else []) + [timer])
-        trainer.train()
+        with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints its metrics
+            trainer.train()
     return timer.times[5:]
 
 
