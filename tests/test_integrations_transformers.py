@@ -168,3 +168,36 @@ def test_fail_on_and_ignore_pass_over_what_they_name(tmp_path):
     with pytest.raises(NonFiniteTrainingError, match="stats"):  # the same Inf, looked at
         train(tmp_path / "c", Tiny(("buffer", 2, math.inf)), NonFiniteCallback(fail_on="inf"),
               save_strategy="steps", save_steps=2)
+
+
+def test_a_tiny_gpt2_built_from_its_config(tmp_path):
+    # a real transformers model: its ModelOutput carries the loss the callback reads
+    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=16, n_positions=8)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 16, (8, 6), generator=g)
+    ids[:, 0] = 3
+    data = [{"input_ids": row, "labels": row} for row in ids]
+    options = dict(report_to="none", use_cpu=True, max_steps=2, per_device_train_batch_size=4,
+                   save_strategy="no", disable_tqdm=True, logging_strategy="no")
+
+    def train_gpt2(model, callback, out):
+        args = transformers.TrainingArguments(str(tmp_path / out), **options)
+        transformers.Trainer(model, args, train_dataset=data, callbacks=[callback]).train()
+
+    torch.manual_seed(0)
+    callback = NonFiniteCallback()
+    train_gpt2(transformers.GPT2LMHeadModel(config), callback, "clean")
+    assert callback.findings == []
+
+    model = transformers.GPT2LMHeadModel(config)
+    name = "transformer.h.0.mlp.c_fc.bias"
+    param = dict(model.named_parameters())[name]
+    param.register_hook(lambda grad: grad.index_fill(0, torch.tensor([5]), math.inf))
+    with pytest.raises(NonFiniteTrainingError, match=rf"step 1: gradient '{name}' holds 1 \+Inf"):
+        train_gpt2(model, NonFiniteCallback(), "gradient")
+
+    model = transformers.GPT2LMHeadModel(config)
+    with torch.no_grad():
+        model.transformer.wte.weight[3, 0] = math.nan   # token 3 starts every sequence
+    with pytest.raises(NonFiniteTrainingError, match=r"step 1: loss 'loss' holds 1 NaN"):
+        train_gpt2(model, NonFiniteCallback(), "loss")
