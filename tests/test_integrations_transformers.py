@@ -201,3 +201,14 @@ def test_a_tiny_gpt2_built_from_its_config(tmp_path):
         model.transformer.wte.weight[3, 0] = math.nan   # token 3 starts every sequence
     with pytest.raises(NonFiniteTrainingError, match=r"step 1: loss 'loss' holds 1 NaN"):
         train_gpt2(model, NonFiniteCallback(), "loss")
+
+
+def test_without_a_checkpoint_folder_on_save_checks_the_model_state(tmp_path):
+    # (a hyperparameter search saves under run-<trial>/: the folder on_save looks for is absent)
+    from types import SimpleNamespace
+    model = Tiny()
+    model.stats[1] = -math.inf
+    callback = NonFiniteCallback()
+    with pytest.raises(NonFiniteTrainingError, match=r"step 5: checkpoint 'stats' holds 1 -Inf"):
+        callback.on_save(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=5),
+                         transformers.TrainerControl(), model=model)
