@@ -7,9 +7,9 @@ A step is timed from the framework's step-begin hook to its step-end hook (forwa
 backward, optimizer step, and the callback's checks of the loss, the gradients and the parameters
 inside them), by a timing callback placed after fpclass's. Runs without and with the callback
 take turns (--rounds runs of --steps steps each), so drift in the machine's speed reaches both
-alike; each row is the best over the runs of a run's median step. Models: a Linear(4, 2) (the tests' tiny model: the fixed cost
-of the hooks) and an 8-layer 512-wide MLP (16 parameter tensors, 2.1 M parameters), batch 16,
-float32 on CPU, SGD.
+alike; each row is the best over the runs of a run's median step. Models: a Linear(4, 2) (the
+tests' tiny model: the fixed cost of the hooks) and an 8-layer 512-wide MLP (16 parameter
+tensors, 2.1 M parameters), batch 16, float32 on CPU, SGD.
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 pytest.importorskip("accelerate", reason="the Trainer needs accelerate (fpclass[test])")
 
-from fpclass.integrations.transformers import NonFiniteCallback, NonFiniteTrainingError  # noqa: E402
+from fpclass.integrations.transformers import (  # noqa: E402
+    NonFiniteCallback, NonFiniteTrainingError,
+)
 
 
 class Poison(torch.autograd.Function):
@@ -80,7 +82,8 @@ def train(tmp_path, model, callback, max_steps=4, **kwargs):
     data = [{"x": x[i], "labels": y[i]} for i in range(16)]
     options = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True, max_steps=max_steps,
                    per_device_train_batch_size=2, learning_rate=0.01, save_strategy="no",
-                   disable_tqdm=True, logging_strategy="no", optim="sgd", lr_scheduler_type="constant")
+                   disable_tqdm=True, logging_strategy="no", optim="sgd",
+                   lr_scheduler_type="constant")
     options.update(kwargs)
     planter = Planter()
     trainer = transformers.Trainer(model=model, args=transformers.TrainingArguments(**options),

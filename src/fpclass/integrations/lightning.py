@@ -18,12 +18,13 @@ from __future__ import annotations
 from .._optional import require
 from .guard import Guard, NonFiniteTrainingError, TrainingFinding, skip_step
 
-_pl = require("lightning.pytorch", "lightning", "fpclass.integrations.lightning")
+require("lightning.pytorch", "lightning", "fpclass.integrations.lightning")
+from lightning.pytorch import Callback  # noqa: E402  (once require has said what to install)
 
 __all__ = ["NonFiniteCallback", "NonFiniteTrainingError", "TrainingFinding"]
 
 
-class NonFiniteCallback(_pl.Callback):
+class NonFiniteCallback(Callback):
     """Check the loss, the gradients, the parameters after each optimizer step and each
     checkpoint for NaN / Inf (fpclass.check: one batched pass per dtype over all the tensors).
 

@@ -28,12 +28,13 @@ from collections.abc import Mapping
 from .._optional import require
 from .guard import Guard, NonFiniteTrainingError, TrainingFinding, skip_step
 
-_hf = require("transformers", "transformers", "fpclass.integrations.transformers")
+require("transformers", "transformers", "fpclass.integrations.transformers")
+from transformers import TrainerCallback  # noqa: E402  (once require has said what to install)
 
 __all__ = ["NonFiniteCallback", "NonFiniteTrainingError", "TrainingFinding"]
 
 
-class NonFiniteCallback(_hf.TrainerCallback):
+class NonFiniteCallback(TrainerCallback):
     """Check the loss, the gradients, the parameters after each optimizer step and each
     checkpoint for NaN / Inf (fpclass.check: one batched pass per dtype over all the tensors).
 
