@@ -66,3 +66,29 @@ def test_the_guard_names_each_tensor_with_its_classes_counts_and_first_index():
     assert Guard(ignore=["a", "c*"]).tensors("g", grads.items(), 1) == []
     kept = Guard(max_findings=1)
     assert len(kept.tensors("g", grads.items(), 1)) == 2 and len(kept.findings) == 1
+
+
+def test_tensors_off_the_host_are_screened_there_and_only_non_finite_ones_copied():
+    torch = pytest.importorskip("torch")
+
+    class OnDevice(torch.Tensor):
+        """Stands for a tensor on an accelerator (this machine has none): not is_cpu, and
+        counting its copies to the host."""
+        copies = 0
+
+        @property
+        def is_cpu(self):
+            return False
+
+        def cpu(self):
+            OnDevice.copies += 1
+            return self.as_subclass(torch.Tensor)
+
+    bad = torch.tensor([1.0, math.nan, math.inf, math.nan])
+    named = [("bad", bad.as_subclass(OnDevice)), ("fine", torch.zeros(5).as_subclass(OnDevice)),
+             ("host", torch.tensor([-math.inf]))]
+    found = Guard("stop").tensors("gradient", named, 3)
+    assert {f.name: (f.counts, f.first) for f in found} == {
+        "bad": ({"nan": int(torch.isnan(bad).sum()), "posinf": 1, "neginf": 0}, (1,)),
+        "host": ({"nan": 0, "posinf": 0, "neginf": 1}, (0,))}
+    assert OnDevice.copies == 2   # the screen's flags, once for all; the one non-finite tensor
