@@ -4,8 +4,9 @@ at the first NaN / Inf in the loss, a gradient, a parameter or a checkpoint, nam
     trainer = transformers.Trainer(..., callbacks=[NonFiniteCallback()])
 
 Where it looks. The Trainer hands callbacks neither the loss nor the gradients before it clips
-them (and clipping with a NaN norm turns every gradient NaN, losing which one it was), so two
-hooks go on the model from on_train_begin to on_train_end:
+them, and its gradient norm (clip_grad_norm_, run even when max_grad_norm is 0) turns every
+gradient NaN as soon as one is Inf or NaN, losing which one it was; so hooks go on the model
+from on_train_begin to on_train_end:
 - the loss: a forward hook on the model, reading the `loss` of its output (a ModelOutput or a
   dict) in training mode; a loss computed outside the model (a custom compute_loss) is not
   seen, only its gradients;
