@@ -34,7 +34,8 @@ def read(*parts):
     ("scan",), ("scan", "x", "--bogus"), ("scan", "x", "--threads", "two"),
     ("scan", "x", "--color", "sometimes"), ("scan", "x", "--fail-on", "nope"),
     ("scan", "x", "--fail-on", ""), ("scan", "x", "--threads", "0"), ("frobnicate",), (),
-    ("scan", "-"), ("warmup", "--output", "x.json")])
+    ("scan", "-"), ("warmup", "--output", "x.json"), ("--output", "x.json", "warmup"),
+    ("--color", "never", "warmup")])
 def test_usage_errors_exit_4(argv):
     code, out, err = run(*argv)
     assert code == ExitCode.USAGE == 4 and out == "" and err, (code, out, err)

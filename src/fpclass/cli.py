@@ -170,6 +170,12 @@ def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     except _Exit as e:
         return e.code
+    if args.command == "warmup":
+        # before `warmup`, the parser cannot yet know the command: refuse what it would ignore
+        given = [f"--{n}" for n in ("color", "output") if hasattr(args, n)]
+        if given:
+            _error(err, f"fpclass warmup: error: {' and '.join(given)} apply to scan only")
+            return ExitCode.USAGE
     for name, default in GLOBAL_DEFAULTS.items():
         if not hasattr(args, name):
             setattr(args, name, default)
