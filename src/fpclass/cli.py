@@ -57,8 +57,8 @@ class _Parser(argparse.ArgumentParser):
 def _scan_description() -> str:
     from .scan.readers.registry import accepted
     return ("Check every tensor of every file (directories recursively) for NaN and Inf. Read: "
-            f"{accepted()}. Exit codes: 0 clean, 1 found, 2 inconclusive (a named path that is "
-            "not there too), 4 usage error, 130 interrupted.")
+            f"{accepted()}. Exit codes: 0 clean, 1 found, 2 inconclusive (something, a missing "
+            "path too, was not checked), 4 usage error, 130 interrupted.")
 
 
 def _global_options(scan: bool = True) -> argparse.ArgumentParser:

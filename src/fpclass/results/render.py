@@ -91,7 +91,7 @@ def _verdict(report: "ScanReport", s: dict) -> str:
     if not ignored or report.failing:
         return end
     failing = ", ".join(_CLASS_NAMES[c] for c in _CLASS_NAMES if c in report.fail_on) or "none"
-    return f"no --fail-on class ({failing}) found, {' and '.join(ignored)} found but not in " \
+    return f"no --fail-on class ({failing}) found, {', '.join(ignored)} found but not in " \
         f"--fail-on: {end}"
 
 
