@@ -48,9 +48,9 @@ def test_version():
     assert run("--version") == (0, f"fpclass {version}\n", "")
 
 
-def test_no_command_prints_help_and_exits_2():
-    code, out, _ = run()
-    assert code == 2 and "scan" in out and "--version" in out
+def test_no_command_prints_help_and_exits_4():
+    code, out, err = run()
+    assert code == 4 and out == "" and "scan" in err and "--version" in err
 
 
 @pytest.mark.parametrize("argv", [("-q", "scan", "{}"), ("scan", "{}", "-q"), ("scan", "-q", "{}"),
@@ -102,7 +102,7 @@ def test_color_in_a_pipe(bad):
 
 def test_bad_color_names_the_accepted_values(bad):
     code, _, err = run("scan", bad, "--color", "sometimes")
-    assert code == 2 and "auto" in err and "always" in err and "never" in err
+    assert code == 4 and "auto" in err and "always" in err and "never" in err
 
 
 def test_output_writes_the_json_document_and_stdout_keeps_the_human_output(bad, tmp_path):
@@ -120,7 +120,7 @@ def test_output_that_cannot_be_written_fails_before_the_scan(bad, tmp_path, monk
     monkeypatch.setattr(engine, "plan", lambda *a, **k: pytest.fail("scanned anyway"))
     target = tmp_path / "missing" / "report.json"
     code, out, err = run("scan", bad, "--output", target)
-    assert code == 2 and out == "" and err.count("\n") == 1
+    assert code == 4 and out == "" and err.count("\n") == 1
     assert "--output" in err and str(target) in err
 
 
@@ -134,9 +134,9 @@ def test_control_characters_in_names_are_escaped_on_stderr(tmp_path, monkeypatch
     assert code == 2 and "\x1b" not in err and err.count("\n") == 1 and "\\x1b[2J\\x0aname" in err
     assert "scheduler" not in err   # a local scan's OSError is not about a cluster
     code, _, err = run("scan", tmp_path, "--output", tmp_path / "evil\x1b]0;\x07" / "r.json")
-    assert code == 2 and "\x1b" not in err and err.count("\n") == 1 and "evil\\x1b]0;\\x07" in err
+    assert code == 4 and "\x1b" not in err and err.count("\n") == 1 and "evil\\x1b]0;\\x07" in err
     code, _, err = run("scan", tmp_path, "--max-locations", "x\x1b[31m")
-    assert code == 2 and "\x1b" not in err and "\\x1b[31m" in err
+    assert code == 4 and "\x1b" not in err and "\\x1b[31m" in err
 
 
 def test_without_rich_the_terminal_gets_plain_lines(bad, monkeypatch):
@@ -154,7 +154,7 @@ def test_scheduler_without_distributed_names_the_extra(bad, monkeypatch):
     hide(monkeypatch, "distributed")
     forget(monkeypatch, "fpclass.dask.distributed")
     code, out, err = run("scan", bad, "--scheduler", "tcp://127.0.0.1:1")
-    assert code == 2 and out == "" and err.count("\n") == 1 and "--scheduler" in err
+    assert code == 4 and out == "" and err.count("\n") == 1 and "--scheduler" in err
     assert re.search(install_message("dask"), err)
 
 

@@ -41,8 +41,10 @@ def extras() -> set:
 
 
 def install_message(extra):
-    """What every such ImportError says: the extra, and the command that works from a clone."""
-    return re.escape(f"install fpclass[{extra}] (pip install '.[{extra}]' from a clone)")
+    """What every such ImportError says: the one wording of _optional.install_hint (the extra,
+    and the command that installs it from the clone or wheel fpclass came from)."""
+    from fpclass._optional import install_hint
+    return re.escape(install_hint(extra))
 
 
 def test_require_names_the_extra_and_the_cause(monkeypatch):

@@ -34,7 +34,7 @@ def test_reasons_beyond_the_kind_are_printed_ordinary_ones_are_not():
         f"not applicable: m.pt: (array): pickle[]: {GLOBAL}",
         f"not applicable: m.nc: temp: short[4]: {PACKED}",
         "unchecked: m.nc: blob: opaque[2]: opaque data cannot be classified"]
-    assert lines[-1].startswith("summary: 1 files, 8 tensors (1 checked, 6 not applicable, "
+    assert lines[-1].startswith("summary: 1 file, 8 tensors (1 checked, 6 not applicable, "
                                 "1 unchecked)")
     plain = [line.replace("\x1b[2m", "").replace("\x1b[33m", "").replace("\x1b[0m", "")
              for line in colored_lines(report_of(tasks))]

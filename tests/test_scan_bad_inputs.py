@@ -54,7 +54,7 @@ CASES = {
     "notzip.npz": (b"PK\x03\x04garbage", "not a valid zip"),
     "garbage.onnx": (b"\x08\x07\x3a\xff\xff\xff", "not a valid ONNX model"),
     "unknown.dat": (b"hello world", "not a tensor file (text file)"),
-    "weights.bin": (b"hello world", "format fpclass does not read"),
+    "weights.bin": (b"hello world", "its content is not one fpclass reads"),
 }
 
 

@@ -60,7 +60,7 @@ def test_plain_output(files):
     assert lines[0] == (f"found: {bad}: w: F32[4]: nan=2 posinf=0 neginf=1 of 4: "
                         "at [1] nan, [2] neginf, ... 1 more")
     assert lines[1].startswith(f"problem: {broken}: ")
-    assert lines[-1].startswith("summary: 1 files, 1 tensors (1 checked")
+    assert lines[-1].startswith("summary: 1 file, 1 tensor (1 checked")
     assert lines[-1].endswith("-> found (exit 1)")
     assert err == ""
     code, out, _ = run(bad, "--quiet")
@@ -76,10 +76,10 @@ def test_rich_table_on_a_terminal(files):
 def test_bad_arguments(files):
     clean, _, _ = files
     code, out, err = run(clean, "--fail-on", "nope")
-    assert code == 2 and "accepted" in err and err.count("\n") == 1
+    assert code == ExitCode.USAGE == 4 and "accepted" in err and err.count("\n") == 1
     code, _, err = run(clean, "--threads", "0")
-    assert code == 2 and "--threads" in err
-    assert main(["scan"], stdout=io.StringIO(), stderr=io.StringIO()) == 2
+    assert code == 4 and "--threads" in err
+    assert main(["scan"], stdout=io.StringIO(), stderr=io.StringIO()) == 4
     out = io.StringIO()
     assert main(["scan", "--help"], stdout=out, stderr=io.StringIO()) == 0
     assert "--fail-on" in out.getvalue()

@@ -157,7 +157,7 @@ def test_skipped_files_are_in_the_json_and_plain_output(tmp_path):
     doc = json.loads(out)
     assert code == 0 and doc["summary"]["skipped"] == len(doc["skipped"]) == 11
     assert {"path": str(model / "README.md"), "reason": "text file"} in doc["skipped"]
-    code, out, _ = run(model)
+    code, out, _ = run(model, "--show-skipped")
     lines = out.splitlines()
     assert f"skipped: {model / 'vocab.txt'}: text file" in lines
     assert "11 files skipped -> clean (exit 0)" in lines[-1]
@@ -178,7 +178,8 @@ def test_include_and_exclude(tmp_path):
     assert sorted(os.path.basename(p.path) for p in report.skipped) == [
         "a.safetensors", "c.safetensors"]
     assert scan([tmp_path], include=["runs/*"]).exit_code == ExitCode.FOUND  # path below the root
-    code, out, _ = run(tmp_path, "--exclude", "runs/*", "--exclude", "a.safetensors")
+    code, out, _ = run(tmp_path, "--exclude", "runs/*", "--exclude", "a.safetensors",
+                       "--show-skipped")
     assert code == ExitCode.CLEAN and out.count("skipped: ") == 2
     code, _, _ = run(tmp_path, "--include", "*.safetensors", "--exclude", "b.*")
     assert code == ExitCode.FOUND

@@ -9,9 +9,10 @@ import functools
 import os
 import sys
 
+from ._oserrors import describe
 from . import __version__
 from .results.exitcodes import ExitCode
-from .results.render import printable
+from .results.render import TABLE_ROWS, printable
 
 #: The options accepted both before and after the subcommand, and their defaults.
 GLOBAL_DEFAULTS = {"quiet": False, "color": "auto", "output": None, "traceback": False}
@@ -41,6 +42,12 @@ class _Parser(argparse.ArgumentParser):
             self.description = self.description()
         return super().format_help()
 
+    def error(self, message):
+        """A usage error: the usage and the message on stderr, then ExitCode.USAGE (argparse's
+        own is 2, which fpclass keeps for "inconclusive")."""
+        self.print_usage(self._err)
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+
     def exit(self, status=0, message=None):
         if message:
             # the message quotes what was typed: escaped, so it cannot move the cursor or recolor
@@ -51,25 +58,29 @@ class _Parser(argparse.ArgumentParser):
 def _scan_description() -> str:
     from .scan.readers.registry import accepted
     return ("Check every tensor of every file (directories recursively) for NaN and Inf. Read: "
-            f"{accepted()}. Exit codes: 0 clean, 1 found, 2 inconclusive, 130 interrupted.")
+            f"{accepted()}. Exit codes: 0 clean, 1 found, 2 inconclusive (something, a missing "
+            "path too, was not checked), 4 usage error, 130 interrupted.")
 
 
-def _global_options() -> argparse.ArgumentParser:
-    """The parent parser of the options that go before or after the subcommand. Their defaults are
-    SUPPRESS, so a side where an option is absent does not overwrite the other side's value (the
-    subcommand's side wins when both give it); main() fills in GLOBAL_DEFAULTS."""
+def _global_options(scan: bool = True) -> argparse.ArgumentParser:
+    """The parent parser of the options that go before or after the subcommand (those of `scan`,
+    or only those `warmup` uses). Their defaults are SUPPRESS, so a side where an option is absent
+    does not overwrite the other side's value (the subcommand's side wins when both give it);
+    main() fills in GLOBAL_DEFAULTS."""
     options = argparse.ArgumentParser(add_help=False)
     suppress = argparse.SUPPRESS
     options.add_argument("-q", "--quiet", action="store_true", default=suppress,
-                         help="no progress bar and no summary line")
+                         help="no progress bar and no summary line" if scan else "no message")
+    options.add_argument("--traceback", action="store_true", default=suppress,
+                         help="show internal errors with their traceback")
+    if not scan:
+        return options
     options.add_argument("--color", choices=COLOR_MODES, default=suppress,
                          help="color the output: auto (the default: on a terminal, unless the "
                          "NO_COLOR environment variable is set and not empty), always, never")
     options.add_argument("--output", metavar="FILE", default=suppress,
                          help="also write the JSON report to FILE (stdout keeps the table or the "
                          "plain lines)")
-    options.add_argument("--traceback", action="store_true", default=suppress,
-                         help="show internal errors with their traceback")
     return options
 
 
@@ -82,7 +93,7 @@ def _parser(out, err) -> _Parser:
     scan = sub.add_parser("scan", out=out, err=err, parents=[common],
                           help="check checkpoints and array files for NaN and Inf",
                           description=_scan_description)
-    sub.add_parser("warmup", out=out, err=err, parents=[common],
+    sub.add_parser("warmup", out=out, err=err, parents=[_global_options(scan=False)],
                    help="compile every kernel into numba's on-disk cache (for images and CI)",
                    description="Compile (or load) every numba kernel fpclass uses, so that no "
                    "later process on this machine compiles: run it once when building an image, "
@@ -109,6 +120,16 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--exclude", action="append", default=None, metavar="GLOB",
                       help="in directories, skip files and directories whose name or path below "
                       "the directory matches GLOB (repeatable)")
+    scan.add_argument("--force-exclude", action="store_true",
+                      help="apply --include/--exclude to files named on the command line too, and "
+                      "skip a named file that holds no tensors (text, images, ...) instead of "
+                      "reporting it: for globs (scan dir/*) and pre-commit, which name every file")
+    scan.add_argument("--show-skipped", action="store_true",
+                      help="list every skipped file with its reason (default: one line counting "
+                      "them by reason)")
+    scan.add_argument("--max-rows", type=int, default=TABLE_ROWS, metavar="N",
+                      help="rows of the terminal table at most, findings and problems first; 0 "
+                      f"for all (default: {TABLE_ROWS}; piped lines and --json list all)")
     scan.add_argument("--allow-global", action="append", default=None, metavar="MODULE.NAME",
                       dest="allow_globals",
                       help="in PyTorch pickles, walk objects of this class like a dict (floats "
@@ -126,7 +147,8 @@ def _parser(out, err) -> _Parser:
                       help="read no settings file")
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
-                           "workers read the files from a shared filesystem. Needs fpclass[dask].")
+                           "workers read the files from a shared filesystem (needs the dask "
+                           "extra)")
     scan.add_argument("--no-workers-timeout", type=float, default=None, metavar="SECONDS",
                       help="with --scheduler: give up (exit 2, unfinished tensors unchecked) after "
                            "the cluster has had no worker for SECONDS (default: 120)")
@@ -164,12 +186,18 @@ def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     except _Exit as e:
         return e.code
+    if args.command == "warmup":
+        # before `warmup`, the parser cannot yet know the command: refuse what it would ignore
+        given = [f"--{n}" for n in ("color", "output") if hasattr(args, n)]
+        if given:
+            _error(err, f"fpclass warmup: error: {' and '.join(given)} apply to scan only")
+            return ExitCode.USAGE
     for name, default in GLOBAL_DEFAULTS.items():
         if not hasattr(args, name):
             setattr(args, name, default)
     if args.command not in ("scan", "warmup"):
-        parser.print_help(out)
-        return ExitCode.INCONCLUSIVE
+        parser.print_help(err)
+        return ExitCode.USAGE
     try:
         if args.command == "warmup":
             return _warmup(args, out)
@@ -202,7 +230,7 @@ def _scan(args, out, err, env) -> int:
     from . import settings
     from .scan import engine
     from .results.render import rich_available
-    from .results.report import parse_fail_on
+    from .results.report import FAIL_ON_NAMES, parse_fail_on
 
     try:
         if args.json and args.output_format not in (None, "json"):
@@ -212,6 +240,14 @@ def _scan(args, out, err, env) -> int:
             raise ValueError("--config and --no-config contradict each other")
         settings.apply(args, args.paths, args.config, use_config=not args.no_config)
         fail_on = parse_fail_on(args.fail_on)
+        if not fail_on:
+            raise ValueError(f"--fail-on names no class ({args.fail_on!r}), which would hide "
+                             "every finding; accepted: " + ", ".join(FAIL_ON_NAMES))
+        if "-" in args.paths:
+            raise ValueError("'-' (standard input) is not read: save the data to a file and name "
+                             "the file (a file called '-': name it ./-)")
+        if args.max_rows < 0:
+            raise ValueError(f"--max-rows must be >= 0 (0: every row), got {args.max_rows}")
         if args.max_locations < 0:
             raise ValueError(f"--max-locations must be >= 0, got {args.max_locations}")
         if args.threads is not None and args.threads < 1:
@@ -224,22 +260,22 @@ def _scan(args, out, err, env) -> int:
                              "--scheduler")
     except ValueError as e:
         _error(err, f"fpclass scan: error: {e}")
-        return ExitCode.INCONCLUSIVE
+        return ExitCode.USAGE
     if args.output is not None:
         # Fail before a long scan, not after it. Append mode: nothing is truncated yet.
         try:
             open(args.output, "a").close()
         except OSError as e:
             _error(err, f"fpclass scan: error: --output {args.output}: cannot write: "
-                   f"{e.strerror or e}")
-            return ExitCode.INCONCLUSIVE
+                   f"{describe(e)}")
+            return ExitCode.USAGE
     execute_on = None
     if args.scheduler:
         try:
             from .dask import distributed
         except ImportError as e:
             _error(err, f"fpclass scan: error: --scheduler: {e}")
-            return ExitCode.INCONCLUSIVE
+            return ExitCode.USAGE
         timeout = {} if args.no_workers_timeout is None else {
             "no_workers_timeout": args.no_workers_timeout}
         execute_on = functools.partial(distributed.execute, scheduler=args.scheduler, **timeout)
@@ -251,6 +287,7 @@ def _scan(args, out, err, env) -> int:
     try:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
                              threads=args.threads, include=args.include, exclude=args.exclude,
+                             force_exclude=args.force_exclude,
                              allow_globals=args.allow_globals, debug=args.traceback,
                              execute_on=execute_on, verify=args.verify,
                              progress=bar.advance if bar else None,
@@ -282,10 +319,12 @@ def _print(report, args, out, env) -> int:
         from .results.sarif import write_sarif
         write_sarif(report, out)
     elif _is_terminal(out) and render.rich_available():
-        render.rich_table(report, out, color=color)
+        render.rich_table(report, out, color=color, max_rows=args.max_rows,
+                          show_skipped=args.show_skipped)
     else:
         # Without rich (fpclass[cli]) a terminal gets the plain lines: complete, only less pretty.
-        lines = list((render.colored_lines if color else render.plain_lines)(report))
+        lines = list((render.colored_lines if color else render.plain_lines)(
+            report, show_skipped=args.show_skipped))
         for line in lines[:-1] if args.quiet else lines:
             out.write(line + "\n")
     return report.exit_code

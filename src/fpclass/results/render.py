@@ -6,6 +6,7 @@ itself through it without an import cycle."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from .._optional import require
 from .integrity import integrity_clause, integrity_lines
@@ -67,32 +68,73 @@ def _locations(t: "TensorResult") -> str:
     return ", ".join(parts) + (f", ... {more} more" if more > 0 and parts else "")
 
 
+def _at(t: "TensorResult") -> str:
+    """": at LOCATIONS" for a found line, or "" when no location is listed (--max-locations 0)."""
+    where = _locations(t)
+    return f": at {where}" if where else ""
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    """`n` and `word`, in the plural (`many`, else word + "s") unless n is 1: "1 file", "2 files"."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+#: The classes of report.fail_on, as the summary names them.
+_CLASS_NAMES = {"nan": "NaN", "posinf": "+Inf", "neginf": "-Inf", "missing": "missing"}
+
+
+def _verdict(report: "ScanReport", s: dict) -> str:
+    """The summary's end: the status and exit code, and, when values were found of classes
+    --fail-on does not name, that they were found but not failed on (so a clean exit after
+    `found:` lines says why)."""
+    end = f"{report.status} (exit {int(report.exit_code)})"
+    ignored = [_CLASS_NAMES[c] for c in _CLASS_NAMES if s[c] and c not in report.fail_on]
+    if not ignored or report.failing:
+        return end
+    failing = ", ".join(_CLASS_NAMES[c] for c in _CLASS_NAMES if c in report.fail_on) or "none"
+    return f"no --fail-on class ({failing}) found, {', '.join(ignored)} found but not in " \
+        f"--fail-on: {end}"
+
+
 def summary_line(report: "ScanReport") -> str:
     """One line: files, tensors, bytes, throughput, counts, unchecked and the verdict."""
     s = report.summary()
     rate = f" ({_size(s['bytes_per_second'])}/s)" if s["bytes_per_second"] else ""
-    text = (f"{s['files']} files, {s['tensors']} tensors ({s['checked']} checked, "
+    text = (f"{plural(s['files'], 'file')}, {plural(s['tensors'], 'tensor')} "
+            f"({s['checked']} checked, "
             f"{s['not_applicable']} not applicable, {s['unchecked']} unchecked), "
             f"{_size(s['bytes_checked'])} checked in {s['seconds']:.2f} s{rate}; "
             f"{s['nan']} NaN, {s['posinf']} +Inf, {s['neginf']} -Inf"
             + (f", {s['missing']} missing (declared blanks)" if s["missing"] else "")
-            + f" in {s['tensors_with_findings']} tensors")
+            + f" in {plural(s['tensors_with_findings'], 'tensor')}")
     if s["problems"]:
-        text += f"; {s['problems']} file problems"
+        text += f"; {plural(s['problems'], 'file problem')}"
     if s["skipped"]:
-        text += f"; {s['skipped']} files skipped"
+        text += f"; {plural(s['skipped'], 'file')} skipped"
     text += integrity_clause(report.integrity)
     if not report.read_any:
         text += "; no tensor was checked"
     if report.interrupted:
         text += "; interrupted"
-    return f"summary: {text} -> {report.status} (exit {int(report.exit_code)})"
+    return f"summary: {text} -> {_verdict(report, s)}"
 
 
-def plain_lines(report: "ScanReport"):
+def skipped_count(report: "ScanReport") -> str:
+    """The one line that stands for the skipped files unless they are listed: how many, by
+    reason (the commonest first, five at most)."""
+    reasons = Counter(p.reason for p in report.skipped)
+    shown = [f"{printable(r)}: {n}" for r, n in reasons.most_common(5)]
+    if len(reasons) > 5:
+        shown.append(f"{plural(len(reasons) - 5, 'other reason')}")
+    return (f"{plural(len(report.skipped), 'file')} holding no tensors or filtered out "
+            f"({'; '.join(shown)}); --show-skipped lists them")
+
+
+def plain_lines(report: "ScanReport", show_skipped: bool = False):
     """Yield one line per tensor with findings, per unchecked tensor, per not-applicable tensor
-    whose reason says more than its kind (reason_shown), per problem, per skipped file, then the
-    summary. Names are escaped (`printable`), so each item is one line."""
+    whose reason says more than its kind (reason_shown), per problem, per skipped file (with
+    `show_skipped`; else one line counting them), then the summary. Names are escaped
+    (`printable`), so each item is one line."""
     def head(t):
         where = f"{printable(t.file)}: " if t.file else ""   # fpclass.check's arrays: no file
         return f"{where}{_name(t)}: {printable(t.dtype)}{_shape(t)}"
@@ -100,28 +142,31 @@ def plain_lines(report: "ScanReport"):
         if t.nonfinite:
             missing = f" missing={t.missing}" if t.missing else ""
             yield (f"found: {head(t)}: nan={t.nan} posinf={t.posinf} neginf={t.neginf}{missing} "
-                   f"of {t.elements}: at {_locations(t)}")
+                   f"of {t.elements}{_at(t)}")
         elif reason_shown(t):
             tag = "unchecked" if t.status == UNCHECKED else "not applicable"
             yield f"{tag}: {head(t)}: {printable(t.reason)}"
     for p in report.problems:
         yield f"problem: {printable(p.path)}: {printable(p.reason)}"
-    for p in report.skipped:
-        yield f"skipped: {printable(p.path)}: {printable(p.reason)}"
+    if show_skipped:
+        for p in report.skipped:
+            yield f"skipped: {printable(p.path)}: {printable(p.reason)}"
+    elif report.skipped:
+        yield f"skipped: {skipped_count(report)}"
     yield from map(printable, integrity_lines(report.integrity))
     yield summary_line(report)
 
 
 #: ANSI SGR codes of colored plain lines: the tag of each line, the summary by its verdict.
 _TAG_COLORS = {"found": "31", "unchecked": "33", "problem": "33", "skipped": "2",
-               "not applicable": "2"}
+               "not applicable": "2", "mismatch": "31", "unverified": "33"}
 _VERDICT_COLORS = {"clean": "32", "found": "31"}   # inconclusive, interrupted: yellow
 
 
-def colored_lines(report: "ScanReport"):
+def colored_lines(report: "ScanReport", show_skipped: bool = False):
     """plain_lines with ANSI color on each line's tag and on the summary line; without the color
     codes, the same text."""
-    for line in plain_lines(report):
+    for line in plain_lines(report, show_skipped):
         tag, sep, rest = line.partition(": ")
         if tag == "summary":
             yield f"\x1b[{_VERDICT_COLORS.get(report.status, '33')}m{line}\x1b[0m"
@@ -155,40 +200,71 @@ def _console(stream, color):
     return Console(file=stream, color_system=None)
 
 
-def rich_table(report: "ScanReport", stream, color: bool | None = None) -> None:
-    """Print a table of findings, unchecked tensors, not-applicable ones whose reason says more
-    than their kind, and problems, then the summary, with rich, colored as `color` says (see
-    _console)."""
+#: Rows of the terminal table by default (`--max-rows`): a table is read, not searched; a long
+#: one costs rich seconds to lay out, and the piped lines and the JSON keep every row.
+TABLE_ROWS = 100
+
+
+def _table_rows(report: "ScanReport", show_skipped: bool):
+    """(tag, tensor or problem) for each row, the most important first: findings, problems,
+    unchecked tensors, not-applicable ones with a reason, then skipped files when asked."""
+    rows = [("found", t) for t in report.tensors if t.nonfinite]
+    rows += [("problem", p) for p in report.problems]
+    rows += [("unchecked" if t.status == UNCHECKED else "not applicable", t)
+             for t in report.tensors if not t.nonfinite and reason_shown(t)]
+    if show_skipped:
+        rows += [("skipped", p) for p in report.skipped]
+    return rows
+
+
+_TAG_STYLES = {"found": "[red]found[/]", "problem": "[yellow]problem[/]",
+               "unchecked": "[yellow]unchecked[/]", "not applicable": "[dim]not applicable[/]",
+               "skipped": "[dim]skipped[/]"}
+
+
+def rich_table(report: "ScanReport", stream, color: bool | None = None,
+               max_rows: int = TABLE_ROWS, show_skipped: bool = False) -> None:
+    """Print a table of findings, problems, unchecked tensors and not-applicable ones whose reason
+    says more than their kind (and skipped files with `show_skipped`), at most `max_rows` of them
+    (0: all) in that order, a line counting the rows left out and the skipped files not listed,
+    then the summary; with rich, colored as `color` says (see _console)."""
     console = _console(stream, color)
     escape, Table = _rich("markup").escape, _rich("table").Table
 
     def cell(text: str) -> str:
         return escape(printable(text))
 
-    rows = [t for t in report.tensors if t.nonfinite or reason_shown(t)]
-    if rows or report.problems or report.skipped:
+    rows = _table_rows(report, show_skipped)
+    shown = rows[:max_rows] if max_rows else rows
+    if shown:
         table = Table(show_lines=False)
-        blanks = any(t.missing for t in rows)
+        blanks = any(t.missing for tag, t in shown if tag not in ("problem", "skipped"))
         counts = ("NaN", "+Inf", "-Inf") + (("missing",) if blanks else ())
         for col in ("", "file", "tensor", "dtype", "shape", *counts, "where / why"):
             table.add_column(col, justify="right" if col in counts else "left", overflow="fold")
         pad = ("",) * len(counts)
-        for t in rows:
-            bad = bool(t.nonfinite)
+        for tag, t in shown:
+            if tag in ("problem", "skipped"):
+                table.add_row(_TAG_STYLES[tag], cell(t.path), "", "", "", *pad, cell(t.reason),
+                              style="dim" if tag == "skipped" else None)
+                continue
             numbers = (t.nan, t.posinf, t.neginf) + ((t.missing,) if blanks else ())
-            tag = "[red]found[/]" if bad else "[yellow]unchecked[/]" if t.status == UNCHECKED \
-                else "[dim]not applicable[/]"
-            table.add_row(tag, cell(t.file),
-                          escape(_name(t)), cell(t.dtype), _shape(t), *map(str, numbers),
-                          escape(_locations(t)) if bad else cell(t.reason))
-        for p in report.problems:
-            table.add_row("[yellow]problem[/]", cell(p.path), "", "", "", *pad, cell(p.reason))
-        for p in report.skipped:
-            table.add_row("[dim]skipped[/]", cell(p.path), "", "", "", *pad, cell(p.reason),
-                          style="dim")
+            table.add_row(_TAG_STYLES[tag], cell(t.file), escape(_name(t)), cell(t.dtype),
+                          _shape(t), *map(str, numbers),
+                          escape(_locations(t)) if tag == "found" else cell(t.reason))
         console.print(table)
     for line in integrity_lines(report.integrity):
         console.print(printable(line), style="red", highlight=False, markup=False)
+    if len(shown) < len(rows):
+        left = Counter(tag for tag, _ in rows[len(shown):])
+        what = ", ".join(plural(n, tag) if tag == "problem" else f"{n} {tag}"
+                         for tag, n in left.items())
+        console.print(f"{plural(len(rows) - len(shown), 'more row')} not shown ({what}): "
+                      "--max-rows 0 shows all; piped output and --json list every one",
+                      highlight=False, markup=False)
+    if report.skipped and not show_skipped:
+        console.print(f"skipped: {skipped_count(report)}", style="dim", highlight=False,
+                      markup=False)
     style = {"clean": "green", "found": "red"}.get(report.status, "yellow")
     console.print(summary_line(report), style=style, highlight=False, markup=False)
 

@@ -19,7 +19,7 @@ from .readers import registry
 # Detection's header tests and magic numbers, also importable from here.
 from .signatures import (COMPRESSIONS, FITS_MAGIC, GGUF_MAGIC, HDF5_SIGNATURE,  # noqa: F401
                          IDL_COMPRESSED, NPY_MAGIC, TORCH_LEGACY_MAGIC, ZIP_MAGIC, compression,
-                         is_text, is_torch_legacy, matlab5_order)
+                         is_text, is_torch_legacy, matlab5_order, standin)
 
 SAFETENSORS = "safetensors"
 SAFETENSORS_INDEX = "safetensors-index"
@@ -113,11 +113,14 @@ _INDEX_LIMIT = 64 << 20
 @dataclass(frozen=True)
 class Identity:
     """One of: `kind` (a reader in KINDS reads it), `claims` (holds tensors in the format named,
-    which fpclass does not read), or `skip` (holds no tensors: why)."""
+    which fpclass does not read; with `standin`, the message for a pointer named as a tensor file
+    whose content was never fetched), or `skip` (holds no tensors: why)."""
 
     kind: str | None = None
     claims: str = ""
     skip: str = ""
+    #: With `claims`: the whole problem message (a pointer standing for a file not fetched).
+    standin: bool = False
 
 
 def claims_by_name(name: str) -> str:
@@ -146,6 +149,9 @@ def identify(path: str) -> Identity:
         head = f.read(HEAD_BYTES)
         size = st.st_size
         name = os.path.basename(path)
+        pointer = standin(head, size)
+        if pointer:
+            return _standin(name, *pointer)
         by_content = _by_content(head, size, name)
         if by_content is not None and by_content.claims.startswith("zip archive"):
             by_content = _zip_members(f)
@@ -179,6 +185,28 @@ def identify(path: str) -> Identity:
     if ext in (".ttf", ".otf") and head[:4] in (b"\x00\x01\x00\x00", b"true"):
         return Identity(skip="font (TrueType)")
     return Identity(claims=UNRECOGNIZED)
+
+
+#: Name endings the readers take on content alone (`.pt`, `.gz`, ...), beside their extensions.
+_KNOWN_NAMES = tuple(n.lstrip("*").lower() for r in registry.READERS for n in r.known_names)
+
+
+def named_as_tensors(name: str) -> str:
+    """The tensor format a name announces (claims_by_name, or a name a reader takes on content,
+    such as `.gz`), or ""."""
+    lower = name.lower()
+    return claims_by_name(name) or next(
+        (f"{n} file" for n in _KNOWN_NAMES if lower.endswith(n)), "")
+
+
+def _standin(name: str, what: str, command: str) -> Identity:
+    """A pointer left by a version-control tool: a problem when named as a tensor file (its
+    tensors were not checked), else a skipped text file saying what it is."""
+    claimed = named_as_tensors(name)
+    if claimed:
+        return Identity(claims=f"{what}, not the {claimed} it stands for: the content was never "
+                        f"fetched (run `{command}`), so not checked", standin=True)
+    return Identity(skip=f"text file ({what}: run `{command}` to fetch the file)")
 
 
 def skip_by_head(head: bytes, name: str) -> str:

@@ -59,12 +59,14 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=(), verify: bool = False) -> ScanReport:
+         execute_on=None, allow_globals=(), force_exclude: bool = False,
+         verify: bool = False) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
     "any", comma-separated or a list); `include` / `exclude` are glob patterns filtering the files
-    found in directories. Returns a ScanReport; bad files are reported in it, never raised; Ctrl-C
+    found in directories (with `force_exclude`, the paths named too, and a named file that holds
+    no tensors is skipped rather than a problem). Returns a ScanReport; bad files are reported in it, never raised; Ctrl-C
     gives the report so far, interrupted. ValueError for bad arguments. `execute_on` replaces this
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
@@ -90,7 +92,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         start = time.perf_counter()
         try:
             tasks = plan(paths, include=include, exclude=exclude, task_bytes=task_bytes,
-                         debug=debug, allow_globals=allow_globals)
+                         debug=debug, allow_globals=allow_globals,
+                         force_exclude=force_exclude)
         except PlanInterrupted as e:
             tasks = e.tasks
             results = [interrupted_result(t) for t in tasks]

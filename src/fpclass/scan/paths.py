@@ -9,8 +9,10 @@ import os
 import stat
 from dataclasses import dataclass, field
 
+from .._oserrors import describe
 from .detect import ACCEPTED, UNRECOGNIZED, claims_by_name, identify
-from .readers.registry import store_kind
+from .readers.registry import READERS, store_kind
+from .signatures import annex_link
 
 #: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
 #: weight file there).
@@ -30,31 +32,55 @@ class Walk:
     skipped: list = field(default_factory=list)
 
 
-def expand(paths, include=(), exclude=()) -> Walk:
+def expand(paths, include=(), exclude=(), force_exclude: bool = False) -> Walk:
     """What to do with every file under `paths`. Directories are walked recursively, symlinks
     followed; `include` / `exclude` (fnmatch patterns, matched against a file's base name and its
     path below the named directory) filter what the walk finds. A file named directly is read
-    whatever the patterns say, and must be of a kind fpclass reads."""
+    whatever the patterns say, and must be of a kind fpclass reads (else a problem); with
+    `force_exclude`, the patterns filter named paths too (matched against the base name, the path
+    as given and each directory in it) and a named file that holds no tensors is skipped, as a
+    walk skips it."""
     walk = Walk()
+    include, exclude = tuple(include), tuple(exclude)
     for path in paths:
         path = os.fspath(path)
+        if force_exclude:
+            filtered = _filtered(path, include, exclude)
+            if filtered:
+                walk.skipped.append((path, filtered))
+                continue
         try:
             st = os.stat(path)
         except FileNotFoundError:
             walk.problems.append((path, "no such file or directory" if not os.path.islink(path)
-                                  else "broken symbolic link"))
+                                  else _broken_link(path)))
             continue
         except OSError as e:
             walk.problems.append((path, _oserror(e)))
             continue
         if stat.S_ISDIR(st.st_mode):
-            _Walker(walk, path, tuple(include), tuple(exclude)).directory(
-                path, {(st.st_dev, st.st_ino)})
+            _Walker(walk, path, include, exclude).directory(path, {(st.st_dev, st.st_ino)})
         elif stat.S_ISREG(st.st_mode):
-            _file(walk, path, named=True)
+            _file(walk, path, named=not force_exclude)
         else:
             walk.problems.append((path, f"not a regular file or directory ({_kind(st)})"))
     return walk
+
+
+def _filtered(path: str, include: tuple, exclude: tuple) -> str:
+    """Why --force-exclude skips the named `path`: an --exclude pattern matching its base name,
+    the path as given or any directory in it, or no --include pattern matching its name or path
+    (a directory is walked, and its files filtered by --include there); "" to read it."""
+    rel = os.path.normpath(path).replace(os.sep, "/")
+    parts = [p for p in rel.split("/") if p not in ("", ".", "..")]
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    for pattern in exclude:
+        if any(fnmatch.fnmatchcase(x, pattern) for x in [rel, *parts, *prefixes]):
+            return f"excluded by --exclude {pattern}"
+    if include and not os.path.isdir(path) and not any(
+            fnmatch.fnmatchcase(x, p) for p in include for x in (rel, parts[-1] if parts else rel)):
+        return "not matched by --include"
+    return ""
 
 
 def _file(walk: Walk, path: str, named: bool) -> None:
@@ -67,7 +93,8 @@ def _file(walk: Walk, path: str, named: bool) -> None:
     if ident.kind:
         walk.found.append((path, ident.kind))
     elif ident.claims:
-        walk.unreadable.append((path, _unreadable(ident.claims)))
+        walk.unreadable.append((path, ident.claims if ident.standin
+                                else _unreadable(ident.claims, path)))
     elif named:
         walk.problems.append((path, f"not a tensor file ({ident.skip}); accepted: {ACCEPTED}"))
     else:
@@ -108,7 +135,7 @@ class _Walker:
             try:
                 st = os.stat(entry.path)
             except FileNotFoundError:
-                walk.problems.append((entry.path, "broken symbolic link"))
+                walk.problems.append((entry.path, _broken_link(entry.path)))
                 continue
             except OSError as e:
                 walk.problems.append((entry.path, _oserror(e)))
@@ -142,12 +169,35 @@ class _Walker:
         self.directory(entry.path, ancestors | {ident})
 
 
-def _unreadable(claims: str) -> str:
+def _unreadable(claims: str, path: str) -> str:
+    """The problem of a file no reader takes: what it claims to be, and what is read instead
+    (for a name some reader takes on content, such as `.bin`, what that reader reads)."""
     if claims == UNRECOGNIZED:
         return f"{UNRECOGNIZED}: neither a format fpclass reads nor a kind known to hold no " \
                f"tensors, so not checked (read: {ACCEPTED})"
+    lower = os.path.basename(path).lower()
+    readers = [r for r in READERS if any(lower.endswith(n.lstrip("*").lower()) for n in
+                                         r.extensions + r.known_names)]
+    if readers:
+        ext = os.path.splitext(lower)[1]
+        read = "; or ".join(f"{r.format} ({r.detected or 'its magic number'})" for r in readers)
+        return f"{claims}: its content is not one fpclass reads, so not checked (fpclass reads " \
+               f"a {ext} file that is: {read})"
     return f"{claims}: holds tensors in a format fpclass does not read, so not checked " \
            f"(read: {ACCEPTED})"
+
+
+def _broken_link(path: str) -> str:
+    """Why a symbolic link leads nowhere: git-annex's links into .git/annex/objects point at
+    content not fetched yet."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = ""
+    if annex_link(target):
+        return "git-annex link whose content is not here: it was never fetched (run " \
+               "`git annex get`), so not checked"
+    return "broken symbolic link"
 
 
 def _kind(st) -> str:
@@ -160,4 +210,4 @@ def _kind(st) -> str:
 
 
 def _oserror(e: OSError) -> str:
-    return f"cannot read: {e.strerror or e}"
+    return f"cannot read: {describe(e)}"

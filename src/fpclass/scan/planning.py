@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from .._oserrors import describe
 from .paths import expand
 from .reader_options import reader_options
 from .readers import ReaderError
@@ -24,14 +25,15 @@ class PlanInterrupted(KeyboardInterrupt):
 
 
 def plan(paths, *, include=(), exclude=(), task_bytes: int = TASK_BYTES,
-         debug: bool = False, allow_globals=()) -> list:
+         debug: bool = False, allow_globals=(), force_exclude: bool = False) -> list:
     """Tasks for every tensor in `paths` (files or directories), plus FILE markers, file problems
     and skipped files. Reads headers only. Shards reached through an index are planned once; a
     file another file reads (external data, a shard) is not reported again. Ctrl-C raises
-    PlanInterrupted holding the tasks planned so far. `allow_globals` go to the PyTorch reader."""
+    PlanInterrupted holding the tasks planned so far. `allow_globals` go to the PyTorch reader;
+    `force_exclude`: see paths.expand."""
     tasks: list = []
     try:
-        walk = expand(paths, include, exclude)
+        walk = expand(paths, include, exclude, force_exclude)
         tasks += [problem(p, r) for p, r in walk.problems]
         _plan_files(walk.found, tasks, task_bytes, debug, _globals(allow_globals))
         read = {os.path.realpath(f) for f in {t.source or t.file for t in tasks
@@ -69,7 +71,7 @@ def _plan_files(found, tasks, task_bytes, debug, allow_globals=()) -> None:
             continue
         except OSError as e:
             seen.add(real)
-            tasks.append(problem(path, f"cannot read: {e.strerror or e}"))
+            tasks.append(problem(path, f"cannot read: {describe(e)}"))
             continue
         except Exception as e:  # a reader bug must not stop the other files
             if debug:

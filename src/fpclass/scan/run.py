@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from .._oserrors import describe
 from .storage import CHUNK_BYTES
 from .storage.reads import SourceError
 from .dtypes import can_hold_nonfinite, np_dtype
@@ -50,7 +51,7 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
     except (SourceError, ReaderError) as e:
         return _unchecked(task, str(e))
     except OSError as e:
-        return _unchecked(task, f"cannot read: {e.strerror or e}")
+        return _unchecked(task, f"cannot read: {describe(e)}")
     except Exception as e:
         if debug:
             raise

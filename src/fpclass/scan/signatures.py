@@ -95,3 +95,33 @@ def is_text(head: bytes) -> bool:
     # 8-bit text: no control bytes, and mostly ASCII (Latin-1 prose is; binary data is not)
     return not head.translate(None, _TEXT_BYTES) and \
         4 * len(head.translate(None, _ASCII)) <= len(head)
+
+
+#: First lines of the pointer files version-control tools leave where a large file's content is
+#: not fetched, and the command that fetches it. Git LFS pointers (https://git-lfs.com/spec/v1,
+#: also what a Hugging Face clone without git-lfs holds, Xet-backed repositories included:
+#: their git trees store LFS pointers), the spec's pre-release URL, and git-annex's unlocked
+#: pointer files (a locked git-annex file is a symbolic link into .git/annex/objects).
+_STANDINS = (
+    (b"version https://git-lfs.github.com/spec/", "Git LFS pointer", "git lfs pull"),
+    (b"version https://hawser.github.com/spec/", "Git LFS pointer", "git lfs pull"),
+    (b"/annex/objects/", "git-annex pointer", "git annex get"),
+)
+#: A pointer is small (Git LFS: under 1024 bytes; git-annex: one line).
+STANDIN_BYTES = 1024
+
+
+def standin(head: bytes, size: int) -> tuple:
+    """(what, command) when a file of `size` bytes starting with `head` is a version-control
+    pointer standing for a file whose content is not here (Git LFS, git-annex), else ()."""
+    if size > STANDIN_BYTES:
+        return ()
+    for prefix, what, command in _STANDINS:
+        if head.startswith(prefix):
+            return what, command
+    return ()
+
+
+def annex_link(target: str) -> bool:
+    """Whether a symbolic link's `target` is git-annex's: a path into .git/annex/objects."""
+    return "/annex/objects/" in target.replace("\\", "/")
