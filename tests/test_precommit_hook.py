@@ -126,7 +126,7 @@ def test_pre_commit_runs_the_hook_on_staged_tensor_files(scratch):
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^fpclass \(NaN / Inf in tensor files\)\.+Passed$", done.stdout, re.M)
     assert "README.md" not in done.stdout and "config.json" not in done.stdout
-    assert "1 files, 1 tensors (1 checked" in done.stdout   # fpclass got the tensor file only
+    assert "1 file, 1 tensor (1 checked" in done.stdout   # fpclass got the tensor file only
     # the installed package holds its data files (the JSON Schema of the scan's document)
     assert list((tmp_path / "cache").glob(
         "*/*/lib/python*/site-packages/fpclass/results/schema/scan-*.json"))
