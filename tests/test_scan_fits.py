@@ -481,10 +481,10 @@ def test_files_that_are_not_fits(tmp_path, content, reason):
 def test_without_astropy_the_file_is_a_problem_naming_the_extra(images, monkeypatch):
     for name in ("astropy", "astropy.io", "astropy.io.fits"):
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(ReaderError, match=r"install fpclass\[fits\]"):
+    with pytest.raises(ReaderError, match=r"install the extra fpclass\[fits\]"):
         planner("fits")(str(images))
     report = scan([images])
-    assert "install fpclass[fits]" in report.problems[0].reason
+    assert "install the extra fpclass[fits]" in report.problems[0].reason
     assert report.exit_code == ExitCode.INCONCLUSIVE
 
 

@@ -395,7 +395,7 @@ def test_allow_global_walks_an_object_like_a_dict(tmp_path):
     with pytest.raises(ValueError):
         scan([path], allow_globals=["nodot"])
     code = main(["scan", str(path), "--allow-global", "nodot"], stdout=out, stderr=err)
-    assert code == ExitCode.INCONCLUSIVE and "module.Name" in err.getvalue()
+    assert code == ExitCode.USAGE and "module.Name" in err.getvalue()
 
 
 def test_training_arguments_companion_floats_are_checked(tmp_path):
