@@ -239,3 +239,22 @@ def test_ctrl_c_while_hashing_gives_the_report_so_far(files):
     assert report.interrupted and int(report.exit_code) == 130
     assert any(t.status == "unchecked" and "interrupted" in t.reason for t in report.tensors)
     assert seen
+
+
+def test_sarif_carries_mismatches_and_every_hash(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    np.save(tmp_path / "a.npy", np.ones(4))
+    np.save(tmp_path / "b.npy", np.zeros(4))
+    (tmp_path / "SHA256SUMS").write_text(f"{'e' * 64}  a.npy\n")
+    run = subprocess.run([sys.executable, "-m", "fpclass", "scan", "--verify", "--format",
+                          "sarif", str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    log = json.loads(run.stdout)
+    schema = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+    jsonschema.Draft4Validator(json.loads(schema.read_text())).validate(log)
+    (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "sha256-mismatch"]
+    assert result["level"] == "error" and "e" * 64 in result["message"]["text"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("a.npy")
+    hashes = {a["location"]["uri"].rsplit("/", 1)[-1]: a["hashes"]["sha-256"]
+              for a in log["runs"][0]["artifacts"]}
+    assert hashes == {"a.npy": sha256(tmp_path / "a.npy"), "b.npy": sha256(tmp_path / "b.npy")}

@@ -35,6 +35,10 @@ RULES = {
     "problem": ("FileNotRead", "File not read",
                 "A file could not be read as a whole; its tensors were not checked and the scan "
                 "is inconclusive."),
+    "sha256-mismatch": ("FileHashMismatch", "File differs from its reference hash",
+                        "With --verify: the file's SHA-256 (or git blob id) differs from what "
+                        "a reference says it should be (a Hugging Face cache blob name, a Git "
+                        "LFS pointer, a SHA256SUMS file)."),
 }
 #: How the class is named in a message.
 _SHOWN = {"nan": "NaN", "posinf": "+Inf", "neginf": "-Inf", "missing": "missing (NaN blank)"}
@@ -109,12 +113,21 @@ def to_sarif(report) -> dict:
             "locations": [_location(p.path, None)],
             "partialFingerprints": _fingerprint("problem", p.path),
         })
+    for item in report.integrity or ():
+        for c in item.mismatches:
+            results.append({
+                "ruleId": "sha256-mismatch", "level": "error",
+                "message": {"text": f"{c.algorithm} is {c.actual}, {c.source} says {c.expected}"},
+                "locations": [_location(item.path, None)],
+                "partialFingerprints": _fingerprint("sha256-mismatch", item.path, c.source),
+            })
     for r in results:
         r["ruleIndex"] = list(RULES).index(r["ruleId"])
     rules = [{"id": rid, "name": name, "shortDescription": {"text": short},
               "fullDescription": {"text": full},
               "defaultConfiguration": {"level": "warning" if rid in ("unchecked", "problem")
-                                       else "error" if rid in report.fail_on else "note"}}
+                                       else "error" if rid in report.fail_on
+                                       or rid == "sha256-mismatch" else "note"}}
              for rid, (name, short, full) in RULES.items()]
     notes = [{"level": "note", "message": {"text": f"skipped: {p.reason}"},
               "locations": [_location(p.path, None)]} for p in report.skipped]
@@ -122,9 +135,13 @@ def to_sarif(report) -> dict:
                   "exitCode": int(report.exit_code)}
     if notes:
         invocation["toolExecutionNotifications"] = notes
+    run: dict = {}
+    if report.integrity is not None:  # every file hashed, as SARIF's artifact hashes
+        run["artifacts"] = [{"location": {"uri": _uri(i.path)}, "hashes": {"sha-256": i.sha256}}
+                            for i in report.integrity if i.sha256]
     return {
         "$schema": SARIF_SCHEMA, "version": SARIF_VERSION,
-        "runs": [{
+        "runs": [{**run,
             "tool": {"driver": {"name": "fpclass", "version": __version__,
                                 "semanticVersion": __version__, "rules": rules}},
             "invocations": [invocation],
