@@ -108,6 +108,9 @@ def _parser(out, err) -> _Parser:
                       help="in PyTorch pickles, walk objects of this class like a dict (floats "
                            "inside checked) instead of reporting the file unchecked; nothing is "
                            "imported or called (repeatable)")
+    scan.add_argument("--html", metavar="FILE", default=None,
+                      help="also write a self-contained HTML report to FILE: the summary, a "
+                      "sortable table and a map of where each tensor's findings are")
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
                            "workers read the files from a shared filesystem. Needs fpclass[dask].")
@@ -201,6 +204,13 @@ def _scan(args, out, err, env) -> int:
             _error(err, f"fpclass scan: error: --output {args.output}: cannot write: "
                    f"{e.strerror or e}")
             return ExitCode.INCONCLUSIVE
+    if args.html is not None:
+        try:
+            open(args.html, "a").close()
+        except OSError as e:
+            _error(err, f"fpclass scan: error: --html {args.html}: cannot write: "
+                   f"{e.strerror or e}")
+            return ExitCode.INCONCLUSIVE
     execute_on = None
     if args.scheduler:
         try:
@@ -219,7 +229,7 @@ def _scan(args, out, err, env) -> int:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
                              threads=args.threads, include=args.include, exclude=args.exclude,
                              allow_globals=args.allow_globals, debug=args.traceback,
-                             execute_on=execute_on,
+                             execute_on=execute_on, maps=args.html is not None,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:
@@ -233,6 +243,8 @@ def _scan(args, out, err, env) -> int:
     if args.output is not None:
         with open(args.output, "w", encoding="utf-8") as f:
             report.write_json(f)
+    if args.html is not None:
+        report.write_html(args.html)
     return _print(report, args, out, env)
 
 

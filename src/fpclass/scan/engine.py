@@ -57,7 +57,7 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=()) -> ScanReport:
+         execute_on=None, allow_globals=(), maps: bool = False) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -67,7 +67,9 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
     run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
-    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md)."""
+    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). `maps`: also
+    gather, in the same read, a density map of where each tensor's findings are (for
+    ScanReport.plot and write_html; an `execute_on` executor then gets `maps=True`)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -79,6 +81,9 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
     allow_globals = _globals(allow_globals)
+    if not isinstance(maps, bool):
+        raise ValueError(f"maps must be True or False, got {maps!r}")
+    extra = {"maps": True} if maps else {}
     with scratch.session():  # a compressed file's decompressed copy lives until the end
         start = time.perf_counter()
         try:
@@ -93,7 +98,7 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
             on_planned(tasks)
         run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
         results, interrupted = run(tasks, max_locations=max_locations, chunk_bytes=chunk_bytes,
-                                   progress=progress, debug=debug)
+                                   progress=progress, debug=debug, **extra)
         return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                         seconds=time.perf_counter() - start, interrupted=interrupted)
 

@@ -1,0 +1,191 @@
+"""Density maps (scan(maps=True), ScanReport.plot): each storage's chunks binned into the map of
+the tensor's two trailing dimensions, against numpy's isnan / isposinf / isneginf of the values
+as the formats' own libraries (numpy, ml_dtypes, torch, h5py, netCDF4) read them, binned here."""
+
+import numpy as np
+import pytest
+
+import ml_dtypes
+
+from fpclass.scan import scan
+from test_scan_support import gguf_bytes, write_safetensors
+
+BINS = 128  # the documented bound per axis
+
+
+def binned(a2d: np.ndarray) -> np.ndarray:
+    """Counts of a (rows, columns) array summed into min(n, 128) bins per axis, position i in bin
+    i * bins // n."""
+    rows, cols = a2d.shape
+    br, bc = min(rows, BINS), min(cols, BINS)
+    out = np.zeros((br, bc), np.int64)
+    np.add.at(out, ((np.arange(rows) * br // rows)[:, None], (np.arange(cols) * bc // cols)[None, :]),
+              a2d)
+    return out
+
+
+def truth(values, missing=None) -> dict:
+    """class -> binned counts over the two trailing dims (leading ones summed), complex values
+    counted part by part; `missing`: a mask of blanks (counted as missing, not as their class)."""
+    v = np.asarray(values)
+    parts = [v.real, v.imag] if v.dtype.kind == "c" else [v]
+    parts = [np.asarray(p, np.float64) for p in parts]
+    shape = v.shape
+    two = (1, 1) if v.ndim == 0 else (1, shape[0]) if v.ndim == 1 else shape[-2:]
+    blank = np.zeros(shape, bool) if missing is None else np.asarray(missing)
+
+    def layout(m):
+        return binned(m.reshape(-1, *two).sum(axis=0))
+
+    out = {}
+    for cls, test in (("nan", np.isnan), ("posinf", np.isposinf), ("neginf", np.isneginf)):
+        out[cls] = layout(sum((test(p) & ~blank).astype(np.int64) for p in parts))
+    out["missing"] = layout(blank.astype(np.int64) * len(parts))
+    return out
+
+
+def assert_map(tensor, expected):
+    m = tensor.density
+    assert m is not None and m.counts is not None, getattr(m, "note", None)
+    for cls, counts in expected.items():
+        np.testing.assert_array_equal(m.of(cls), counts, err_msg=f"{tensor.name} {cls}")
+    assert sum(int(c.sum()) for c in expected.values()) == tensor.nonfinite
+
+
+def plant(shape, dtype=np.float32, seed=0, rate=0.01):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape).astype(dtype)
+    flat = a.reshape(-1)
+    for value in (np.nan, np.inf, -np.inf):
+        flat[rng.random(flat.size) < rate] = value
+    a.reshape(-1)[: min(7, flat.size)] = np.nan  # a dense corner
+    return a
+
+
+def by_name(report):
+    """tensor name (a .npy file's name for its one tensor) -> result"""
+    return {t.name or t.file.rsplit("/", 1)[-1]: t for t in report.tensors}
+
+
+def test_npy_c_and_fortran_order_in_many_chunks_and_parts(tmp_path):
+    c = plant((300, 517))
+    f = np.asfortranarray(plant((5, 70, 200), seed=1))
+    one = plant((1000,), seed=2)
+    np.save(tmp_path / "c.npy", c)
+    np.save(tmp_path / "f.npy", f)
+    np.save(tmp_path / "one.npy", one)
+    np.save(tmp_path / "scalar.npy", np.array(np.inf, np.float32))
+    # small chunks and parts: a tensor's map is the sum of its chunks' and its parts'
+    report = scan(tmp_path, maps=True, chunk_bytes=4096, task_bytes=64 << 10)
+    t = {t.file.rsplit("/", 1)[-1]: t for t in report.tensors}
+    assert_map(t["c.npy"], truth(c))
+    assert_map(t["f.npy"], truth(f))
+    assert_map(t["one.npy"], truth(one))
+    assert_map(t["scalar.npy"], truth(np.array(np.inf)))
+    assert t["c.npy"].density.counts.shape == (4, 128, 128)
+    assert t["one.npy"].density.counts.shape == (4, 1, 128)
+
+
+def test_without_maps_nothing_is_gathered_and_clean_tensors_have_none(tmp_path):
+    np.save(tmp_path / "bad.npy", plant((20, 30)))
+    np.save(tmp_path / "good.npy", np.ones((20, 30), np.float32))
+    assert all(t.density is None for t in scan(tmp_path).tensors)
+    mapped = {t.file.rsplit("/", 1)[-1]: t.density for t in scan(tmp_path, maps=True).tensors}
+    assert mapped["good.npy"] is None and mapped["bad.npy"] is not None
+    with pytest.raises(ValueError, match="maps must be True or False"):
+        scan(tmp_path, maps="yes")
+
+
+def test_bf16_float8_and_complex_in_safetensors_and_npy(tmp_path):
+    bf = plant((64, 300)).astype(ml_dtypes.bfloat16)
+    e5 = plant((33, 9), seed=3).astype(ml_dtypes.float8_e5m2)
+    write_safetensors(tmp_path / "m.safetensors", {"bf": ("BF16", bf), "e5": ("F8_E5M2", e5)})
+    z = np.empty((40, 50), np.complex64)
+    z.real, z.imag = plant((40, 50), seed=4), plant((40, 50), seed=5)
+    np.save(tmp_path / "z.npy", z)
+    big_endian = plant((30, 20), seed=6).astype(">f4")
+    np.save(tmp_path / "be.npy", big_endian)
+    t = by_name(scan(tmp_path, maps=True, chunk_bytes=1000))
+    assert_map(t["bf"], truth(bf.astype(np.float32)))
+    assert_map(t["e5"], truth(e5.astype(np.float32)))
+    assert_map(t["z.npy"], truth(z))
+    assert_map(t["be.npy"], truth(big_endian))
+
+
+def test_hdf5_chunks_and_netcdf_blanks(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    netCDF4 = pytest.importorskip("netCDF4")
+    field = plant((6, 90, 140), seed=7)
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f.create_dataset("field", data=field, chunks=(2, 32, 50), compression="gzip")
+    path = tmp_path / "n.nc"
+    with netCDF4.Dataset(path, "w") as ds:  # a NaN _FillValue: every NaN is missing
+        ds.createDimension("y", 40)
+        ds.createDimension("x", 60)
+        v = ds.createVariable("t", "f4", ("y", "x"), fill_value=np.float32(np.nan),
+                              chunksizes=(16, 16))
+        v[:] = plant((40, 60), seed=8)
+    with netCDF4.Dataset(path) as ds:
+        read = ds["t"][:]  # netCDF4's own masking decides the blanks
+    t = by_name(scan(tmp_path, maps=True, chunk_bytes=8192))
+    assert_map(t["field"], truth(field))
+    assert_map(t["t"], truth(np.ma.getdata(read), np.ma.getmaskarray(read)))
+
+
+def test_torch_views_transposed_and_conjugated(tmp_path):
+    torch = pytest.importorskip("torch")
+    base = torch.from_numpy(plant((60, 45), seed=9))
+    z = torch.complex(torch.from_numpy(plant((20, 30), seed=10)),
+                      torch.from_numpy(plant((20, 30), seed=11)))
+    torch.save({"t": base.t(), "step": base[::2, 1::3], "conj": z.conj()}, tmp_path / "v.pt")
+    loaded = torch.load(tmp_path / "v.pt", weights_only=True)
+    t = by_name(scan(tmp_path, maps=True, chunk_bytes=512))
+    assert_map(t["t"], truth(loaded["t"].numpy()))
+    assert_map(t["step"], truth(loaded["step"].numpy()))
+    assert t["conj"].density is not None
+    assert_map(t["conj"], truth(loaded["conj"].resolve_conj().numpy()))
+
+
+def test_block_quantized_scales_sit_at_their_blocks_first_column(tmp_path):
+    rows, blocks = 5, 6
+    scales = plant((rows, blocks), np.float16, seed=12, rate=0.1)
+    raw = b"".join(s.tobytes() + bytes(range(32)) for s in scales.reshape(-1))  # Q8_0 blocks
+    (tmp_path / "q.gguf").write_bytes(gguf_bytes([("w", 8, (32 * blocks, rows), raw)]))
+    (t,) = scan(tmp_path, maps=True).tensors
+    placed = np.zeros((rows, 32 * blocks), np.float32)
+    placed[:, ::32] = scales
+    assert_map(t, truth(placed))
+
+
+def test_plot_draws_the_counts(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    a = plant((200, 150), seed=13)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "ok.npy", np.zeros(3, np.float32))
+    report = scan(tmp_path, maps=True)
+    fig = report.plot("", file=str(tmp_path / "a.npy"))
+    expected = truth(a)
+    images = {ax.get_title().split(":")[0]: ax.images[0] for ax in fig.axes if ax.images}
+    assert set(images) == {"NaN", "+Inf", "-Inf"}
+    for title, cls in (("NaN", "nan"), ("+Inf", "posinf"), ("-Inf", "neginf")):
+        np.testing.assert_array_equal(np.asarray(images[title].get_array()), expected[cls])
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no findings"):
+        report.plot("", file=str(tmp_path / "ok.npy"))
+    with pytest.raises(ValueError, match="2 tensors are named"):
+        report.plot("")
+    with pytest.raises(ValueError, match="gathered no maps"):
+        scan(tmp_path).plot("", file=str(tmp_path / "a.npy"))
+
+
+def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    import sys
+    np.save(tmp_path / "a.npy", plant((4, 4)))
+    report = scan(tmp_path, maps=True)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"fpclass\[plot\]"):
+        report.plot("")
