@@ -100,8 +100,8 @@ SCRIPT = r"""
     rows.sort((a, b) => {
       const x = keyOf(data.tensors[a.dataset.index], c);
       const y = keyOf(data.tensors[b.dataset.index], c);
-      const o = x < y ? -1 : x > y ? 1 : a.dataset.index - b.dataset.index;
-      return dir === "asc" ? o : -o;
+      const o = x < y ? -1 : x > y ? 1 : 0;
+      return (dir === "asc" ? o : -o) || a.dataset.index - b.dataset.index;  // ties: as listed
     });
     for (const r of rows) body.appendChild(r);
     table.dataset.sorted = c.key + ":" + dir;
