@@ -55,6 +55,11 @@ class DensityMap:
         rows, columns = layout(shape)
         return cls(rows, columns, np.zeros((len(CLASSES), bins(rows), bins(columns)), np.int64))
 
+    @property
+    def classes(self) -> tuple:
+        """The class of each channel of `counts`."""
+        return CLASSES
+
     def of(self, cls: str) -> np.ndarray:
         """The binned counts of class `cls` (one of CLASSES)."""
         if self.counts is None:

@@ -3,7 +3,8 @@ with the summary, a sortable table of every tensor and a density map of each ten
 
 The page's data is the report's JSON summary plus, per tensor, its row of the table and its map
 as the non-empty cells (bin row, bin column, then one count per class), so a page stays small
-whatever the tensors; html_page.py holds the style and the script that draw it.
+whatever the tensors; html_page.py holds the style and the script that draw it. `report` is a
+ScanReport (not imported: ScanReport.write_html imports this module).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import os
 import numpy as np
 
 from .html_page import SCRIPT, STYLE
-from .report import ScanReport
 
 #: Maps drawn at most in one page (the tensors with findings first come first).
 MAX_MAPS = 200
@@ -46,7 +46,7 @@ def _cells(counts: np.ndarray) -> list:
     return [[int(r), int(c), *map(int, k)] for r, c, k in zip(rows, cols, per)]
 
 
-def page_data(report: ScanReport) -> dict:
+def page_data(report) -> dict:
     """Everything the page shows, as plain JSON values."""
     doc = report.to_dict(items=False)
     has_stats = any(getattr(t, "stats", None) for t in report.tensors)
@@ -104,7 +104,7 @@ def _map(m, shape) -> dict:
     return out
 
 
-def render(report: ScanReport) -> str:
+def render(report) -> str:
     """The page as text."""
     data = json.dumps(page_data(report), separators=(",", ":"), allow_nan=False)
     # inside <script>, "</" would end the element: a tensor may be named "</script>"
@@ -137,7 +137,7 @@ def render(report: ScanReport) -> str:
 """
 
 
-def write_html(report: ScanReport, path) -> None:
+def write_html(report, path) -> None:
     """Write the page to `path` (a file name or a text stream)."""
     text = render(report)
     if hasattr(path, "write"):

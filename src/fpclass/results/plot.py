@@ -2,13 +2,13 @@
 
 One panel per class the map holds (NaN, +Inf, -Inf, missing; NaN alone when it holds none), each
 an image of the binned counts themselves (AxesImage.get_array() is the map's counts), over the
-tensor's two trailing dimensions (results/density.py).
+tensor's two trailing dimensions (results/density.py). Imports nothing of the result model:
+ScanReport.plot imports this module.
 """
 
 from __future__ import annotations
 
 from .._optional import require
-from .report import CLASSES
 
 #: A colour map per class, as the HTML page colours them.
 COLORMAPS = {"nan": "Reds", "posinf": "Greens", "neginf": "Blues", "missing": "Greys"}
@@ -42,7 +42,7 @@ def plot(report, name, *, file=None, ax=None):
     if m.counts is None:
         raise ValueError(f"tensor {name!r} has no density map: {m.note}")
     plt = require("matplotlib.pyplot", "plot", "ScanReport.plot")
-    shown = [c for k, c in enumerate(CLASSES) if m.counts[k].any()] or ["nan"]
+    shown = [c for c in m.classes if m.of(c).any()] or ["nan"]
     if ax is None:
         fig, axes = plt.subplots(1, len(shown), figsize=(4 * len(shown), 4), squeeze=False)
         axes = list(axes[0])
