@@ -23,7 +23,8 @@ td.num, th.num { text-align: right; }
 #tensors th[data-dir="asc"]::after { content: " \\25B2"; }
 #tensors th[data-dir="desc"]::after { content: " \\25BC"; }
 tr.finding td { background: #fff6f6; }
-dl.summary { display: grid; grid-template-columns: max-content max-content; gap: .1em 1.2em; }
+dl.summary { display: grid; grid-template-columns: repeat(4, max-content max-content); gap: .1em 1.2em; }
+dl.summary dd { margin-right: 1.5em; }
 dl.summary dt { color: #555; } dl.summary dd { margin: 0; font-variant-numeric: tabular-nums; }
 .maps { display: flex; flex-wrap: wrap; gap: 1.2em; }
 figure.map { margin: 0; } figure.map svg { background: #111; image-rendering: pixelated;
