@@ -156,3 +156,44 @@ def test_the_page_needs_no_network_and_escapes_names(tmp_path):
     assert [n for _, n in dom.rows] == ["</script><b>"]
     (key,) = dom.maps
     np.testing.assert_array_equal(dom.counts(key)["nan"], truth(a)["nan"])
+
+
+def test_statistics_columns_appear_when_the_results_carry_them(tmp_path):
+    # per-tensor statistics come from another part of the scan; any result that carries them
+    # (a `stats` dict, an `out_of_range` count) gets the columns
+    from fpclass.results.report import TensorResult
+
+    class WithStats(TensorResult):
+        pass
+
+    np.save(tmp_path / "a.npy", np.array([[1.0, -3.0], [0.0, np.inf]], np.float32))
+    report = scan(tmp_path, maps=True)
+    (t,) = report.tensors
+    rich = WithStats(*(getattr(t, f) for f in TensorResult.__dataclass_fields__))
+    object.__setattr__(rich, "stats", {"zero": 1, "subnormal": 0, "normal": 2, "min": -3.0,
+                                       "max": 1.0, "absmax": 3.0})
+    object.__setattr__(rich, "out_of_range", 4)
+    report.tensors[:] = [rich]
+    page = tmp_path / "r.html"
+    report.write_html(page)
+    text = dump_dom(page, "#sort=absmax:desc", tmp_path)
+    cells = {}
+
+    class Cells(html.parser.HTMLParser):
+        key = None
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            self.key = a.get("data-key") if tag == "td" else None
+
+        def handle_data(self, data):
+            if self.key:
+                cells[self.key] = data
+
+    Cells().feed(text)
+    assert (cells["zero"], cells["normal"], cells["min"], cells["absmax"],
+            cells["out_of_range"]) == ("1", "2", "-3", "3", "4")
+    assert DOM(text).attrs_of["tensors"]["data-sorted"] == "absmax:desc"
+    # without them, no such columns
+    plain = scan(tmp_path, maps=True)
+    assert "absmax" not in render(plain)

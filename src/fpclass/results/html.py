@@ -39,6 +39,17 @@ def _number(v):
     return v
 
 
+def _stats(stats) -> dict:
+    """A result's statistics as a dict (a mapping, or an object with to_dict() or attributes)."""
+    if not stats:
+        return {}
+    if isinstance(stats, dict):
+        return stats
+    if hasattr(stats, "to_dict"):
+        return stats.to_dict()
+    return {k: getattr(stats, k) for k, _, _ in STATS if hasattr(stats, k)}
+
+
 def _cells(counts: np.ndarray) -> list:
     """[r, c, nan, posinf, neginf, missing] for each bin holding a count."""
     rows, cols = np.nonzero(counts.sum(axis=0))
@@ -59,7 +70,7 @@ def page_data(report) -> dict:
         row = {"file": t.file, "name": t.name, "dtype": t.dtype, "shape": list(t.shape),
                "status": t.status, "values_checked": t.values_checked,
                "reason": t.reason or "", **t.counts()}
-        stats = getattr(t, "stats", None) or {}
+        stats = _stats(getattr(t, "stats", None))
         for key, _, _ in STATS:
             if key in stats:
                 row[key] = _number(stats[key])
