@@ -139,3 +139,19 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"fpclass\[plot\]"):
         report.plot("")
+
+
+def test_dense_findings_in_every_layout(tmp_path):
+    # every value non-finite: the kernel steps from one hit to the next across row, column and
+    # bin boundaries and the wrap of the leading dimensions
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(14)
+    dense = rng.choice(np.array([np.nan, np.inf, -np.inf, 1.0], np.float32), (3, 130, 257),
+                       p=[0.4, 0.3, 0.2, 0.1])
+    np.save(tmp_path / "c.npy", dense)
+    np.save(tmp_path / "f.npy", np.asfortranarray(dense))
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        f.create_dataset("d", data=dense, chunks=(2, 33, 70))
+    t = by_name(scan(tmp_path, maps=True, chunk_bytes=3000, task_bytes=50_000))
+    for name in ("c.npy", "f.npy", "d"):
+        assert_map(t[name], truth(dense))

@@ -13,30 +13,44 @@ from numba import njit
 
 from .walk import JIT, hit
 
-#: Rows of the `tests` table handed to the kernel.
-NAN, POSINF, NEGINF = range(3)
+#: Rows of the `tests` table handed to the kernel: the three classes, then "non-finite" (their
+#: union, one cheap test that skips the finite words).
+NAN, POSINF, NEGINF, NONFINITE = range(4)
+#: Items between two hits below which the hit's cell is reached by stepping from the last one's
+#: (a few additions an item) rather than computed afresh (eight integer divisions).
+STEP_MAX = 24
 
 
 @njit(**JIT)
 def _cell(i, place):
-    """(row, column) in the map of item `i` under `place` (see the module docstring), binned:
-    place = (parts, div_r, mod_r, row0, div_c, mod_c, col_scale, col0, rows, cols, bins_r,
-    bins_c)."""
+    """(part, bin row, bin column) of item `i` (eight integer divisions)."""
     elem = i // place[0]
     row = (elem // place[1]) % place[2] + place[3]
     col = ((elem // place[4]) % place[5]) * place[6] + place[7]
-    return row * place[10] // place[8], col * place[11] // place[9]
+    return i % place[0], row * place[10] // place[8], col * place[11] // place[9]
 
 
 @njit(**JIT)
-def bin_words(words, tests, first, place, channel, counts):
+def bin_words(words, tests, first, place, edges_r, edges_c, channel, counts):
     """counts[channel[part, class], r, c] += 1 for every word of `words` (1-D, unsigned) that is
-    a NaN, +Inf or -Inf by the (3, 4) `tests` (mask, value, mask2, value2), at item first + e;
-    `part` is the item's place in its value (item % parts). Returns the words binned."""
+    a NaN, +Inf or -Inf by the (4, 4) `tests` (mask, value, mask2, value2; rows as named above),
+    at item first + e; `part` is the item's place in its value (item % parts); edges_r / edges_c
+    are the first position of each bin and then the axis length (results.density.edges).
+    Returns the words binned."""
+    parts, div_r, mod_r, row0 = place[0], place[1], place[2], place[3]
+    div_c, mod_c, col_scale, col0 = place[4], place[5], place[6], place[7]
+    wrap_r = row0 * place[10] // place[8]  # the bin of the first row / column
+    wrap_c = col0 * place[11] // place[9]
+    mn, vn, mn2, vn2 = tests[NONFINITE, 0], tests[NONFINITE, 1], tests[NONFINITE, 2], tests[NONFINITE, 3]
     found = 0
-    parts = place[0]
+    # where item `at` is: its part, its place in the current row and column steps, its row and
+    # column, and their bins; stepping item by item needs no division
+    at = np.int64(-1 - STEP_MAX)
+    part = q_r = row = q_c = col = b_r = b_c = np.int64(0)
     for e in range(words.size):
         w = words[e]
+        if not hit(w, mn, vn, mn2, vn2):
+            continue
         if hit(w, tests[NAN, 0], tests[NAN, 1], tests[NAN, 2], tests[NAN, 3]):
             cls = NAN
         elif hit(w, tests[POSINF, 0], tests[POSINF, 1], tests[POSINF, 2], tests[POSINF, 3]):
@@ -46,21 +60,56 @@ def bin_words(words, tests, first, place, channel, counts):
         else:
             continue
         i = first + e
-        r, c = _cell(i, place)
-        counts[channel[i % parts, cls], r, c] += 1
+        if i - at > STEP_MAX:
+            elem = i // parts
+            part = i % parts
+            q_r, row = elem % div_r, (elem // div_r) % mod_r
+            q_c, col = elem % div_c, (elem // div_c) % mod_c
+            b_r = (row0 + row) * place[10] // place[8]
+            b_c = (col0 + col * col_scale) * place[11] // place[9]
+            at = i
+        while at < i:
+            at += 1
+            part += 1
+            if part < parts:
+                continue
+            part = 0
+            q_c += 1
+            if q_c == div_c:
+                q_c = 0
+                col += 1
+                if col == mod_c:
+                    col = 0
+                    b_c = wrap_c
+                else:
+                    while col0 + col * col_scale >= edges_c[b_c + 1]:
+                        b_c += 1
+            q_r += 1
+            if q_r == div_r:
+                q_r = 0
+                row += 1
+                if row == mod_r:
+                    row = 0
+                    b_r = wrap_r
+                else:
+                    while row0 + row >= edges_r[b_r + 1]:
+                        b_r += 1
+        counts[channel[part, cls], b_r, b_c] += 1
         found += 1
     return found
 
 
 @njit(**JIT)
-def bin_mask(mask, first, place, channel, counts):
+def bin_mask(mask, first, place, edges_r, edges_c, channel, counts):
     """counts[channel, r, c] += 1 for every set byte of `mask` (1-D uint8), at item first + e."""
     for e in range(mask.size):
         if mask[e]:
-            r, c = _cell(first + e, place)
+            _, r, c = _cell(first + e, place)
             counts[channel, r, c] += 1
 
 
 def place_array(values) -> np.ndarray:
-    """The `place` argument of the kernels, as int64."""
+    """The `place` argument of the kernels, as int64: (parts, div_r, mod_r, row0, div_c, mod_c,
+    col_scale, col0, rows, columns, bins_r, bins_c), the names of the module docstring, then the
+    layout and its bins."""
     return np.asarray(values, dtype=np.int64)

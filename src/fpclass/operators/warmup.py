@@ -53,6 +53,8 @@ def _density_kernels() -> None:
     from ..kernels import density
     place = density.place_array((1, 4, 4, 0, 1, 4, 1, 0, 4, 4, 4, 4))
     channel, counts = np.zeros((2, 3), np.int64), np.zeros((4, 4, 4), np.int64)
+    edges = np.arange(5, dtype=np.int64)
     for word in (np.uint8, np.uint16, np.uint32, np.uint64):
-        density.bin_words(np.zeros(16, word), np.zeros((3, 4), word), 0, place, channel, counts)
-    density.bin_mask(np.zeros(16, np.uint8), 0, place, 0, counts)
+        density.bin_words(np.zeros(16, word), np.zeros((4, 4), word), 0, place, edges, edges,
+                          channel, counts)
+    density.bin_mask(np.zeros(16, np.uint8), 0, place, edges, edges, 0, counts)

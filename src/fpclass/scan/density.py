@@ -17,7 +17,7 @@ from ..kernels.constants import table
 from ..kernels.density import bin_mask, bin_words, place_array
 from ..operators.inputs import as_source
 from ..results.build import complex_parts
-from ..results.density import DensityMap, bins, layout
+from ..results.density import DensityMap, bins, edges
 from ..results.report import CLASSES
 
 _NAN, _POSINF, _NEGINF, _MISSING = (CLASSES.index(c) for c in ("nan", "posinf", "neginf",
@@ -39,12 +39,13 @@ def _channels(task) -> np.ndarray:
 class Gatherer:
     """The density map of one task (a tensor or a part of one), chunk by chunk."""
 
-    __slots__ = ("task", "map", "note", "channel", "_items")
+    __slots__ = ("task", "map", "note", "channel", "edges", "_items")
 
     def __init__(self, task):
         self.task = task
         self.map = DensityMap.empty(task.shape)
         self.channel = _channels(task)
+        self.edges = edges(self.map.rows), edges(self.map.columns)
         self.note = ""
         if task.broadcast:
             self.note = "a broadcast view (values read once stand for many places)"
@@ -98,7 +99,7 @@ class Gatherer:
             mask = np.ascontiguousarray(mask, dtype=np.uint8)
             if parts == 2:
                 mask = np.repeat(mask.reshape(-1), 2)
-            bin_mask(mask.reshape(-1), 0, place, _MISSING, self.map.counts)
+            bin_mask(mask.reshape(-1), 0, place, *self.edges, _MISSING, self.map.counts)
 
     def result(self) -> DensityMap:
         if self.note:
@@ -166,9 +167,9 @@ class Gatherer:
         if src.by_value or src.word.itemsize != a.dtype.itemsize:
             self.note = f"values of type {a.dtype} are not classified by their bits"
             return
-        tests = table([src.test(Query.NAN), src.test(Query.POSINF), src.test(Query.NEGINF)],
-                      src.word)
-        bin_words(a.reshape(-1).view(src.word), tests, first, place, self.channel,
+        tests = table([src.test(q) for q in (Query.NAN, Query.POSINF, Query.NEGINF,
+                                             Query.NONFINITE)], src.word)
+        bin_words(a.reshape(-1).view(src.word), tests, first, place, *self.edges, self.channel,
                   self.map.counts)
 
 
