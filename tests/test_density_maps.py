@@ -155,3 +155,20 @@ def test_dense_findings_in_every_layout(tmp_path):
     t = by_name(scan(tmp_path, maps=True, chunk_bytes=3000, task_bytes=50_000))
     for name in ("c.npy", "f.npy", "d"):
         assert_map(t[name], truth(dense))
+
+
+def test_maps_gathered_on_a_dask_cluster(tmp_path):
+    # the --scheduler path: each worker's run_task gathers its tensor's map
+    distributed = pytest.importorskip("distributed")
+    import functools
+    from fpclass.dask.distributed import execute
+    a = plant((120, 90), seed=15)
+    np.save(tmp_path / "a.npy", a)
+    with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=1,
+                                  dashboard_address=None,
+                                  scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
+            distributed.Client(cluster) as client:
+        report = scan(tmp_path, maps=True, task_bytes=8192,
+                      execute_on=functools.partial(execute, scheduler=client))
+    (t,) = report.tensors
+    assert_map(t, truth(a))

@@ -197,3 +197,12 @@ def test_statistics_columns_appear_when_the_results_carry_them(tmp_path):
     # without them, no such columns
     plain = scan(tmp_path, maps=True)
     assert "absmax" not in render(plain)
+
+
+def test_an_unwritable_html_path_fails_before_the_scan(tmp_path):
+    import io
+    np.save(tmp_path / "a.npy", np.zeros(3, np.float32))
+    err = io.StringIO()
+    code = main(["scan", str(tmp_path), "--html", str(tmp_path / "no" / "such" / "r.html")],
+                stdout=io.StringIO(), stderr=err)
+    assert code == 2 and "--html" in err.getvalue() and "cannot write" in err.getvalue()
