@@ -13,8 +13,9 @@ def binned(a2d: np.ndarray) -> np.ndarray:
     rows, cols = a2d.shape
     br, bc = min(rows, BINS), min(cols, BINS)
     out = np.zeros((br, bc), np.int64)
-    np.add.at(out, ((np.arange(rows) * br // rows)[:, None], (np.arange(cols) * bc // cols)[None, :]),
-              a2d)
+    row_bin = (np.arange(rows) * br // rows)[:, None]
+    col_bin = (np.arange(cols) * bc // cols)[None, :]
+    np.add.at(out, (row_bin, col_bin), a2d)
     return out
 
 

@@ -166,8 +166,8 @@ def test_maps_gathered_on_a_dask_cluster(tmp_path):
     np.save(tmp_path / "a.npy", a)
     with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=1,
                                   dashboard_address=None,
-                                  scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
-            distributed.Client(cluster) as client:
+                                  scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}
+                                  ) as cluster, distributed.Client(cluster) as client:
         report = scan(tmp_path, maps=True, task_bytes=8192,
                       execute_on=functools.partial(execute, scheduler=client))
     (t,) = report.tensors

@@ -41,7 +41,8 @@ def bin_words(words, tests, first, place, edges_r, edges_c, channel, counts):
     div_c, mod_c, col_scale, col0 = place[4], place[5], place[6], place[7]
     wrap_r = row0 * place[10] // place[8]  # the bin of the first row / column
     wrap_c = col0 * place[11] // place[9]
-    mn, vn, mn2, vn2 = tests[NONFINITE, 0], tests[NONFINITE, 1], tests[NONFINITE, 2], tests[NONFINITE, 3]
+    mn, vn = tests[NONFINITE, 0], tests[NONFINITE, 1]
+    mn2, vn2 = tests[NONFINITE, 2], tests[NONFINITE, 3]
     found = 0
     # where item `at` is: its part, its place in the current row and column steps, its row and
     # column, and their bins; stepping item by item needs no division

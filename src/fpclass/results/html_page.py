@@ -19,13 +19,15 @@ table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 th, td { padding: .25em .6em; border-bottom: 1px solid #e3e3e3; text-align: left;
          vertical-align: top; }
 td.num, th.num { text-align: right; }
-#tensors th { white-space: nowrap; cursor: pointer; user-select: none; background: #f4f4f6; position: sticky; top: 0; }
+#tensors th { white-space: nowrap; cursor: pointer; user-select: none; background: #f4f4f6;
+              position: sticky; top: 0; }
 #tensors th[data-dir="asc"]::after { content: " \\25B2"; }
 #tensors th[data-dir="desc"]::after { content: " \\25BC"; }
 tr.finding td { background: #fff6f6; }
-dl.summary { display: grid; grid-template-columns: repeat(4, max-content max-content); gap: .1em 1.2em; }
-dl.summary dd { margin-right: 1.5em; }
-dl.summary dt { color: #555; } dl.summary dd { margin: 0; font-variant-numeric: tabular-nums; }
+dl.summary { display: grid; grid-template-columns: repeat(4, max-content max-content);
+             gap: .1em 1.2em; }
+dl.summary dt { color: #555; }
+dl.summary dd { margin: 0 1.5em 0 0; font-variant-numeric: tabular-nums; }
 .maps { display: flex; flex-wrap: wrap; gap: 1.2em; }
 figure.map { margin: 0; } figure.map svg { background: #111; image-rendering: pixelated;
              border: 1px solid #999; }

@@ -17,7 +17,7 @@ from ..kernels.constants import table
 from ..kernels.density import bin_mask, bin_words, place_array
 from ..operators.inputs import as_source
 from ..results.build import complex_parts
-from ..results.density import DensityMap, bins, edges
+from ..results.density import DensityMap, bins, edges, layout
 from ..results.report import CLASSES
 
 _NAN, _POSINF, _NEGINF, _MISSING = (CLASSES.index(c) for c in ("nan", "posinf", "neginf",
@@ -39,13 +39,13 @@ def _channels(task) -> np.ndarray:
 class Gatherer:
     """The density map of one task (a tensor or a part of one), chunk by chunk."""
 
-    __slots__ = ("task", "map", "note", "channel", "edges", "_items")
+    __slots__ = ("task", "rows", "columns", "_map", "note", "channel", "_edges", "_items")
 
     def __init__(self, task):
         self.task = task
-        self.map = DensityMap.empty(task.shape)
+        self.rows, self.columns = layout(task.shape)
+        self._map = self._edges = self._items = None  # made at the first finding
         self.channel = _channels(task)
-        self.edges = edges(self.map.rows), edges(self.map.columns)
         self.note = ""
         if task.broadcast:
             self.note = "a broadcast view (values read once stand for many places)"
@@ -53,7 +53,13 @@ class Gatherer:
             self.note = "views that overlap in storage"
         elif task.block_bytes and task.order != "C":
             self.note = "block-quantized data in Fortran order"
-        self._items = None
+
+    @property
+    def map(self) -> DensityMap:
+        if self._map is None:
+            self._map = DensityMap.empty(self.task.shape)
+            self._edges = edges(self.rows), edges(self.columns)
+        return self._map
 
     # -- the three shapes of chunk run.py reads ----------------------------------------------
 
@@ -70,7 +76,7 @@ class Gatherer:
             return
         task = self.task
         grid, n = task.grid, len(task.shape)
-        rows, columns = self.map.rows, self.map.columns
+        rows, columns = self.rows, self.columns
         place = _place(1, grid[-1], rows if n >= 2 else 1, 0, 1, grid[-1], task.block, 0,
                        rows, columns)
         for _, offset, dtype in fields:
@@ -99,11 +105,12 @@ class Gatherer:
             mask = np.ascontiguousarray(mask, dtype=np.uint8)
             if parts == 2:
                 mask = np.repeat(mask.reshape(-1), 2)
-            bin_mask(mask.reshape(-1), 0, place, *self.edges, _MISSING, self.map.counts)
+            counts = self.map.counts
+            bin_mask(mask.reshape(-1), 0, place, *self._edges, _MISSING, counts)
 
     def result(self) -> DensityMap:
         if self.note:
-            return DensityMap(self.map.rows, self.map.columns, None, f"no map: {self.note}")
+            return DensityMap(self.rows, self.columns, None, f"no map: {self.note}")
         return self.map
 
     # -- placing ------------------------------------------------------------------------------
@@ -114,7 +121,7 @@ class Gatherer:
         task = self.task
         shape, n = task.shape, len(task.shape)
         parts = task.grid[-1] if len(task.grid) > n else 1
-        rows, columns = self.map.rows, self.map.columns
+        rows, columns = self.rows, self.columns
         if task.order == "F":
             div_r = math.prod(shape[:n - 2]) if n >= 2 else 1
             div_c = math.prod(shape[:n - 1]) if n >= 1 else 1
@@ -146,7 +153,7 @@ class Gatherer:
                 self.note = "an unexpected last block axis"
                 return None
             parts, axes, dims = 2, axes[:-1], dims[:-1]
-        rows, columns = self.map.rows, self.map.columns
+        rows, columns = self.rows, self.columns
         found = {}
         for a, d in enumerate(dims):
             found[d] = (math.prod(axes[a + 1:]), axes[a], int(start[d]))
@@ -169,8 +176,9 @@ class Gatherer:
             return
         tests = table([src.test(q) for q in (Query.NAN, Query.POSINF, Query.NEGINF,
                                              Query.NONFINITE)], src.word)
-        bin_words(a.reshape(-1).view(src.word), tests, first, place, *self.edges, self.channel,
-                  self.map.counts)
+        counts = self.map.counts
+        bin_words(a.reshape(-1).view(src.word), tests, first, place, *self._edges, self.channel,
+                  counts)
 
 
 def _place(parts, div_r, mod_r, row0, div_c, mod_c, col_scale, col0, rows, columns):
