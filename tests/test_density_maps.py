@@ -172,3 +172,14 @@ def test_maps_gathered_on_a_dask_cluster(tmp_path):
                       execute_on=functools.partial(execute, scheduler=client))
     (t,) = report.tensors
     assert_map(t, truth(a))
+
+
+def test_a_broadcast_view_gets_no_map_and_says_why(tmp_path):
+    torch = pytest.importorskip("torch")
+    row = torch.tensor([1.0, float("nan"), 2.0])
+    torch.save({"b": row.expand(4, 3)}, tmp_path / "b.pt")
+    report = scan(tmp_path, maps=True)
+    (t,) = report.tensors
+    assert t.nan == 4 and t.density.counts is None and "broadcast" in t.density.note
+    with pytest.raises(ValueError, match="broadcast"):
+        report.plot("b")
