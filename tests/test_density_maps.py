@@ -184,12 +184,15 @@ def test_maps_gathered_on_a_dask_cluster(tmp_path):
     assert_map(t, truth(a))
 
 
-def test_a_broadcast_view_gets_no_map_and_says_why(tmp_path):
+def test_broadcast_views_spread_their_values_over_every_place_they_stand_for(tmp_path):
     torch = pytest.importorskip("torch")
-    row = torch.tensor([1.0, float("nan"), 2.0])
-    torch.save({"b": row.expand(4, 3)}, tmp_path / "b.pt")
-    report = scan(tmp_path, maps=True)
-    (t,) = report.tensors
-    assert t.nan == 4 and t.density.counts is None and "broadcast" in t.density.note
-    with pytest.raises(ValueError, match="broadcast"):
-        report.plot("b")
+    row = torch.from_numpy(plant((1, 300), seed=16, rate=0.05))
+    col = torch.from_numpy(plant((200, 1), seed=17, rate=0.05))
+    cube = torch.from_numpy(plant((1, 40, 50), seed=18))
+    torch.save({"rows": row.expand(200, 300), "cols": col.expand(200, 300),
+                "lead": cube.expand(6, 40, 50), "scalar": torch.tensor(float("nan")).expand(9, 7)},
+               tmp_path / "b.pt")
+    loaded = torch.load(tmp_path / "b.pt", weights_only=True)
+    t = by_name(scan(tmp_path, maps=True))
+    for name in ("rows", "cols", "lead", "scalar"):
+        assert_map(t[name], truth(loaded[name].numpy()))

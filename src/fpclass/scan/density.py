@@ -47,9 +47,7 @@ class Gatherer:
         self._map = self._edges = self._items = None  # made at the first finding
         self.channel = _channels(task)
         self.note = ""
-        if task.broadcast:
-            self.note = "a broadcast view (values read once stand for many places)"
-        elif task.storage is not None and task.storage.overlap:
+        if task.storage is not None and task.storage.overlap:
             self.note = "views that overlap in storage"
         elif task.block_bytes and task.order != "C":
             self.note = "block-quantized data in Fortran order"
@@ -111,6 +109,8 @@ class Gatherer:
     def result(self) -> DensityMap:
         if self.note:
             return DensityMap(self.rows, self.columns, None, f"no map: {self.note}")
+        if self.task.broadcast:
+            return _spread(self.map, self.task)
         return self.map
 
     # -- placing ------------------------------------------------------------------------------
@@ -179,6 +179,19 @@ class Gatherer:
         counts = self.map.counts
         bin_words(a.reshape(-1).view(src.word), tests, first, place, *self._edges, self.channel,
                   counts)
+
+
+def _spread(m: DensityMap, task) -> DensityMap:
+    """The map of a broadcast view from the map of the values read (each read once, at index 0
+    of its broadcast dimensions): a leading broadcast dimension multiplies the counts by its
+    size, a broadcast row or column dimension spreads them over every row or column."""
+    shape, n = task.shape, len(task.shape)
+    counts = m.counts * math.prod(shape[d] for d in task.broadcast if d < n - 2)
+    if n >= 2 and n - 2 in task.broadcast:
+        counts = counts[:, :1, :] * np.diff(edges(m.rows))[None, :, None]
+    if n >= 1 and n - 1 in task.broadcast:
+        counts = counts[:, :, :1] * np.diff(edges(m.columns))[None, None, :]
+    return DensityMap(m.rows, m.columns, counts)
 
 
 def _place(parts, div_r, mod_r, row0, div_c, mod_c, col_scale, col0, rows, columns):
