@@ -66,8 +66,11 @@ def test_hdf5_chunks_and_netcdf_blanks(tmp_path):
     h5py = pytest.importorskip("h5py")
     netCDF4 = pytest.importorskip("netCDF4")
     field = plant((6, 90, 140), seed=7)
+    z = np.empty((30, 45), np.complex64)
+    z.real, z.imag = plant((30, 45), seed=19), plant((30, 45), seed=20)
     with h5py.File(tmp_path / "f.h5", "w") as f:
         f.create_dataset("field", data=field, chunks=(2, 32, 50), compression="gzip")
+        f.create_dataset("z", data=z, chunks=(7, 11))
     path = tmp_path / "n.nc"
     with netCDF4.Dataset(path, "w") as ds:  # a NaN _FillValue: every NaN is missing
         ds.createDimension("y", 40)
@@ -79,6 +82,7 @@ def test_hdf5_chunks_and_netcdf_blanks(tmp_path):
         read = ds["t"][:]  # netCDF4's own masking decides the blanks
     t = by_name(scan(tmp_path, maps=True, chunk_bytes=8192))
     assert_map(t["field"], truth(field))
+    assert_map(t["z"], truth(z))
     assert_map(t["t"], truth(np.ma.getdata(read), np.ma.getmaskarray(read)))
 
 

@@ -131,15 +131,14 @@ class Gatherer:
                       rows, columns)
 
     def _block_place(self, origin, shape, where, parts):
-        """The place of a C-order block of `shape` (a last axis of 2 when `parts` is 2 or the
-        storage reads complex parts) at `origin`; None (and a note) if its axes are not a
-        permutation of the tensor's."""
+        """The place of a C-order block of `shape` at `origin`: a last axis of 2 beyond the
+        origin's when `parts` is 2 (complex values split here), or one the origin has when the
+        storage reads complex parts; None (and a note) if its axes are not a permutation of the
+        tensor's."""
         n = len(self.task.shape)
         rank = len(origin)
         axes = shape[:rank]
-        if len(shape) == rank + 1 and parts == 1 and shape[-1] == 2:
-            parts = 2
-        elif len(shape) != rank + (parts == 2):
+        if len(shape) != rank + (parts == 2):
             self.note = f"blocks of rank {len(shape)} for a tensor of rank {n}"
             return None
         zero = (0,) * rank
