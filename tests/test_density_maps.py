@@ -62,7 +62,7 @@ def test_bf16_float8_and_complex_in_safetensors_and_npy(tmp_path):
     assert_map(t["be.npy"], truth(big_endian))
 
 
-def test_hdf5_chunks_and_netcdf_blanks(tmp_path):
+def test_hdf5_chunks_netcdf_blanks_and_records(tmp_path):
     h5py = pytest.importorskip("h5py")
     netCDF4 = pytest.importorskip("netCDF4")
     field = plant((6, 90, 140), seed=7)
@@ -80,9 +80,16 @@ def test_hdf5_chunks_and_netcdf_blanks(tmp_path):
         v[:] = plant((40, 60), seed=8)
     with netCDF4.Dataset(path) as ds:
         read = ds["t"][:]  # netCDF4's own masking decides the blanks
+    records = plant((25, 8, 33), seed=21)
+    with netCDF4.Dataset(tmp_path / "r.nc", "w", format="NETCDF3_CLASSIC") as ds:
+        ds.createDimension("time", None)  # record variables: read in bands of rows
+        ds.createDimension("y", 8)
+        ds.createDimension("x", 33)
+        ds.createVariable("rec", "f4", ("time", "y", "x"), fill_value=False)[:] = records
     t = by_name(scan(tmp_path, maps=True, chunk_bytes=8192))
     assert_map(t["field"], truth(field))
     assert_map(t["z"], truth(z))
+    assert_map(t["rec"], truth(records))
     assert_map(t["t"], truth(np.ma.getdata(read), np.ma.getmaskarray(read)))
 
 
@@ -200,3 +207,13 @@ def test_broadcast_views_spread_their_values_over_every_place_they_stand_for(tmp
     t = by_name(scan(tmp_path, maps=True))
     for name in ("rows", "cols", "lead", "scalar"):
         assert_map(t[name], truth(loaded[name].numpy()))
+
+
+def test_fits_image_nan_is_missing(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    image = plant((3, 60, 70), seed=22)
+    fits.PrimaryHDU(image).writeto(tmp_path / "i.fits")
+    (t,) = scan(tmp_path, maps=True, chunk_bytes=4096).tensors
+    with fits.open(tmp_path / "i.fits") as f:
+        read = np.asarray(f[0].data)
+    assert_map(t, truth(read, np.isnan(read)))  # FITS's undefined value: a blank
