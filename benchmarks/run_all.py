@@ -30,6 +30,7 @@ SCRIPTS = {  # name -> (script, arguments)
     "dask-memory": ("bench_dask.py", ["--gib", "8", "--source", "memory"]),
     "check": ("bench_check.py", []),
     "watch": ("bench_watch.py", ["--threads", "1"]),
+    "maps": ("bench_maps.py", []),
 }
 
 

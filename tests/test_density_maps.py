@@ -159,10 +159,19 @@ def test_dense_findings_in_every_layout(tmp_path):
     rng = np.random.default_rng(14)
     dense = rng.choice(np.array([np.nan, np.inf, -np.inf, 1.0], np.float32), (3, 130, 257),
                        p=[0.4, 0.3, 0.2, 0.1])
+    # long runs of one class: counted a cell at a time
+    regions = np.full((3, 130, 257), np.nan, np.float32)
+    regions[1, 40:90, :] = np.inf
+    regions[2, :, 100:] = -np.inf
+    regions[0, 7, 3:200] = 1.0
+    regions.reshape(-1)[::97] = 2.0
     np.save(tmp_path / "c.npy", dense)
     np.save(tmp_path / "f.npy", np.asfortranarray(dense))
+    np.save(tmp_path / "regions.npy", regions)
+    np.save(tmp_path / "line.npy", regions.reshape(-1))
     with h5py.File(tmp_path / "d.h5", "w") as f:
         f.create_dataset("d", data=dense, chunks=(2, 33, 70))
+        f.create_dataset("r", data=regions, chunks=(2, 33, 70))
     names = ["c.npy", "f.npy", "d"]
     try:
         import zarr
@@ -176,6 +185,9 @@ def test_dense_findings_in_every_layout(tmp_path):
     t = by_name(scan(tmp_path, maps=True, chunk_bytes=3000, task_bytes=50_000))
     for name in names:
         assert_map(t[name], truth(dense))
+    for name in ("regions.npy", "r"):
+        assert_map(t[name], truth(regions))
+    assert_map(t["line.npy"], truth(regions.reshape(-1)))
 
 
 def test_maps_gathered_on_a_dask_cluster(tmp_path):

@@ -125,8 +125,8 @@ class Gatherer:
         if task.order == "F":
             div_r = math.prod(shape[:n - 2]) if n >= 2 else 1
             div_c = math.prod(shape[:n - 1]) if n >= 1 else 1
-        else:
-            div_r, div_c = (columns if n >= 2 else 1), 1
+        else:  # (a 1-D tensor's one row: its row step is the whole row too)
+            div_r, div_c = columns, 1
         return _place(parts, div_r, rows if n >= 2 else 1, 0, div_c, columns if n else 1, 1, 0,
                       rows, columns)
 
