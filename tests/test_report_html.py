@@ -206,3 +206,14 @@ def test_an_unwritable_html_path_fails_before_the_scan(tmp_path):
     code = main(["scan", str(tmp_path), "--html", str(tmp_path / "no" / "such" / "r.html")],
                 stdout=io.StringIO(), stderr=err)
     assert code == 2 and "--html" in err.getvalue() and "cannot write" in err.getvalue()
+
+
+def test_a_page_draws_at_most_max_maps_and_says_how_many_it_left_out(tmp_path, monkeypatch):
+    from fpclass.results import html as page
+    monkeypatch.setattr(page, "MAX_MAPS", 2)
+    np.savez(tmp_path / "x.npz", **{f"t{k}": np.full((2, 3), np.nan, np.float32)
+                                   for k in range(5)})
+    data = page.page_data(scan(tmp_path, maps=True))
+    assert sum("map" in t for t in data["tensors"]) == 2 and data["maps_left_out"] == 3
+    assert "3 more tensors" in data["maps_note"]
+    assert "No maps were gathered" in page.page_data(scan(tmp_path))["maps_note"]

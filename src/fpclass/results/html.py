@@ -85,11 +85,15 @@ def page_data(report) -> dict:
             else:
                 skipped_maps += 1
         tensors.append(row)
-    note = ("No tensor has findings to map." if not skipped_maps else "")
-    if not any(getattr(t, "density", None) is not None for t in report.tensors) and \
-            report.with_findings:
+    if not report.with_findings:
+        note = "No tensor has findings to map."
+    elif not drawn:
         note = ("No maps were gathered: scan with --html (or scan(..., maps=True)) to gather "
                 "them in the same read.")
+    else:
+        note = ""
+    if skipped_maps:
+        note += f"{skipped_maps} more tensors have maps: a page draws at most {MAX_MAPS}."
     return {"status": doc["status"], "exit_code": doc["exit_code"], "fail_on": doc["fail_on"],
             "summary": doc["summary"], "files": doc["files"],
             "columns": [{"key": k, "label": label, "numeric": num} for k, label, num in columns],

@@ -49,7 +49,8 @@ SCRIPT = r"""
     return e;
   };
   const fmt = (v) => v === null || v === undefined ? "" :
-    (typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(6) : String(v));
+    typeof v === "number" && !Number.isInteger(v) ? String(Number(v.toPrecision(6))) :
+    typeof v === "object" ? JSON.stringify(v) : String(v);
 
   // the summary
   const head = document.getElementById("head");
@@ -164,7 +165,9 @@ SCRIPT = r"""
     fig.appendChild(cap);
     maps.appendChild(fig);
   });
-  if (!maps.children.length) maps.appendChild(el("p", {class: "note"}, data.maps_note));
+  if (data.maps_note) {
+    maps.appendChild(el("p", {class: "note", id: "maps-note"}, data.maps_note));
+  }
 
   // #sort=KEY[:desc] sorts on load, by the same clicks a reader makes
   const want = /(?:^#|&)sort=([^:&]+)(?::(asc|desc))?/.exec(location.hash);
