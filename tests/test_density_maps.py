@@ -42,6 +42,10 @@ def test_without_maps_nothing_is_gathered_and_clean_tensors_have_none(tmp_path):
     assert all(t.density is None for t in scan(tmp_path).tensors)
     mapped = {t.file.rsplit("/", 1)[-1]: t.density for t in scan(tmp_path, maps=True).tensors}
     assert mapped["good.npy"] is None and mapped["bad.npy"] is not None
+    # kept small: the classes present only, each in the smallest type that holds its counts
+    planes = mapped["bad.npy"].planes
+    assert set(planes) == {"nan", "posinf", "neginf"}
+    assert all(p.dtype == np.uint8 for p in planes.values())
     with pytest.raises(ValueError, match="maps must be True or False"):
         scan(tmp_path, maps="yes")
 

@@ -111,11 +111,15 @@ def _layout(shape) -> str:
 
 
 def _map(m, shape) -> dict:
-    out = m.to_dict()
-    out.pop("counts", None)
-    out["layout"] = _layout(shape)
-    if m.counts is not None:
-        out["cells"] = _cells(m.counts)
+    """A map's data for the page: to_dict() with its non-empty cells instead of its counts."""
+    counts = m.counts
+    out = {"rows": m.rows, "columns": m.columns, "layout": _layout(shape)}
+    if counts is None:
+        out["note"] = m.note
+        return out
+    row_edges, column_edges = m.bin_edges()
+    out["row_edges"], out["column_edges"] = row_edges.tolist(), column_edges.tolist()
+    out["cells"] = _cells(counts)
     return out
 
 

@@ -39,7 +39,7 @@ def plot(report, name, *, file=None, ax=None):
         why = ("it has no findings" if not tensor.nonfinite else
                "the scan gathered no maps: scan(..., maps=True) or fpclass scan --html")
         raise ValueError(f"tensor {name!r} has no density map: {why}")
-    if m.counts is None:
+    if m.planes is None:
         raise ValueError(f"tensor {name!r} has no density map: {m.note}")
     plt = require("matplotlib.pyplot", "plot", "ScanReport.plot")
     shown = [c for c in m.classes if m.of(c).any()] or ["nan"]

@@ -39,12 +39,12 @@ def _channels(task) -> np.ndarray:
 class Gatherer:
     """The density map of one task (a tensor or a part of one), chunk by chunk."""
 
-    __slots__ = ("task", "rows", "columns", "_map", "note", "channel", "_edges", "_items")
+    __slots__ = ("task", "rows", "columns", "_counts", "note", "channel", "_edges", "_items")
 
     def __init__(self, task):
         self.task = task
         self.rows, self.columns = layout(task.shape)
-        self._map = self._edges = self._items = None  # made at the first finding
+        self._counts = self._edges = self._items = None  # made at the first finding
         self.channel = _channels(task)
         self.note = ""
         if task.storage is not None and task.storage.overlap:
@@ -53,11 +53,13 @@ class Gatherer:
             self.note = "block-quantized data in Fortran order"
 
     @property
-    def map(self) -> DensityMap:
-        if self._map is None:
-            self._map = DensityMap.empty(self.task.shape)
+    def counts(self) -> np.ndarray:
+        """The counts gathered so far, (len(CLASSES), bins, bins) int64."""
+        if self._counts is None:
+            self._counts = np.zeros((len(CLASSES), bins(self.rows), bins(self.columns)),
+                                    np.int64)
             self._edges = edges(self.rows), edges(self.columns)
-        return self._map
+        return self._counts
 
     # -- the three shapes of chunk run.py reads ----------------------------------------------
 
@@ -103,15 +105,16 @@ class Gatherer:
             mask = np.ascontiguousarray(mask, dtype=np.uint8)
             if parts == 2:
                 mask = np.repeat(mask.reshape(-1), 2)
-            counts = self.map.counts
+            counts = self.counts
             bin_mask(mask.reshape(-1), 0, place, *self._edges, _MISSING, counts)
 
     def result(self) -> DensityMap:
         if self.note:
             return DensityMap(self.rows, self.columns, None, f"no map: {self.note}")
+        counts = self.counts
         if self.task.broadcast:
-            return _spread(self.map, self.task)
-        return self.map
+            counts = _spread(counts, self.task, self.rows, self.columns)
+        return DensityMap.from_counts(self.rows, self.columns, counts)
 
     # -- placing ------------------------------------------------------------------------------
 
@@ -175,22 +178,22 @@ class Gatherer:
             return
         tests = table([src.test(q) for q in (Query.NAN, Query.POSINF, Query.NEGINF,
                                              Query.NONFINITE)], src.word)
-        counts = self.map.counts
+        counts = self.counts
         bin_words(a.reshape(-1).view(src.word), tests, first, place, *self._edges, self.channel,
                   counts)
 
 
-def _spread(m: DensityMap, task) -> DensityMap:
-    """The map of a broadcast view from the map of the values read (each read once, at index 0
+def _spread(counts: np.ndarray, task, rows: int, columns: int) -> np.ndarray:
+    """The counts of a broadcast view from those of the values read (each read once, at index 0
     of its broadcast dimensions): a leading broadcast dimension multiplies the counts by its
     size, a broadcast row or column dimension spreads them over every row or column."""
     shape, n = task.shape, len(task.shape)
-    counts = m.counts * math.prod(shape[d] for d in task.broadcast if d < n - 2)
+    counts = counts * math.prod(shape[d] for d in task.broadcast if d < n - 2)
     if n >= 2 and n - 2 in task.broadcast:
-        counts = counts[:, :1, :] * np.diff(edges(m.rows))[None, :, None]
+        counts = counts[:, :1, :] * np.diff(edges(rows))[None, :, None]
     if n >= 1 and n - 1 in task.broadcast:
-        counts = counts[:, :, :1] * np.diff(edges(m.columns))[None, None, :]
-    return DensityMap(m.rows, m.columns, counts)
+        counts = counts[:, :, :1] * np.diff(edges(columns))[None, None, :]
+    return counts
 
 
 def _place(parts, div_r, mod_r, row0, div_c, mod_c, col_scale, col0, rows, columns):
