@@ -31,6 +31,7 @@ SCRIPTS = {  # name -> (script, arguments)
     "check": ("bench_check.py", []),
     "watch": ("bench_watch.py", ["--threads", "1"]),
     "callbacks": ("bench_callbacks.py", ["--threads", "1"]),
+    "maps": ("bench_maps.py", []),
 }
 
 

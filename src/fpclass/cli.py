@@ -145,6 +145,9 @@ def _parser(out, err) -> _Parser:
                       "given here win)")
     scan.add_argument("--no-config", action="store_true",
                       help="read no settings file")
+    scan.add_argument("--html", metavar="FILE", default=None,
+                      help="also write a self-contained HTML report to FILE: the summary, a "
+                      "sortable table and a map of where each tensor's findings are")
     scan.add_argument("--scheduler", metavar="ADDRESS", default=None,
                       help="run the scan on a dask.distributed cluster (e.g. tcp://host:8786); "
                            "workers read the files from a shared filesystem (needs the dask "
@@ -269,6 +272,13 @@ def _scan(args, out, err, env) -> int:
             _error(err, f"fpclass scan: error: --output {args.output}: cannot write: "
                    f"{describe(e)}")
             return ExitCode.USAGE
+    if args.html is not None:
+        try:
+            open(args.html, "a").close()
+        except OSError as e:
+            _error(err, f"fpclass scan: error: --html {args.html}: cannot write: "
+                   f"{describe(e)}")
+            return ExitCode.USAGE
     execute_on = None
     if args.scheduler:
         try:
@@ -290,6 +300,7 @@ def _scan(args, out, err, env) -> int:
                              force_exclude=args.force_exclude,
                              allow_globals=args.allow_globals, debug=args.traceback,
                              execute_on=execute_on, verify=args.verify,
+                             maps=args.html is not None,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:
@@ -303,6 +314,8 @@ def _scan(args, out, err, env) -> int:
     if args.output is not None:
         with open(args.output, "w", encoding="utf-8") as f:
             report.write_json(f)
+    if args.html is not None:
+        report.write_html(args.html)
     return _print(report, args, out, env)
 
 

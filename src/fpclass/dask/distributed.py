@@ -154,12 +154,13 @@ def _check_no_workers_timeout(value) -> None:
 def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIONS,
             chunk_bytes: int = CHUNK_BYTES, progress=None,
             retries: int = RETRIES, no_workers_timeout: float | None = NO_WORKERS_TIMEOUT,
-            debug: bool = False, run=engine.run_task) -> tuple[list, bool]:
+            debug: bool = False, run=engine.run_task, maps: bool = False) -> tuple[list, bool]:
     """(results in task order, interrupted?) like fpclass.scan.engine.execute, with each CHECK
     task run by `run` (default fpclass.scan.run_task; it must be importable on the workers) on
     the cluster at `scheduler`. Tasks that fail together are retried one at a time; a task that
     still fails, or is unfinished once the cluster has had no workers for `no_workers_timeout`
-    seconds (None: wait indefinitely), comes back unchecked with the reason, never missing."""
+    seconds (None: wait indefinitely), comes back unchecked with the reason, never missing.
+    `maps`: `run` gathers density maps (run_task's maps=True)."""
     _check_no_workers_timeout(no_workers_timeout)
     results: list = [None] * len(tasks)
     remote = [i for i, t in enumerate(tasks) if t.status == CHECK]
@@ -170,7 +171,7 @@ def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIO
         return results, False
     client, opened = _connect(scheduler)
     options = dict(max_locations=max_locations, chunk_bytes=chunk_bytes, debug=debug,
-                   retries=retries, pure=False)
+                   retries=retries, pure=False, **({"maps": True} if maps else {}))
     scan_id = uuid.uuid4().hex[:12]
     watch = _WorkerWatch(client, no_workers_timeout)
     interrupted = False

@@ -49,6 +49,7 @@ def compile_unit(name: str, mode: str) -> float:
                 ops.isposinf(x), q.class_counts(x)
     finally:
         numpy_bits.SMALL_BYTES, threads.PARALLEL_MIN = small, parallel
+    _density_kernels()
     return time.perf_counter() - start
 
 
@@ -62,3 +63,15 @@ def compile_kernels(progress=None) -> float:
         if progress is not None:
             progress(done, len(todo), u, seconds)
     return time.perf_counter() - start
+
+
+def _density_kernels() -> None:
+    """The density-map kernels (scan --html), once per word width."""
+    from ..kernels import density
+    place = density.place_array((1, 4, 4, 0, 1, 4, 1, 0, 4, 4, 4, 4))
+    channel, counts = np.zeros((2, 3), np.int64), np.zeros((4, 4, 4), np.int64)
+    edges = np.arange(5, dtype=np.int64)
+    for word in (np.uint8, np.uint16, np.uint32, np.uint64):
+        density.bin_words(np.zeros(16, word), np.zeros((4, 4), word), 0, place, edges, edges,
+                          channel, counts)
+    density.bin_mask(np.zeros(16, np.uint8), 0, place, edges, edges, 0, counts)

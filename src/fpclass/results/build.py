@@ -16,6 +16,7 @@ import numpy as np
 
 from ..facade import count_inf, count_nan, count_nonfinite, isnan, isposinf, locate_nonfinite
 from ..formats import ML_DTYPES_NAMES, component_format, format_of
+from .density import merge as merge_maps
 from .report import Location, TensorResult
 from .status import CHECKED, NOT_APPLICABLE, UNCHECKED
 
@@ -225,4 +226,5 @@ def merge_parts(parts: list, max_locations: int) -> TensorResult:
         head.file, head.name, head.dtype, head.shape, UNCHECKED if bad else head.status,
         sum(p.nan for p in parts), sum(p.posinf for p in parts), sum(p.neginf for p in parts),
         locations, sum(p.values_checked for p in parts), sum(p.bytes_checked for p in parts),
-        bad[0].reason if bad else "", missing=sum(p.missing for p in parts))
+        bad[0].reason if bad else "", missing=sum(p.missing for p in parts),
+        density=merge_maps(p.density for p in parts))

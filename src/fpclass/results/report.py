@@ -77,6 +77,8 @@ class TensorResult:
     reason: str = ""
     first: int = 0              # first item of the part this result covers
     missing: int = 0            # NaN where the format declares NaN a blank (fill value)
+    # where the findings are (results.density.DensityMap), gathered when the scan asks for maps
+    density: object = field(default=None, compare=False, repr=False)
 
     @property
     def elements(self) -> int:
@@ -215,6 +217,18 @@ class ScanReport:
                 stream.write(("\n    " if i == 0 else ",\n    ") + json.dumps(item.to_dict()))
             stream.write("\n  ]" if items else "]")
         stream.write("\n}\n")
+
+    def plot(self, name: str, *, file=None, ax=None):
+        """Draw where tensor `name`'s findings are (its density map, gathered by
+        scan(..., maps=True)) with matplotlib (fpclass[plot]); returns the Figure."""
+        from .plot import plot
+        return plot(self, name, file=file, ax=ax)
+
+    def write_html(self, path) -> None:
+        """Write the self-contained HTML report (what `fpclass scan --html` writes) to `path`
+        (a file name or a text stream)."""
+        from .html import write_html
+        write_html(self, path)
 
     def to_json(self) -> str:
         """The JSON document as text, exactly what write_json writes."""

@@ -60,20 +60,22 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
          execute_on=None, allow_globals=(), force_exclude: bool = False,
-         verify: bool = False) -> ScanReport:
+         verify: bool = False, maps: bool = False) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
     "any", comma-separated or a list); `include` / `exclude` are glob patterns filtering the files
     found in directories (with `force_exclude`, the paths named too, and a named file that holds
-    no tensors is skipped rather than a problem). Returns a ScanReport; bad files are reported in it, never raised; Ctrl-C
-    gives the report so far, interrupted. ValueError for bad arguments. `execute_on` replaces this
+    no tensors is skipped rather than a problem). Returns a ScanReport; bad files are reported
+    in it, never raised; Ctrl-C gives the report so far, interrupted. ValueError for bad arguments. `execute_on` replaces this
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
     run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
     PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). `verify`
     also computes each file's SHA-256 in the same read and checks it against the file's
-    references (report.integrity; a mismatch is a finding)."""
+    references (report.integrity; a mismatch is a finding). `maps`: also gather, in the same
+    read, a density map of where each tensor's findings are (for ScanReport.plot and
+    write_html; an `execute_on` executor then gets `maps=True`)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -88,6 +90,9 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     if verify and execute_on is not None:
         raise ValueError("verify hashes files on this machine; it cannot run on another "
                          "executor (--scheduler)")
+    if not isinstance(maps, bool):
+        raise ValueError(f"maps must be True or False, got {maps!r}")
+    extra = {"maps": True} if maps else {}
     with scratch.session():  # a compressed file's decompressed copy lives until the end
         start = time.perf_counter()
         try:
@@ -105,12 +110,13 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         if verify:
             results, integrity, interrupted = execute_verified(
                 tasks, paths, threads=threads, max_locations=max_locations,
-                chunk_bytes=chunk_bytes, progress=progress, debug=debug)
+                chunk_bytes=chunk_bytes, progress=progress, debug=debug, **extra)
         else:
             run = functools.partial(execute, threads=threads) if execute_on is None \
                 else execute_on
             results, interrupted = run(tasks, max_locations=max_locations,
-                                       chunk_bytes=chunk_bytes, progress=progress, debug=debug)
+                                       chunk_bytes=chunk_bytes, progress=progress, debug=debug,
+                                       **extra)
         return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                         seconds=time.perf_counter() - start, interrupted=interrupted,
                         integrity=integrity)

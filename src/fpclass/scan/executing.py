@@ -12,15 +12,16 @@ from .run import DEFAULT_MAX_LOCATIONS, interrupted_result, needs_reading, run_t
 
 def execute(tasks, *, threads: int | None = None, max_locations: int = DEFAULT_MAX_LOCATIONS,
             chunk_bytes: int = CHUNK_BYTES, progress=None,
-            debug: bool = False) -> tuple[list, bool]:
+            debug: bool = False, maps: bool = False) -> tuple[list, bool]:
     """(results in task order, interrupted?) for `tasks`, the reading ones run on `threads`
     threads (None: one per core). `progress(task, result)` is called as each reading task
     finishes (the others are answered first, without I/O).
-    Ctrl-C stops the work and the unfinished tasks come back unchecked."""
+    Ctrl-C stops the work and the unfinished tasks come back unchecked. `maps`: gather each
+    tensor's density map (run_task)."""
     threads = threads or os.cpu_count() or 1
     stop = threading.Event()
     results: list = [None] * len(tasks)
-    options = dict(chunk_bytes=chunk_bytes, stop=stop, debug=debug)
+    options = dict(chunk_bytes=chunk_bytes, stop=stop, debug=debug, maps=maps)
     reads = []
     interrupted = False
     try:

@@ -5,11 +5,13 @@ raises for bad data: the result is then unchecked, with the reason."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .._oserrors import describe
 from .storage import CHUNK_BYTES
 from .storage.reads import SourceError
 from .dtypes import can_hold_nonfinite, np_dtype
+from .density import Gatherer
 from .overlap import run_overlap
 from .readers import ReaderError
 from ..results import build
@@ -25,10 +27,12 @@ class Interrupted(Exception):
 
 
 def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
-             chunk_bytes: int = CHUNK_BYTES, stop=None, debug: bool = False) -> TensorResult:
+             chunk_bytes: int = CHUNK_BYTES, stop=None, debug: bool = False,
+             maps: bool = False) -> TensorResult:
     """Check one task: counts of NaN/+Inf/-Inf and the first `max_locations` locations, read in
-    chunks of `chunk_bytes`. Never raises for bad data: the result is then unchecked with the
-    reason (with `debug`, unexpected errors propagate)."""
+    chunks of `chunk_bytes` (with `maps`, also the density map of its findings). Never raises for
+    bad data: the result is then unchecked with the reason (with `debug`, unexpected errors
+    propagate)."""
     if task.status != CHECK:
         return build.answered(task.file, task.name, task.dtype, task.shape, task.status,
                               task.reason, first=task.first)
@@ -39,13 +43,15 @@ def run_task(task: Task, max_locations: int = DEFAULT_MAX_LOCATIONS, *,
                                   first=task.first, values=n)
         if not task.part_bytes:
             return _run_empty(task)
+        gather = Gatherer(task) if maps else None
         if task.block_bytes:
-            return _run_blocks(task, max_locations, chunk_bytes, stop)
+            return with_map(_run_blocks(task, max_locations, chunk_bytes, stop, gather), gather)
         if task.storage.overlap:
-            return run_overlap(task, max_locations, chunk_bytes, stop, Interrupted)
+            return with_map(run_overlap(task, max_locations, chunk_bytes, stop, Interrupted),
+                           gather)
         if not task.storage.flat:
-            return _run_nd(task, max_locations, chunk_bytes, stop)
-        return _run_elements(task, max_locations, chunk_bytes, stop)
+            return with_map(_run_nd(task, max_locations, chunk_bytes, stop, gather), gather)
+        return with_map(_run_elements(task, max_locations, chunk_bytes, stop, gather), gather)
     except Interrupted:
         return _unchecked(task, "interrupted before it was fully checked")
     except (SourceError, ReaderError) as e:
@@ -106,45 +112,62 @@ def _index(task: Task, item: int) -> tuple:
     return tuple(idx)
 
 
-def _run_elements(task, max_locations, chunk_bytes, stop):
+def _found(tally: build.Tally) -> int:
+    return tally.nan + tally.posinf + tally.neginf + tally.missing
+
+
+def with_map(result: TensorResult, gather) -> TensorResult:
+    """`result` with the gathered map, when maps are asked for and it has findings."""
+    if gather is None or not result.nonfinite:
+        return result
+    return replace(result, density=gather.result())
+
+
+def _run_elements(task, max_locations, chunk_bytes, stop, gather=None):
     dtype = np_dtype(task.element)
     tally = new_tally(task, max_locations)
     for first, chunk in task.storage.chunks(task, dtype.itemsize, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
-        add_elements(task, tally, first, chunk)
+        add_elements(task, tally, first, chunk, gather)
     return tally.result()
 
 
-def add_elements(task: Task, tally: build.Tally, first: int, chunk) -> None:
+def add_elements(task: Task, tally: build.Tally, first: int, chunk, gather=None) -> None:
     """Classify `chunk` (uint8, whole elements of `task`, the first being item `first`) into
-    `tally`."""
+    `tally`; a `gather` (a density-map Gatherer) also bins a chunk that added findings."""
     v = chunk.view(np_dtype(task.element))
+    before = _found(tally)
     if task.flip == "conj":  # rows are (element, part)
         tally.add(v.reshape(-1, 2), lambda r, f=first: _index(task, f + 2 * r[0] + r[1]),
                   chunk.size)
     else:
         tally.add(v, lambda r, f=first: _index(task, f + r[0]), chunk.size)
+    if gather is not None and _found(tally) != before:
+        gather.elements(v, first)
 
 
-def _run_nd(task, max_locations, chunk_bytes, stop):
+def _run_nd(task, max_locations, chunk_bytes, stop, gather=None):
     """A task read in N-d blocks, each with its origin; the storage maps them to indices."""
     where = task.storage.where(task)
     tally = new_tally(task, max_locations)
     for origin, block in task.storage.blocks(task, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
+        before = _found(tally)
         tally.add(block, lambda r, o=origin: where(o, r), block.nbytes)
+        if gather is not None and _found(tally) != before:
+            gather.block(origin, block, where)
     return tally.result()
 
 
-def _run_blocks(task, max_locations, chunk_bytes, stop):
+def _run_blocks(task, max_locations, chunk_bytes, stop, gather=None):
     fields = block_fields(task)
     tally = new_tally(task, max_locations)
     for first, chunk in task.storage.chunks(task, task.block_bytes, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
-        add_blocks(task, tally, fields, first, chunk)
+        add_blocks(task, tally, fields, first, chunk, gather)
     return tally.result()
 
 
@@ -153,11 +176,15 @@ def block_fields(task: Task) -> list:
     return [(f.name, f.offset, np_dtype(f.element)) for f in task.fields]
 
 
-def add_blocks(task: Task, tally: build.Tally, fields: list, first: int, chunk) -> None:
+def add_blocks(task: Task, tally: build.Tally, fields: list, first: int, chunk,
+               gather=None) -> None:
     """Classify the `fields` of `chunk` (uint8, whole blocks of `task`, the first being block
-    `first`) into `tally`."""
-    tally.add_fields(chunk.reshape(-1, task.block_bytes), fields,
-                     lambda k, f=first: _index(task, f + k), chunk.size)
+    `first`) into `tally`; a `gather` also bins a chunk that added findings."""
+    before = _found(tally)
+    blocks = chunk.reshape(-1, task.block_bytes)
+    tally.add_fields(blocks, fields, lambda k, f=first: _index(task, f + k), chunk.size)
+    if gather is not None and _found(tally) != before:
+        gather.fields(blocks, fields, first)
 
 
 def needs_reading(task: Task) -> bool:

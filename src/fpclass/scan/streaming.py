@@ -16,8 +16,9 @@ import numpy as np
 from ..results import build
 from ..results.integrity import Check, FileIntegrity
 from .dtypes import np_dtype
+from .density import Gatherer
 from .run import (Interrupted, add_blocks, add_elements, block_fields, needs_reading,
-                  new_tally)
+                  new_tally, with_map)
 from .storage.members import Member
 from .storage.ranges import Range
 from .storage.reads import READ_FLAGS, SourceError, read_exactly
@@ -38,10 +39,12 @@ def streams_with(task, path: str) -> bool:
 
 
 def hash_files(files, tasks_of, references, *, max_locations: int, threads: int, stop,
-               progress=None, block_bytes: int | None = None) -> tuple[dict, list]:
+               progress=None, block_bytes: int | None = None,
+               maps: bool = False) -> tuple[dict, list]:
     """Hash each of `files` ({path: [(index, task)] streamed with it} in `tasks_of`) on `threads`
     threads, classifying its streamed tasks on the way. Returns ({index: result}, [FileIntegrity]
-    in the order of `files`); `references` is {path: [Reference]}."""
+    in the order of `files`); `references` is {path: [Reference]}. `maps`: the results carry
+    the density maps of their findings."""
     block_bytes = block_bytes or BLOCK_BYTES
     results: dict = {}
     integrity: list = [None] * len(files)
@@ -60,7 +63,7 @@ def hash_files(files, tasks_of, references, *, max_locations: int, threads: int,
                 try:
                     integrity[k] = _stream(path, tasks_of.get(path, []),
                                            references.get(path, []), results, max_locations,
-                                           stop, hasher, block_bytes, progress, lock)
+                                           stop, hasher, block_bytes, progress, lock, maps)
                 except Interrupted:  # the caller answers the unfinished tasks
                     return
                 except BaseException as e:  # surfaced in the calling thread
@@ -83,7 +86,7 @@ class _Streamed:
     """One task classified from the blocks of its file that hold its bytes [start, end): whole
     items are classified in place, an item split by a block boundary is joined first."""
 
-    def __init__(self, index, task, max_locations):
+    def __init__(self, index, task, max_locations, maps=False):
         s = task.storage
         self.index, self.task = index, task
         self.item = task.block_bytes or np_dtype(task.element).itemsize
@@ -100,6 +103,7 @@ class _Streamed:
         self.next_item = first
         self.end = self.start + count * self.item
         self.tally = new_tally(task, max_locations)
+        self.gather = Gatherer(task) if maps else None
         self.carry = bytearray()
 
     def feed(self, block: np.ndarray, at: int) -> None:
@@ -130,21 +134,21 @@ class _Streamed:
             chunk = chunk.copy()
         first, self.next_item = self.next_item, self.next_item + chunk.size // self.item
         if self.fields is None:
-            add_elements(self.task, self.tally, first, chunk)
+            add_elements(self.task, self.tally, first, chunk, self.gather)
         else:
-            add_blocks(self.task, self.tally, self.fields, first, chunk)
+            add_blocks(self.task, self.tally, self.fields, first, chunk, self.gather)
 
     def result(self):
         s = self.task.storage
         if self.crc is not None and self.crc != s.crc:
             return build.unchecked_item(self.task, f"member {s.name}: CRC-32 mismatch "
                                                    "(corrupt archive)")
-        return self.tally.result()
+        return with_map(self.tally.result(), self.gather)
 
 
 def _stream(path, streamed, references, results, max_locations, stop, hasher, block_bytes,
-            progress, lock) -> FileIntegrity:
-    states = sorted((_Streamed(i, t, max_locations) for i, t in streamed),
+            progress, lock, maps) -> FileIntegrity:
+    states = sorted((_Streamed(i, t, max_locations, maps) for i, t in streamed),
                     key=lambda s: s.begin)
     digests = {"sha256": hashlib.sha256()}
     if any(r.algorithm == "git-sha1" for r in references):

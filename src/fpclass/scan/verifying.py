@@ -26,7 +26,8 @@ def hashed_files(tasks) -> list:
 
 def execute_verified(tasks, roots, *, threads: int | None = None,
                      max_locations: int = DEFAULT_MAX_LOCATIONS, chunk_bytes: int = CHUNK_BYTES,
-                     progress=None, debug: bool = False) -> tuple[list, list, bool]:
+                     progress=None, debug: bool = False,
+                     maps: bool = False) -> tuple[list, list, bool]:
     """(results in task order, [FileIntegrity] per file read, interrupted?) for `tasks` planned
     from `roots`: as `execute`, with each file's SHA-256 from the bytes the scan reads."""
     threads = threads or os.cpu_count() or 1
@@ -44,7 +45,7 @@ def execute_verified(tasks, roots, *, threads: int | None = None,
     try:
         found, integrity = hash_files(files, tasks_of, find_references(files, roots),
                                       max_locations=max_locations, threads=threads, stop=stop,
-                                      progress=progress)
+                                      progress=progress, maps=maps)
         for i, result in found.items():
             results[i] = result
     except KeyboardInterrupt:
@@ -55,7 +56,7 @@ def execute_verified(tasks, roots, *, threads: int | None = None,
         rest_results, interrupted = execute([tasks[i] for i in rest], threads=threads,
                                             max_locations=max_locations,
                                             chunk_bytes=chunk_bytes, progress=progress,
-                                            debug=debug)
+                                            debug=debug, **({"maps": True} if maps else {}))
         for i, result in zip(rest, rest_results):
             results[i] = result
     for i, result in enumerate(results):
