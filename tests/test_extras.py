@@ -23,13 +23,13 @@ def hide(monkeypatch, *modules):
 
 def forget(monkeypatch, *packages):
     """Drop modules from sys.modules so that the next import runs them again. The originals come
-    back after the test, in sys.modules and as attributes of their parent packages (which an
-    import in the test rebinds)."""
+    back after the test, in sys.modules and as attributes of their parent packages. The parent's
+    attribute goes too: `from package import name` takes it without importing otherwise."""
     for name in [m for m in sys.modules
                  if m in packages or m.startswith(tuple(p + "." for p in packages))]:
         parent, _, child = name.rpartition(".")
         if parent in sys.modules and hasattr(sys.modules[parent], child):
-            monkeypatch.setattr(sys.modules[parent], child, getattr(sys.modules[parent], child))
+            monkeypatch.delattr(sys.modules[parent], child)
         monkeypatch.delitem(sys.modules, name)
 
 

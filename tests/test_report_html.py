@@ -205,7 +205,7 @@ def test_an_unwritable_html_path_fails_before_the_scan(tmp_path):
     err = io.StringIO()
     code = main(["scan", str(tmp_path), "--html", str(tmp_path / "no" / "such" / "r.html")],
                 stdout=io.StringIO(), stderr=err)
-    assert code == 2 and "--html" in err.getvalue() and "cannot write" in err.getvalue()
+    assert code == 4 and "--html" in err.getvalue() and "cannot write" in err.getvalue()
 
 
 def test_a_page_draws_at_most_max_maps_and_says_how_many_it_left_out(tmp_path, monkeypatch):
