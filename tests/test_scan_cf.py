@@ -75,9 +75,10 @@ def test_non_finite_scale_or_offset_makes_every_unmasked_value_non_finite(tmp_pa
     assert ours["nan_scale"].nan == 5 and ours["nan_scale"].missing == 1
     assert ours["nan_scale"].dtype == "int16 packed as float32"
     assert ours["inf_offset"].posinf == 5 and ours["inf_offset"].missing == 1
-    # 0 * -inf is NaN; 8 and 9 lie outside the valid range (masked, missing)
+    # 0 * -inf is NaN; 8 and 9 lie outside the valid range (masked: out of range, not missing)
     assert (ours["neg_inf_scale"].nan, ours["neg_inf_scale"].posinf,
-            ours["neg_inf_scale"].neginf, ours["neg_inf_scale"].missing) == (1, 1, 2, 2)
+            ours["neg_inf_scale"].neginf, ours["neg_inf_scale"].missing,
+            ours["neg_inf_scale"].out_of_range) == (1, 1, 2, 0, 2)
     assert ours["neg_inf_scale"].dtype == "int32 packed as float64"
     assert scan([path]).exit_code == 1
 
@@ -129,7 +130,9 @@ def test_masked_infinities_are_missing_as_netcdf4_reads_them(tmp_path, fmt):
         w[:] = [1, INF, -INF, NAN, 3, 4]
     path = _netcdf(tmp_path / "m.nc", fmt, build)
     _, ours = _agree(path)
-    assert (ours["f"].nan, ours["f"].posinf, ours["f"].neginf, ours["f"].missing) == (1, 0, 1, 1)
+    # +Inf lies above valid_max: masked, counted out of range
+    assert (ours["f"].nan, ours["f"].posinf, ours["f"].neginf, ours["f"].missing,
+            ours["f"].out_of_range) == (1, 0, 1, 0, 1)
     assert (ours["g"].nan, ours["g"].posinf, ours["g"].neginf, ours["g"].missing) == (1, 1, 0, 1)
 
 

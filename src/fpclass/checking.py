@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -121,6 +122,11 @@ class _Checker:
                 slot = batch.slots[k]
                 r = self.results[slot]
                 self.later.append((slot, r.name, r.dtype, r.shape, batch.sources[k]))
+            for k in np.flatnonzero(counts == 0).tolist():  # clean: their statistics
+                slot = batch.slots[k]
+                stats = _stats_at(batch.dtype, batch.addresses[k], batch.lengths[k],
+                                  batch.sources[k])
+                self.results[slot] = replace(self.results[slot], stats=stats)
         for slot, name, dname, shape, x in self.later:
             self.results[slot] = self._examine(name, dname, shape, x)
         return self.results
@@ -227,6 +233,23 @@ class _Checker:
                             conjugated=view.conjugated and complex_)
         tally.add(build.complex_parts(a) if complex_ else a, None, a.nbytes)
         return tally.result()
+
+
+class _Memory:
+    """`length` bytes at `address`, through the array interface, keeping `owner` alive."""
+
+    def __init__(self, address: int, length: int, owner):
+        self.__array_interface__ = {"shape": (length,), "typestr": "|u1", "version": 3,
+                                    "data": (address, True)}
+        self.owner = owner
+
+
+def _stats_at(dtype: np.dtype, address: int, n: int, owner):
+    """The statistics (build.stats_of) of the `n` contiguous values of `dtype` at `address`,
+    which `owner` holds; complex values as their parts."""
+    a = np.asarray(_Memory(address, n * dtype.itemsize, owner)).view(dtype)
+    return build.stats_of(build.complex_parts(a) if dtype.kind == "c" or
+                          format_of(dtype).kind is Kind.COMPLEX else a)
 
 
 def _view(x) -> arrays.View:

@@ -88,11 +88,12 @@ def _parser(out, err) -> _Parser:
                    "or cache NUMBA_CACHE_DIR between CI runs. Small inputs never need it.")
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     scan.add_argument("--json", action="store_true", help="print the report as JSON (schema "
-                      "fpclass.scan/2, see docs/scan.md)")
+                      "fpclass.scan/3, see docs/scan.md)")
     scan.add_argument("--fail-on", default="nan,inf", metavar="CLASSES",
                       help="comma-separated classes that make the exit code 1: nan, inf, posinf, "
-                      "neginf, missing (NaN declared a blank by the format), any (default: "
-                      "nan,inf)")
+                      "neginf, missing (NaN declared a blank by the format), out-of-range (outside "
+                      "a CF valid range), any; and gates: absmax>X, absmax>=X, all-zero, "
+                      "subnormal (default: nan,inf)")
     scan.add_argument("--max-locations", type=int, default=5, metavar="N",
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",

@@ -10,6 +10,7 @@ from .storage import CHUNK_BYTES
 from .storage.reads import SourceError
 from .dtypes import can_hold_nonfinite, np_dtype
 from .overlap import run_overlap
+from .missing import cf
 from .readers import ReaderError
 from ..results import build
 from ..results.report import TensorResult
@@ -73,10 +74,11 @@ def _run_empty(task: Task) -> TensorResult:
     items = task.items if task.count < 0 else task.count
     if items:
         return _unchecked(task, f"{items} items but no data bytes")
-    return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first)
+    return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first,
+                         stats=build.ValueStats(), declared_range=task.declared_range)
 
 
-def _tally(task: Task, limit: int) -> build.Tally:
+def _tally(task: Task, limit: int, stats: bool = True) -> build.Tally:
     """The tally of one task: its sign flip (torch's lazy negation / conjugation), its blank
     convention (a declared NaN blank is counted as missing, not as NaN), and its broadcast
     dimensions (read once, each value standing for as many as their sizes say)."""
@@ -84,7 +86,8 @@ def _tally(task: Task, limit: int) -> build.Tally:
     repeat = math.prod(task.shape[d] for d in task.broadcast) if task.broadcast else 1
     # positional: one tally per task, and a header may declare 250,000 tasks
     return build.Tally(task.file, task.name, task.dtype, task.shape, limit, task.first,
-                       flip == "neg", flip == "conj", task.missing, repeat)
+                       flip == "neg", flip == "conj", task.missing, repeat, True, stats,
+                       task.declared_range)
 
 
 def _index(task: Task, item: int) -> tuple:
@@ -127,7 +130,7 @@ def _run_nd(task, max_locations, chunk_bytes, stop):
     for origin, block in task.storage.blocks(task, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
-        tally.add(block, lambda r, o=origin: where(o, r), block.nbytes)
+        tally.add(block, lambda r, o=origin: where(o, r), block.nbytes, cf.out_of_range(block))
     return tally.result()
 
 

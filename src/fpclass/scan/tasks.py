@@ -60,6 +60,7 @@ class Task:
                                     # "conj": imaginary parts are (torch's lazy conjugate)
     missing: bool = False           # NaN is this format's declared blank: counted as missing
     storage: object = None          # how the bytes are stored (a scan.storage object)
+    declared_range: tuple = ()      # a CF actual_range (low, high, precision dtype) to check
 
     @property
     def key(self) -> tuple:
