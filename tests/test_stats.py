@@ -103,7 +103,8 @@ def test_check_statistics_match_numpy():
              "scalar": np.float64(-2.5), "zero_d": np.array(4.0, np.float16),
              "bf16": base.astype(ml_dtypes.bfloat16), "nan": np.array([1.0, np.nan, -3.0]),
              "torch": torch.from_numpy(base.copy()), "complex": np.array([1 + 2j, -5j], np.complex64)}
-    report = fpclass.check(items)
+    assert all(t.stats is None for t in fpclass.check(items).tensors)  # asked for only
+    report = fpclass.check(items, stats=True)
     got = {t.name: t.stats for t in report.tensors}
     for name, x in items.items():
         a = x.numpy() if name == "torch" else np.asarray(x)
@@ -121,7 +122,7 @@ def test_check_statistics_match_numpy():
 def test_negated_torch_tensor_statistics_are_of_the_values():
     torch = pytest.importorskip("torch")
     t = torch.tensor([1.0, -4.0, float("nan")])
-    report = fpclass.check({"neg": torch.neg(t), "lazy": t._neg_view()})
+    report = fpclass.check({"neg": torch.neg(t), "lazy": t._neg_view()}, stats=True)
     for r in report.tensors:
         assert (r.stats.min, r.stats.max, r.stats.absmax) == (-1.0, 4.0, 4.0), r.name
 
@@ -144,8 +145,9 @@ def test_scan_statistics_per_format_and_across_parts(tmp_path):
               "e5m2": ("F8_E5M2", f32.astype(ml_dtypes.float8_e5m2)),
               "zeros": ("F32", np.zeros(9, np.float32))}
     path = _file(tmp_path, {k: (d, a, a.shape) for k, (d, a) in arrays.items()})
+    assert all(t.stats is None for t in scan([path]).tensors)  # asked for only
     for kw in ({}, {"task_bytes": 512, "chunk_bytes": 256}):  # whole, and in many parts
-        report = scan([path], **kw)
+        report = scan([path], stats=True, **kw)
         got = {t.name: t.stats for t in report.tensors}
         for name, (_, a) in arrays.items():
             same(got[name], truth(a))

@@ -94,6 +94,10 @@ def _parser(out, err) -> _Parser:
                       "neginf, missing (NaN declared a blank by the format), out-of-range (outside "
                       "a CF valid range), any; and gates: absmax>X, absmax>=X, all-zero, "
                       "subnormal (default: nan,inf)")
+    scan.add_argument("--stats", action="store_true",
+                      help="also gather each tensor's statistics in the same pass: zero, "
+                      "subnormal and normal counts, finite min, max and absmax (JSON `stats`; "
+                      "a gate in --fail-on turns this on)")
     scan.add_argument("--max-locations", type=int, default=5, metavar="N",
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",
@@ -220,7 +224,7 @@ def _scan(args, out, err, env) -> int:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
                              threads=args.threads, include=args.include, exclude=args.exclude,
                              allow_globals=args.allow_globals, debug=args.traceback,
-                             execute_on=execute_on,
+                             execute_on=execute_on, stats=args.stats,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:

@@ -59,26 +59,41 @@ def value_stats(x) -> ValueStats:
                         "(for complex, pass x.real and x.imag)")
     if src.by_value:
         return _by_value(a)
-    from ..kernels import launch_stats
-    tests, consts = _constants(src.word_format, src.word, src.swapped)
-    row = [int(v) for v in launch_stats.stats(a, src.word, tests, consts, src.swapped)]
-    nonfinite, tiny, zero, key_min, key_max = row
+    rule = _RULES.get(a.dtype)
+    if rule is None:
+        rule = _RULES[a.dtype] = _rule(src)
+    stats, tests, consts, word, swapped, decode = rule
+    nonfinite, tiny, zero, key_min, key_max = stats(a, word, tests, consts, swapped).tolist()
     n = a.size
     counts = (n, nonfinite, zero, tiny - zero, n - nonfinite - tiny)
     if n == nonfinite:
         return ValueStats(*counts)
-    native = a.dtype.newbyteorder("=") if a.dtype.byteorder in "<>" else a.dtype
-    words = np.array([_from_key(consts, key_min), _from_key(consts, key_max)], src.word)
-    low, high = (float(v) for v in words.view(native).astype(np.float64))
+    low, high = decode(key_min, key_max)
     return ValueStats(*counts, low, high, max(-low, high) if low < 0 else high)
 
 
-def _from_key(c: np.ndarray, key: int) -> int:
-    """The (native) unsigned word whose order key (kernels/stats.py) is `key`."""
-    _, _, pad, shift, mag, flip = (int(v) for v in c[:6])
-    bits = 8 * c.itemsize
-    x = key ^ ((key >> shift) & mag)            # the same flip undoes itself
-    return ((x ^ flip) % (1 << bits)) >> pad
+_RULES: dict = {}  # dtype -> what value_stats needs for it (_rule)
+
+
+def _rule(src):
+    """(launcher, bit tests, constants, word, swapped, decode) for the dtype of `src`: decode
+    turns the two winning order keys into (min, max) as floats."""
+    from ..kernels import launch_stats
+    tests, consts = _constants(src.word_format, src.word, src.swapped)
+    a = src.array
+    native = a.dtype.newbyteorder("=") if a.dtype.byteorder in "<>" else a.dtype
+    _, _, pad, shift, mag, flip = (int(v) for v in consts[:6])
+    bits, word = 8 * src.word.itemsize, src.word
+
+    def from_key(key: int) -> int:  # the same flip undoes itself
+        x = key ^ ((key >> shift) & mag)
+        return ((x ^ flip) % (1 << bits)) >> pad
+
+    def decode(key_min: int, key_max: int) -> tuple:
+        words = np.array([from_key(key_min), from_key(key_max)], word)
+        low, high = words.view(native).astype(np.float64).tolist()
+        return low, high
+    return launch_stats.stats, tests, consts, word, src.swapped, decode
 
 
 @functools.lru_cache(maxsize=256)

@@ -70,7 +70,8 @@ def value_rule(dtype: np.dtype):
     return None
 
 
-def of_values(file, name, values, dtype_label: str = "", limit: int = 5) -> TensorResult:
+def of_values(file, name, values, dtype_label: str = "", limit: int = 5, *,
+              stats: bool = False) -> TensorResult:
     """The result for values held in memory (a Python float or complex, a NumPy array): checked
     if float (complex as its two parts, located by element then part), else as value_rule says;
     the answer a scan gives for the same values in a file (readers' reporting.values_task)."""
@@ -80,7 +81,7 @@ def of_values(file, name, values, dtype_label: str = "", limit: int = 5) -> Tens
     if rule is not None:
         status, reason = rule
         return TensorResult(file, name, label, tuple(a.shape), status, reason=reason)
-    tally = Tally(file, name, label, tuple(a.shape), limit)
+    tally = Tally(file, name, label, tuple(a.shape), limit, stats=stats)
     tally.add(complex_parts(a) if a.dtype.kind == "c" else a, None, a.nbytes)
     return tally.result()
 
@@ -158,7 +159,7 @@ class Tally:
 
     def __init__(self, file, name, dtype, shape, limit: int, first: int = 0,
                  negated: bool = False, conjugated: bool = False, missing: bool = False,
-                 repeat: int = 1, blank_values: bool = True, stats: bool = True,
+                 repeat: int = 1, blank_values: bool = True, stats: bool = False,
                  declared_range: tuple = ()):
         self.file, self.name, self.dtype, self.shape, self.first = file, name, dtype, shape, first
         self.limit, self.negated, self.conjugated = limit, negated, conjugated

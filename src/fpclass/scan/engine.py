@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import replace
 import time
 
 from . import scratch
@@ -16,10 +17,11 @@ from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
 from ..results.report import Problem, ScanReport, parse_fail_on
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
-from .tasks import FILE, PROBLEM, SKIPPED
+from .tasks import CHECK, FILE, PROBLEM, SKIPPED
 
 __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupted", "ScanReport",
-           "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan"]
+           "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan",
+           "with_stats"]
 
 
 def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
@@ -57,7 +59,7 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=()) -> ScanReport:
+         execute_on=None, allow_globals=(), stats: bool = False) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -67,7 +69,10 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
     run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
-    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md)."""
+    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). `stats`:
+    gather each tensor's statistics in the same pass (TensorResult.stats: zero / subnormal /
+    normal counts, finite min / max / absmax); a gate in `fail_on` (absmax>X, all-zero,
+    subnormal) turns it on."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -89,6 +94,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
             results = [interrupted_result(t) for t in tasks]
             return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                             seconds=time.perf_counter() - start, interrupted=True)
+        if stats or any(not isinstance(c, str) for c in classes):
+            tasks = with_stats(tasks)
         if on_planned is not None:
             on_planned(tasks)
         run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
@@ -96,6 +103,11 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
                                    progress=progress, debug=debug)
         return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                         seconds=time.perf_counter() - start, interrupted=interrupted)
+
+
+def with_stats(tasks: list) -> list:
+    """`tasks` with every reading one asking for its values' statistics."""
+    return [replace(t, stats=True) if t.status == CHECK else t for t in tasks]
 
 
 def _patterns(patterns, what: str) -> tuple:

@@ -75,14 +75,16 @@ def _run_empty(task: Task) -> TensorResult:
     if items:
         return _unchecked(task, f"{items} items but no data bytes")
     return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first,
-                         stats=build.ValueStats(), declared_range=task.declared_range)
+                         stats=build.ValueStats() if task.stats else None,
+                         declared_range=task.declared_range)
 
 
-def _tally(task: Task, limit: int, stats: bool = True) -> build.Tally:
+def _tally(task: Task, limit: int) -> build.Tally:
     """The tally of one task: its sign flip (torch's lazy negation / conjugation), its blank
     convention (a declared NaN blank is counted as missing, not as NaN), and its broadcast
     dimensions (read once, each value standing for as many as their sizes say)."""
     flip = task.flip
+    stats = task.stats or bool(task.declared_range)  # actual_range is checked on them
     repeat = math.prod(task.shape[d] for d in task.broadcast) if task.broadcast else 1
     # positional: one tally per task, and a header may declare 250,000 tasks
     return build.Tally(task.file, task.name, task.dtype, task.shape, limit, task.first,
