@@ -468,3 +468,26 @@ def test_hdf5_valid_range_attributes(tmp_path):
     inside = data[(data >= 0) & (data <= 10)]
     assert t.out_of_range == data.size - inside.size == 3 and t.posinf == 0
     assert (t.stats.min, t.stats.max) == (inside.min(), inside.max())
+
+
+def test_zarr_valid_range_and_actual_range_attributes(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    data = np.array([[1.0, 20.0, -3.0], [np.inf, 5.0, np.nan]], np.float32)
+    store = str(tmp_path / "s.zarr")
+    g = zarr.open_group(store, mode="w")
+    a = g.create_array("ranged", shape=data.shape, dtype="f4", chunks=(1, 3))
+    a[...] = data
+    a.attrs["valid_min"], a.attrs["valid_max"] = 0.0, 10.0
+    b = g.create_array("liar", shape=data.shape, dtype="f4", chunks=(2, 2))
+    b[...] = data
+    b.attrs["actual_range"] = [0.0, 1.0]
+    report = scan([store], fail_on="out-of-range")
+    got = {t.name: t for t in report.tensors}
+    inside = (data >= 0) & (data <= 10)
+    outside = ~inside & ~np.isnan(data)
+    assert got["ranged"].out_of_range == int(outside.sum()) == 3
+    assert got["ranged"].nan == 1 and got["ranged"].posinf == 0
+    assert got["liar"].range_contradiction and not got["ranged"].declared_range
+    finite = data[np.isfinite(data)]
+    assert (got["liar"].stats.min, got["liar"].stats.max) == (finite.min(), finite.max())
+    assert {t.name for t in report.failing} == {"ranged", "liar"}

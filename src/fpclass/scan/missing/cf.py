@@ -106,6 +106,22 @@ class Policy:
         return f"{stored_label} packed as {self.physical.name}"
 
 
+def range_policy(attrs: dict, stored: str):
+    """A Policy that masks only the values of a float array outside its valid range
+    (valid_range / valid_min / valid_max in `attrs`, as `policy` reads them), for formats that
+    carry these attributes without netCDF's fill values (zarr); None when none is declared."""
+    found = {k: attrs[k] for k in ("valid_min", "valid_max", "valid_range") if k in attrs}
+    if not found or np.dtype(stored).kind != "f":
+        return None
+    try:
+        p, _, _ = policy({**found, "_FillValue": np.nan}, stored)
+    except (TypeError, ValueError):
+        return None
+    if p is None or (p.valid_min is None and p.valid_max is None):
+        return None
+    return Policy(stored, valid_min=p.valid_min, valid_max=p.valid_max)
+
+
 def declared_range(attrs: dict, element: str) -> tuple:
     """(low, high, precision dtype name) of a variable's `actual_range` attribute (two finite
     numbers), for values read as `element`: the precision is the coarser of the attribute's
@@ -292,4 +308,4 @@ def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "Policy", "attribute_values", "decode_blocks",
-           "declared_range", "out_of_range", "with_declared_range", "policy", "too_many_attributes", "unwritten_value"]
+           "declared_range", "out_of_range", "range_policy", "with_declared_range", "policy", "too_many_attributes", "unwritten_value"]
