@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     ensure_env(EXTRAS[command])
     if command == "demo":
-        run = [str(PY), "-m", "fpclass", "scan", "examples", "--stats", *rest]
+        run = [str(PY), "-m", "fpclass", "scan", "examples", *rest]
     elif command == "test":
         run = [str(PY), "-m", "pytest", *rest]
     else:

@@ -403,7 +403,7 @@ def test_out_of_range_counts_are_what_netcdf4_masks_for_the_valid_range(tmp_path
         p[:] = np.array([1, 50, -7, 4, 2, -999, 12, 3, -9, 0, -1], "i2")
     path = _netcdf(tmp_path / "r.nc", fmt, build)
     _, ours = _agree(path)
-    ours = _ours(path, stats=True)[1]
+    ours = _ours(path)[1]
     blanks = _masked_count(path, "plain")  # the fill value alone
     for name in ("ranged", "vrange"):
         t = ours[name]
@@ -464,7 +464,7 @@ def test_hdf5_valid_range_attributes(tmp_path):
     with h5py.File(path, "w") as f:
         d = f.create_dataset("v", data=data)
         d.attrs["valid_range"] = np.array([0.0, 10.0], np.float32)
-    t = scan([path], stats=True).tensors[0]
+    t = scan([path]).tensors[0]
     inside = data[(data >= 0) & (data <= 10)]
     assert t.out_of_range == data.size - inside.size == 3 and t.posinf == 0
     assert (t.stats.min, t.stats.max) == (inside.min(), inside.max())

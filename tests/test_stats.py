@@ -145,9 +145,9 @@ def test_scan_statistics_per_format_and_across_parts(tmp_path):
               "e5m2": ("F8_E5M2", f32.astype(ml_dtypes.float8_e5m2)),
               "zeros": ("F32", np.zeros(9, np.float32))}
     path = _file(tmp_path, {k: (d, a, a.shape) for k, (d, a) in arrays.items()})
-    assert all(t.stats is None for t in scan([path]).tensors)  # asked for only
+    assert all(t.stats is None for t in scan([path], stats=False).tensors)
     for kw in ({}, {"task_bytes": 512, "chunk_bytes": 256}):  # whole, and in many parts
-        report = scan([path], stats=True, **kw)
+        report = scan([path], **kw)
         got = {t.name: t.stats for t in report.tensors}
         for name, (_, a) in arrays.items():
             same(got[name], truth(a))
@@ -185,6 +185,8 @@ def test_gates_fire_on_the_tensors_numpy_names(tmp_path):
     assert {n for n, _ in found} == {n for n, a in arrays.items() if np.all(a == 0)}
     _, found = fired("subnormal")
     assert set(found) == {("sub", "subnormal")}
+    gated = scan([path], fail_on="subnormal", stats=False)  # a gate needs the statistics
+    assert [(t.name, v) for t, _, v in gated.gate_findings] == [("sub", 1)]
     report = scan([path], fail_on="")
     assert report.exit_code == ExitCode.CLEAN and not report.gate_findings
     doc = json.loads(scan([path], fail_on="nan,subnormal").to_json())

@@ -94,10 +94,10 @@ def _parser(out, err) -> _Parser:
                       "neginf, missing (NaN declared a blank by the format), out-of-range (outside "
                       "a CF valid range), any; and gates: absmax>X, absmax>=X, all-zero, "
                       "subnormal (default: nan,inf)")
-    scan.add_argument("--stats", action="store_true",
-                      help="also gather each tensor's statistics in the same pass: zero, "
-                      "subnormal and normal counts, finite min, max and absmax (JSON `stats`; "
-                      "a gate in --fail-on turns this on)")
+    scan.add_argument("--no-stats", dest="stats", action="store_false",
+                      help="leave out each tensor's statistics (zero, subnormal and normal "
+                      "counts, finite min, max and absmax, gathered in the same pass by "
+                      "default; JSON `stats` null), unless a gate in --fail-on needs them")
     scan.add_argument("--max-locations", type=int, default=5, metavar="N",
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",

@@ -1,10 +1,11 @@
 """The statistics kernel: class counts and the finite extremes of a real array, in one pass.
 
-Each run of at most RUN_BYTES is counted test by test (non-finite, tiny, zero: reductions.count_run,
-from L1 cache after the first test) and then scanned once for the smallest and largest *order
-key* among its finite words. A run without a non-finite word in native byte order (nearly every
-run) takes two plain reductions instead (largest unsigned word, largest signed word), from
-which the two extremes follow (_fold_raw): no key or mask per word. The order key is the stored word, shifted so the sign bit is the
+A run of at most RUN_BYTES of words one apart, in native byte order (nearly every run), is read
+once by stats_vectors.count_and_extremes: the three bit-test counts (non-finite, tiny, zero) and
+the raw extremes of the words (smallest and largest unsigned, largest signed), from which the
+two extreme values follow where the run holds no non-finite word (_fold_raw). Any other run (a
+non-finite word in it, strided, foreign byte order) is counted test by test (reductions.count_run)
+and scanned for the smallest and largest *order key* among its finite words. The order key is the stored word, shifted so the sign bit is the
 word's top bit (the launcher shifts
 float6 / float4 words, whose top bits are padding), read as a signed integer with its magnitude bits flipped where the sign is set:
 signed integer order is then the values' order (the classic compare-floats-as-integers trick), so
@@ -22,7 +23,8 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from .reductions import count_run
-from .vectors import VECTOR, match_bits, popcount
+from .stats_vectors import count_and_extremes
+from .vectors import VECTOR
 from .walk import JIT, advance, plan_size, run_length, seek, word_at
 
 #: Slots of the accumulator row (int64): counts, then the winning keys.
@@ -84,50 +86,6 @@ _native, _swapped = _make_extremes(False), _make_extremes(True)
 
 
 @njit(**JIT)
-def _stream(src, s0, vectors, tests, acc, tiny_mask2, tiny_value2):
-    """acc[0:3] += the non-finite, tiny and zero counts of the 64 * vectors words from src[s0],
-    each 64-word vector loaded once for the three tests (as histogram._stream). Only the tiny
-    test may have a second clause, passed apart (None: none, so numba compiles the loop
-    without it); the caller returns the non-finite count it added."""
-    bad = tiny = zero = np.uint64(0)
-    m0, v0, m1, v1, m2, v2 = tests[0, 0], tests[0, 1], tests[1, 0], tests[1, 1], tests[2, 0], tests[2, 1]
-    for b in range(vectors):
-        at = s0 + b * np.uint64(VECTOR)
-        bad += popcount(match_bits(src, at, m0, v0, None, None))
-        tiny += popcount(match_bits(src, at, m1, v1, tiny_mask2, tiny_value2))
-        zero += popcount(match_bits(src, at, m2, v2, None, None))
-    acc[NONFINITE] += np.int64(bad)
-    acc[TINY] += np.int64(tiny)
-    acc[ZERO] += np.int64(zero)
-    return np.int64(bad)
-
-
-@njit(**JIT)
-def _raw_extremes(src, keys, sp, run):
-    """(largest unsigned, largest signed) of the `run` words from src[sp] (`keys`: the same
-    memory as signed words), one word apart: two plain reductions, the fastest loop there is
-    (no key, no mask: for runs of finite words in native byte order)."""
-    at = np.uint64(sp)
-    umax = src[at]
-    smax = keys[at]
-    for k in range(run):
-        i = at + np.uint64(k)
-        umax = max(umax, src[i])
-        smax = max(smax, keys[i])
-    return umax, smax
-
-
-@njit(**JIT)
-def _raw_min(src, sp, run):
-    """The smallest unsigned word of the `run` words from src[sp], one word apart."""
-    at = np.uint64(sp)
-    umin = src[at]
-    for k in range(run):
-        umin = min(umin, src[at + np.uint64(k)])
-    return umin
-
-
-@njit(**JIT)
 def _signed(u, shift):
     """The unsigned word value `u` as the signed word's value (sign-extended to int64)."""
     v = np.int64(u)
@@ -144,22 +102,20 @@ def _key(w, c):
 
 
 @njit(**JIT)
-def _fold_raw(src, sp, run, umax, smax, c, acc):
-    """acc's key slots updated from _raw_extremes. In a signed format the largest value is the
-    largest signed word where one is positive, and the smallest value the largest unsigned word
-    (the negative of greatest magnitude) where one is negative; a run missing either sign (or an
-    unsigned format) also needs the smallest unsigned word, read again from L1 cache: the
-    negative of least magnitude, or the smallest positive value."""
+def _fold_raw(umin, umax, smax, c, acc):
+    """acc's key slots updated from the raw extremes of finite words (count_and_extremes: the
+    smallest and largest unsigned word, the largest signed word). In a signed format the largest
+    value is the largest signed word where one is positive, else (all negative) the negative of
+    least magnitude, the smallest unsigned word; the smallest value is the largest unsigned word
+    (the negative of greatest magnitude) where one is negative, else the smallest unsigned word
+    (the smallest positive value). An unsigned format: the unsigned extremes."""
     shift = np.int64(c[3])
-    hi_u = _signed(umax, shift)
+    lo_u, hi_u, hi_s = _signed(umin, shift), _signed(umax, shift), np.int64(smax)
     if c[5] != 0:  # unsigned format
-        w_min, w_max = _signed(_raw_min(src, sp, run), shift), hi_u
-    elif smax >= 0 and hi_u < 0:  # both signs: the common case
-        w_min, w_max = hi_u, np.int64(smax)
-    elif smax >= 0:  # no negative value
-        w_min, w_max = _signed(_raw_min(src, sp, run), shift), np.int64(smax)
-    else:  # no positive value
-        w_min, w_max = hi_u, _signed(_raw_min(src, sp, run), shift)
+        w_min, w_max = lo_u, hi_u
+    else:
+        w_max = hi_s if hi_s >= 0 else lo_u
+        w_min = hi_u if hi_u < 0 else lo_u
     acc[KEY_MIN] = min(acc[KEY_MIN], _key(w_min, c))
     acc[KEY_MAX] = max(acc[KEY_MAX], _key(w_max, c))
 
@@ -168,8 +124,8 @@ def _fold_raw(src, sp, run, umax, smax, c, acc):
 def stats_range(src, keys, s_off, s_str, shape, start, stop, tests, c, swap, acc):
     """acc (int64[5], slots as named above) updated with the elements at C-order positions
     start..stop of the plan: counts of tests[0..2] (non-finite, tiny, zero; (3, 4) unsigned
-    words, in the stored byte order) on `src`, extremes on `keys` (the same memory as signed
-    words)."""
+    words, in the stored byte order; the non-finite and zero tests one clause) on `src`,
+    extremes on `keys` (the same memory as signed words)."""
     idx = np.empty(shape.size, np.int64)
     seek(shape, start, idx)
     ss = s_str[shape.size - 1]
@@ -179,27 +135,27 @@ def stats_range(src, keys, s_off, s_str, shape, start, stop, tests, c, swap, acc
         run = min(run_length(idx, shape, pos, stop), longest)
         sp = word_at(idx, s_str, s_off)
         done = 0
-        bad = 0
-        if ss == 1 and tests[0, 2] == 0 and tests[2, 2] == 0:
+        if ss == 1 and not swap and run >= VECTOR:  # the common case: one fused loop
             done = run - run % VECTOR
-            vectors = np.uint64(done // VECTOR)
-            if tests[1, 2] == 0:
-                bad = _stream(src, np.uint64(sp), vectors, tests, acc, None, None)
-            else:  # tiny in the *fnuz formats, whose NaN sits in the -0 slot
-                bad = _stream(src, np.uint64(sp), vectors, tests, acc, tests[1, 2], tests[1, 3])
-        for t in range(3):
-            n = count_run(src, sp + done, ss, run - done, tests[t, 0], tests[t, 1], tests[t, 2],
-                          tests[t, 3], 1)
-            acc[t] += n
-            if t == 0:
-                bad += n
-        if swap:
-            _swapped(keys, sp, ss, run, c, acc)
-        elif bad or ss != 1:
-            _native(keys, sp, ss, run, c, acc)
-        else:  # the common case: finite words, one apart
-            umax, smax = _raw_extremes(src, keys, sp, run)
-            _fold_raw(src, sp, run, umax, smax, c, acc)
+            bad, tiny, zero, umin, umax, smax = count_and_extremes(
+                src, np.uint64(sp), np.uint64(done // VECTOR), tests[0, 0], tests[0, 1],
+                tests[1, 0], tests[1, 1], tests[1, 2], tests[1, 3], tests[2, 0], tests[2, 1])
+            acc[NONFINITE] += np.int64(bad)
+            acc[TINY] += np.int64(tiny)
+            acc[ZERO] += np.int64(zero)
+            if bad == 0:
+                _fold_raw(umin, umax, smax, c, acc)
+            else:  # a non-finite word would win: the masked loop, over the same words
+                _native(keys, sp, 1, done, c, acc)
+        if done < run:
+            at, rest = sp + done * ss, run - done
+            for t in range(3):
+                acc[t] += count_run(src, at, ss, rest, tests[t, 0], tests[t, 1], tests[t, 2],
+                                    tests[t, 3], 1)
+            if swap:
+                _swapped(keys, at, ss, rest, c, acc)
+            else:
+                _native(keys, at, ss, rest, c, acc)
         pos += run
         advance(idx, shape, run)
 

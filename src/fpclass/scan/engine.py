@@ -21,7 +21,7 @@ from .tasks import CHECK, FILE, PROBLEM, SKIPPED
 
 __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupted", "ScanReport",
            "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan",
-           "with_stats"]
+           "without_stats"]
 
 
 def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
@@ -59,7 +59,7 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=(), stats: bool = False) -> ScanReport:
+         execute_on=None, allow_globals=(), stats: bool = True) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -69,10 +69,10 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
     run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
-    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). `stats`:
-    gather each tensor's statistics in the same pass (TensorResult.stats: zero / subnormal /
-    normal counts, finite min / max / absmax); a gate in `fail_on` (absmax>X, all-zero,
-    subnormal) turns it on."""
+    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). `stats`
+    (the default): gather each tensor's statistics in the same pass (TensorResult.stats: zero /
+    subnormal / normal counts, finite min / max / absmax); False leaves them out (None) unless
+    a gate in `fail_on` (absmax>X, all-zero, subnormal) needs them."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -94,8 +94,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
             results = [interrupted_result(t) for t in tasks]
             return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                             seconds=time.perf_counter() - start, interrupted=True)
-        if stats or any(not isinstance(c, str) for c in classes):
-            tasks = with_stats(tasks)
+        if not stats and all(isinstance(c, str) for c in classes):  # no gate needs them
+            tasks = without_stats(tasks)
         if on_planned is not None:
             on_planned(tasks)
         run = functools.partial(execute, threads=threads) if execute_on is None else execute_on
@@ -105,9 +105,9 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
                         seconds=time.perf_counter() - start, interrupted=interrupted)
 
 
-def with_stats(tasks: list) -> list:
-    """`tasks` with every reading one asking for its values' statistics."""
-    return [replace(t, stats=True) if t.status == CHECK else t for t in tasks]
+def without_stats(tasks: list) -> list:
+    """`tasks` with no reading one gathering its values' statistics."""
+    return [replace(t, stats=False) if t.status == CHECK else t for t in tasks]
 
 
 def _patterns(patterns, what: str) -> tuple:

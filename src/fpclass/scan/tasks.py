@@ -61,7 +61,7 @@ class Task:
     missing: bool = False           # NaN is this format's declared blank: counted as missing
     storage: object = None          # how the bytes are stored (a scan.storage object)
     declared_range: tuple = ()      # a CF actual_range (low, high, precision dtype) to check
-    stats: bool = False             # gather the values' statistics (TensorResult.stats)
+    stats: bool = True              # gather the values' statistics (TensorResult.stats)
 
     @property
     def key(self) -> tuple:
