@@ -12,7 +12,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .vectors import VECTOR, _splat
+from .vectors import VECTOR, splat_value
 
 
 @intrinsic
@@ -38,7 +38,7 @@ def count_and_extremes(typingctx, src, start, vectors, m0, v0, m1, v1, m1b, v1b,
         n = context.cast(builder, args[2], sig.args[2], types.intp)
 
         def splat(i):
-            return _splat(builder, context.cast(builder, args[i], sig.args[i], word), vt)
+            return splat_value(builder, context.cast(builder, args[i], sig.args[i], word), vt)
         m0s, v0s, m1s, v1s, m1bs, v1bs, m2s, v2s = (splat(i) for i in range(3, 11))
         ones = ir.Constant(vt, [(1 << wt.width) - 1] * VECTOR)
         zeros = ir.Constant(vt, [0] * VECTOR)
