@@ -11,14 +11,17 @@ run in turn, --repeat rounds (best time of each; the largest peak RSS of each):
   read        reading the file into one reused 4 MiB buffer, on one thread
   read-threads  the scan's own read path without the checks: 4 MiB positioned reads (os.preadv)
               into one reused buffer per thread, on as many threads as the scan (one per core)
-  scan        fpclass.scan.scan (chunks read into reused buffers), default threads
+  scan        fpclass.scan.scan (chunks read into reused buffers), default threads, NaN/Inf only
+              (stats=False)
+  scan-stats  the same scan with its default statistics (class counts, min / max / absmax)
   adhoc       safetensors + numpy: get_tensor(name) and np.isnan(x).any() per tensor
   baseline    (with --baseline SRC) the scan of the fpclass sources in SRC (another checkout's
               src/), timed in turn with the others: "not slower than before" in one run
 Each child does its work twice and times the second: the first, untimed, pays for its imports
 (the scan's numba and compiled kernels: about 0.5 s here, which the scan's time used to include),
 its buffers and a CPU coming out of idle (a first read of the file here runs at half speed).
-Targets (issue 7): scan >= 70% of read bandwidth, >= 5x adhoc, peak RSS < 300 MB.
+Targets (issue 7): scan >= 70% of read bandwidth, >= 5x adhoc, peak RSS < 300 MB; (issue 24)
+scan-stats >= 85% of scan's throughput.
 Needs the `safetensors` package for the adhoc baseline (skipped when missing).
 
 Hostile headers: each adversarial file (at most 64 MB) and a benign file of the same format and
@@ -113,6 +116,12 @@ def read_threads(path):
 
 def scan(path):
     from fpclass.scan import scan
+    r = scan([path], stats=False)
+    return r.bytes_checked, r.summary()["nan"]
+
+
+def scan_stats(path):
+    from fpclass.scan import scan
     r = scan([path])
     return r.bytes_checked, r.summary()["nan"]
 
@@ -131,7 +140,8 @@ def adhoc(path):
 
 
 mode, path = sys.argv[1], sys.argv[2]
-run = {"read": read, "read-threads": read_threads, "scan": scan, "adhoc": adhoc}[mode]
+run = {"read": read, "read-threads": read_threads, "scan": scan, "scan-stats": scan_stats,
+       "adhoc": adhoc}[mode]
 run(path)  # untimed: imports, compiled kernels, buffers, a busy CPU
 t = time.perf_counter()
 n, found = run(path)
@@ -420,7 +430,7 @@ def throughput(args) -> None:
               f"in {time.perf_counter() - t:.1f} s")
     try:
         measure("read", args.path)  # warm the page cache
-        modes = ["read", "read-threads", "scan"]
+        modes = ["read", "read-threads", "scan", "scan-stats"]
         try:
             import safetensors  # noqa: F401
             modes.append("adhoc")
@@ -446,6 +456,8 @@ def throughput(args) -> None:
             vs_adhoc = (rows["adhoc"]["seconds"] / r["seconds"]) if "adhoc" in rows else float("nan")
             print(f"{m:<12} {r['seconds']:8.2f} {rate / 2**30:7.2f} {rate / read_rate:8.2f} "
                   f"{vs_adhoc:9.2f} {r['peak_rss_mb']:12.0f}")
+        stats_ratio = rows["scan"]["seconds"] / rows["scan-stats"]["seconds"]
+        print(f"\nscan-stats vs scan (NaN-only), same run: {stats_ratio:.2f} (target >= 0.85)")
     finally:
         if not args.keep:
             os.remove(args.path)

@@ -1,6 +1,7 @@
 """CF packed variables, missing values and float attributes in NetCDF classic, NetCDF-4 and HDF5
 files, judged against netCDF4 (its default auto mask and scale) and h5py reading the same file."""
 
+import json
 import time
 import warnings
 
@@ -75,9 +76,10 @@ def test_non_finite_scale_or_offset_makes_every_unmasked_value_non_finite(tmp_pa
     assert ours["nan_scale"].nan == 5 and ours["nan_scale"].missing == 1
     assert ours["nan_scale"].dtype == "int16 packed as float32"
     assert ours["inf_offset"].posinf == 5 and ours["inf_offset"].missing == 1
-    # 0 * -inf is NaN; 8 and 9 lie outside the valid range (masked, missing)
+    # 0 * -inf is NaN; 8 and 9 lie outside the valid range (masked: out of range, not missing)
     assert (ours["neg_inf_scale"].nan, ours["neg_inf_scale"].posinf,
-            ours["neg_inf_scale"].neginf, ours["neg_inf_scale"].missing) == (1, 1, 2, 2)
+            ours["neg_inf_scale"].neginf, ours["neg_inf_scale"].missing,
+            ours["neg_inf_scale"].out_of_range) == (1, 1, 2, 0, 2)
     assert ours["neg_inf_scale"].dtype == "int32 packed as float64"
     assert scan([path]).exit_code == 1
 
@@ -129,7 +131,9 @@ def test_masked_infinities_are_missing_as_netcdf4_reads_them(tmp_path, fmt):
         w[:] = [1, INF, -INF, NAN, 3, 4]
     path = _netcdf(tmp_path / "m.nc", fmt, build)
     _, ours = _agree(path)
-    assert (ours["f"].nan, ours["f"].posinf, ours["f"].neginf, ours["f"].missing) == (1, 0, 1, 1)
+    # +Inf lies above valid_max: masked, counted out of range
+    assert (ours["f"].nan, ours["f"].posinf, ours["f"].neginf, ours["f"].missing,
+            ours["f"].out_of_range) == (1, 0, 1, 0, 1)
     assert (ours["g"].nan, ours["g"].posinf, ours["g"].neginf, ours["g"].missing) == (1, 1, 0, 1)
 
 
@@ -361,3 +365,129 @@ def test_a_classic_header_of_more_attributes_than_the_limit_is_refused(tmp_path,
     assert "more than 20 attributes" in report.problems[0].reason
     monkeypatch.setattr(netcdf3, "MAX_ATTRIBUTES", 30)
     assert scan([path]).summary()["nan"] == 1
+
+
+# -- valid ranges (out_of_range) and actual_range ----------------------------------------------
+
+def _masked_count(path, name) -> int:
+    with netCDF4.Dataset(path) as ds, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return int(np.ma.count_masked(ds[name][...]))
+
+
+def _unmasked_finite(path, name) -> np.ndarray:
+    with netCDF4.Dataset(path) as ds, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v = ds[name][...]
+    v = np.ma.compressed(v).astype(np.float64)
+    return v[np.isfinite(v)]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_out_of_range_counts_are_what_netcdf4_masks_for_the_valid_range(tmp_path, fmt):
+    data = np.array([1, 50, -7, INF, NAN, -999, 12, 3, -INF, 0.5, -1], np.float32)
+
+    def build(ds):
+        ds.createDimension("n", data.size)
+        for name, attrs in (("ranged", {"valid_min": np.float32(-5), "valid_max": np.float32(10)}),
+                            ("vrange", {"valid_range": np.array([0, 20], np.float32)}),
+                            ("plain", {})):
+            v = ds.createVariable(name, "f4", ("n",), fill_value=np.float32(-999))
+            v.set_auto_maskandscale(False)
+            for k, a in attrs.items():
+                v.setncattr(k, a)
+            v[:] = data
+        p = ds.createVariable("packed", "i2", ("n",), fill_value=np.int16(-999))
+        p.set_auto_maskandscale(False)
+        p.scale_factor, p.valid_range = np.float32(0.5), np.array([-4, 30], "i2")
+        p[:] = np.array([1, 50, -7, 4, 2, -999, 12, 3, -9, 0, -1], "i2")
+    path = _netcdf(tmp_path / "r.nc", fmt, build)
+    _, ours = _agree(path)
+    ours = _ours(path)[1]
+    blanks = _masked_count(path, "plain")  # the fill value alone
+    for name in ("ranged", "vrange"):
+        t = ours[name]
+        assert t.missing == blanks
+        assert t.out_of_range == _masked_count(path, name) - blanks > 0, name
+        finite = _unmasked_finite(path, name)
+        assert (t.stats.min, t.stats.max) == (finite.min(), finite.max()), name
+    assert ours["plain"].out_of_range == 0
+    t = ours["packed"]
+    assert t.missing == 1 and t.out_of_range == _masked_count(path, "packed") - 1 == 3
+    finite = _unmasked_finite(path, "packed")
+    assert (t.stats.min, t.stats.max) == (finite.min(), finite.max())
+    report = scan([path])
+    assert report.exit_code == ExitCode.FOUND  # the Inf outside any range is NaN/Inf anyway
+    assert report.summary()["out_of_range"] == sum(t.out_of_range for t in report.tensors)
+    assert any(loc.cls == "out_of_range" for loc in ours["ranged"].locations)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_out_of_range_has_its_own_fail_on_class(tmp_path, fmt):
+    def build(ds):
+        v = ds.createVariable("v", "f8", ("x",))
+        v.valid_max = 1.0
+        v[:] = [0.0, 0.5, 2.0, 0.1, 0.2, 0.3]
+    path = _netcdf(tmp_path / "o.nc", fmt, build)
+    assert scan([path]).exit_code == ExitCode.CLEAN
+    found = scan([path], fail_on="out-of-range")
+    assert found.exit_code == ExitCode.FOUND and found.tensors[0].out_of_range == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_data_contradicting_actual_range_is_reported(tmp_path, fmt):
+    data = np.array([0.25, 3.5, -1.75, 2.0, NAN, 0.0])
+    finite = data[np.isfinite(data)]
+
+    def build(ds):
+        for name, declared, kind in (("honest", [finite.min(), finite.max()], "f8"),
+                                     ("honest32", [finite.min(), finite.max()], "f4"),
+                                     ("liar", [0.0, 1.0], "f8")):
+            v = ds.createVariable(name, kind, ("x",))
+            v.actual_range = np.array(declared, kind)
+            v[:] = data.astype(kind)
+    path = _netcdf(tmp_path / "a.nc", fmt, build)
+    report, ours = _ours(path, fail_on="out-of-range")
+    assert not ours["honest"].range_contradiction and not ours["honest32"].range_contradiction
+    assert ours["liar"].range_contradiction
+    assert [t.name for t in report.failing] == ["liar"]
+    assert any("contradict actual_range" in line and "liar" in line for line in str(report).split("\n"))
+    doc = {t["name"]: t for t in json.loads(report.to_json())["tensors"]}
+    assert doc["liar"]["actual_range"] == {"declared": [0.0, 1.0], "contradicted": True}
+    assert doc["honest"]["actual_range"]["contradicted"] is False
+    assert scan([path]).exit_code == ExitCode.FOUND  # the NaN
+
+
+def test_hdf5_valid_range_attributes(tmp_path):
+    path = tmp_path / "h.h5"
+    data = np.array([1.0, 20.0, -3.0, np.inf, 5.0], np.float32)
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("v", data=data)
+        d.attrs["valid_range"] = np.array([0.0, 10.0], np.float32)
+    t = scan([path]).tensors[0]
+    inside = data[(data >= 0) & (data <= 10)]
+    assert t.out_of_range == data.size - inside.size == 3 and t.posinf == 0
+    assert (t.stats.min, t.stats.max) == (inside.min(), inside.max())
+
+
+def test_zarr_valid_range_and_actual_range_attributes(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    data = np.array([[1.0, 20.0, -3.0], [np.inf, 5.0, np.nan]], np.float32)
+    store = str(tmp_path / "s.zarr")
+    g = zarr.open_group(store, mode="w")
+    a = g.create_array("ranged", shape=data.shape, dtype="f4", chunks=(1, 3))
+    a[...] = data
+    a.attrs["valid_min"], a.attrs["valid_max"] = 0.0, 10.0
+    b = g.create_array("liar", shape=data.shape, dtype="f4", chunks=(2, 2))
+    b[...] = data
+    b.attrs["actual_range"] = [0.0, 1.0]
+    report = scan([store], fail_on="out-of-range")
+    got = {t.name: t for t in report.tensors}
+    inside = (data >= 0) & (data <= 10)
+    outside = ~inside & ~np.isnan(data)
+    assert got["ranged"].out_of_range == int(outside.sum()) == 3
+    assert got["ranged"].nan == 1 and got["ranged"].posinf == 0
+    assert got["liar"].range_contradiction and not got["ranged"].declared_range
+    finite = data[np.isfinite(data)]
+    assert (got["liar"].stats.min, got["liar"].stats.max) == (finite.min(), finite.max())
+    assert {t.name for t in report.failing} == {"ranged", "liar"}

@@ -57,8 +57,12 @@ def test_plain_output(files):
     _, bad, broken = files
     code, out, err = run(bad, broken, "--max-locations", "2")
     lines = out.splitlines()
-    assert lines[0] == (f"found: {bad}: w: F32[4]: nan=2 posinf=0 neginf=1 of 4: "
+    # absmax: of the finite values (1.0), from the statistics the scan gathers by default
+    assert lines[0] == (f"found: {bad}: w: F32[4]: nan=2 posinf=0 neginf=1 of 4, absmax=1: "
                         "at [1] nan, [2] neginf, ... 1 more")
+    _, out, _ = run(bad, "--no-stats")
+    assert out.splitlines()[0] == (f"found: {bad}: w: F32[4]: nan=2 posinf=0 neginf=1 of 4: "
+                                   "at [1] nan, [2] neginf, [3] nan")
     assert lines[1].startswith(f"problem: {broken}: ")
     assert lines[-1].startswith("summary: 1 file, 1 tensor (1 checked")
     assert lines[-1].endswith("-> found (exit 1)")
@@ -111,15 +115,17 @@ def check_schema(doc):
                 assert kind(value), (where, key, value)
 
     nat = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
-    expect(doc, {"schema": lambda v: v == "fpclass.scan/2", "fpclass_version": (str,),
+    expect(doc, {"schema": lambda v: v == "fpclass.scan/3", "fpclass_version": (str,),
                  "status": lambda v: v in ("clean", "found", "inconclusive", "interrupted"),
                  "exit_code": lambda v: v in (0, 1, 2, 130), "interrupted": (bool,),
-                 "fail_on": lambda v: set(v) <= {"nan", "posinf", "neginf", "missing"},
+                 "fail_on": lambda v: set(v) <= {"nan", "posinf", "neginf", "missing",
+                                                 "out_of_range"} or all(map(_gate_text, v)),
                  "summary": (dict,), "files": (list,), "tensors": (list,), "problems": (list,),
-                 "skipped": (list,)},
+                 "skipped": (list,), "gate_findings": (list,)},
            "document")
     counts = ("files", "tensors", "checked", "not_applicable", "unchecked", "problems", "skipped",
-              "tensors_with_findings", "nan", "posinf", "neginf", "missing", "bytes_checked")
+              "tensors_with_findings", "nan", "posinf", "neginf", "missing", "out_of_range",
+              "gate_findings", "bytes_checked")
     expect(doc["summary"], {**{k: nat for k in counts}, "seconds": lambda v: v >= 0,
                             "bytes_per_second": lambda v: v is None or v >= 0}, "summary")
     for f in doc["files"]:
@@ -132,19 +138,45 @@ def check_schema(doc):
         expect(t, {"file": (str,), "name": (str,), "dtype": (str,),
                    "shape": lambda v: isinstance(v, list) and all(map(nat, v)), "elements": nat,
                    "status": lambda v: v in ("checked", "not_applicable", "unchecked"),
-                   "nan": nat, "posinf": nat, "neginf": nat, "missing": nat, "locations": (list,),
-                   "values_checked": nat, "bytes_checked": nat,
+                   "nan": nat, "posinf": nat, "neginf": nat, "missing": nat, "out_of_range": nat,
+                   "stats": lambda v: v is None or _stats_ok(v), "actual_range": _range_ok,
+                   "locations": (list,), "values_checked": nat, "bytes_checked": nat,
                    "reason": lambda v: v is None or (isinstance(v, str) and "\n" not in v)}, "tensor")
         assert (t["reason"] is None) == (t["status"] == "checked")
         for loc in t["locations"]:
             spec = {"index": lambda v: isinstance(v, list) and all(map(nat, v)),
-                    "class": lambda v: v in ("nan", "posinf", "neginf", "missing")}
+                    "class": lambda v: v in ("nan", "posinf", "neginf", "missing", "out_of_range")}
             expect(loc, {**spec, "field": (str,)} if "field" in loc else spec, "location")
             assert len(loc["index"]) in (len(t["shape"]), len(t["shape"]) + 1)  # +1: complex part
     s = doc["summary"]
     assert s["tensors"] == len(doc["tensors"]) and s["problems"] == len(doc["problems"])
     assert s["skipped"] == len(doc["skipped"])
     assert s["nan"] == sum(t["nan"] for t in doc["tensors"])
+    assert s["gate_findings"] == len(doc["gate_findings"])
+    for g in doc["gate_findings"]:
+        expect(g, {"file": (str,), "name": (str,), "gate": _gate_text, "value": (int, float)},
+               "gate finding")
+
+
+def _gate_text(v) -> bool:
+    return v in ("all-zero", "subnormal") or (isinstance(v, str) and v.startswith("absmax>"))
+
+
+def _stats_ok(v) -> bool:
+    """A tensor's `stats` object: class counts, and finite extremes (all null, or min <= max and
+    absmax = max(|min|, |max|))."""
+    counts = all(isinstance(v[k], int) and v[k] >= 0 for k in ("zero", "subnormal", "normal"))
+    ends = (v["min"], v["max"], v["absmax"])
+    if None in ends:
+        return counts and set(v) == {"zero", "subnormal", "normal", "min", "max", "absmax"} \
+            and ends == (None, None, None)
+    return counts and set(v) == {"zero", "subnormal", "normal", "min", "max", "absmax"} \
+        and v["min"] <= v["max"] and v["absmax"] == max(abs(v["min"]), abs(v["max"]))
+
+
+def _range_ok(v) -> bool:
+    return v is None or (set(v) == {"declared", "contradicted"} and len(v["declared"]) == 2
+                         and isinstance(v["contradicted"], bool))
 
 
 def test_json_output_follows_the_schema(files):

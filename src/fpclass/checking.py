@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -31,7 +32,7 @@ _COUNT, _NOT_APPLICABLE, _NOTHING_TO_READ = "count", "not applicable", "nothing 
 
 
 def check(obj, fail_on="nan,inf", *, grads: bool = False,
-          max_locations: int = DEFAULT_MAX_LOCATIONS) -> ScanReport:
+          max_locations: int = DEFAULT_MAX_LOCATIONS, stats: bool = False) -> ScanReport:
     """Check every array and number in `obj` for NaN and ±Inf: a torch nn.Module (its parameters
     and buffers, and with `grads` each parameter's .grad), a mapping of names to values, an
     iterable (named "0", "1", ...), a pandas DataFrame or Series, an xarray Dataset or DataArray,
@@ -45,8 +46,11 @@ def check(obj, fail_on="nan,inf", *, grads: bool = False,
     Unchecked, with the reason (exit code 2), never raised: arrays that cannot be read in place
     (off the host, sparse, lazy dask / dask-backed xarray data, never computed), object arrays,
     objects of other types. Returns the ScanReport fpclass scan gives (counts, first
-    `max_locations` locations, status, exit_code, to_json()); `fail_on` as in scan."""
+    `max_locations` locations, status, exit_code, to_json()); `fail_on` as in scan. `stats`
+    (or a gate in `fail_on`): each array's statistics (TensorResult.stats) as in scan; Python
+    numbers, pandas columns and masked arrays have none (null)."""
     classes = parse_fail_on(fail_on)
+    stats = bool(stats) or any(not isinstance(c, str) for c in classes)
     if not isinstance(max_locations, int) or isinstance(max_locations, bool) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
     start = time.perf_counter()
@@ -56,7 +60,7 @@ def check(obj, fail_on="nan,inf", *, grads: bool = False,
     # check (measured: 1.3-2x at 10,000 tiny tensors).
     gc.disable()
     try:
-        tensors = _Checker(max_locations).run(check_walk.items(obj, grads, max_locations))
+        tensors = _Checker(max_locations, stats).run(check_walk.items(obj, grads, max_locations))
     finally:
         if collecting:
             gc.enable()
@@ -95,8 +99,8 @@ class _Checker:
     """Builds one TensorResult per array: the clean contiguous ones from one batched count per
     dtype, the rest (and every array with a finding) from a full look at an ndarray view."""
 
-    def __init__(self, max_locations: int):
-        self.limit = max_locations
+    def __init__(self, max_locations: int, stats: bool = False):
+        self.limit, self.stats = max_locations, stats
         self.results: list = []
         self.batches: dict = {}   # id(NumPy dtype) -> _Batch
         self.later: list = []     # (slot, name, dtype name, shape, array) to look at in full
@@ -121,6 +125,11 @@ class _Checker:
                 slot = batch.slots[k]
                 r = self.results[slot]
                 self.later.append((slot, r.name, r.dtype, r.shape, batch.sources[k]))
+            for k in np.flatnonzero(counts == 0).tolist() if self.stats else ():  # clean ones
+                slot = batch.slots[k]
+                stats = _stats_at(batch.dtype, batch.addresses[k], batch.lengths[k],
+                                  batch.sources[k])
+                self.results[slot] = replace(self.results[slot], stats=stats)
         for slot, name, dname, shape, x in self.later:
             self.results[slot] = self._examine(name, dname, shape, x)
         return self.results
@@ -224,9 +233,26 @@ class _Checker:
         a = view.array
         complex_ = format_of(a.dtype).kind is Kind.COMPLEX
         tally = build.Tally("", name, dname, shape, self.limit, negated=view.negated,
-                            conjugated=view.conjugated and complex_)
+                            conjugated=view.conjugated and complex_, stats=self.stats)
         tally.add(build.complex_parts(a) if complex_ else a, None, a.nbytes)
         return tally.result()
+
+
+class _Memory:
+    """`length` bytes at `address`, through the array interface, keeping `owner` alive."""
+
+    def __init__(self, address: int, length: int, owner):
+        self.__array_interface__ = {"shape": (length,), "typestr": "|u1", "version": 3,
+                                    "data": (address, True)}
+        self.owner = owner
+
+
+def _stats_at(dtype: np.dtype, address: int, n: int, owner):
+    """The statistics (build.stats_of) of the `n` contiguous values of `dtype` at `address`,
+    which `owner` holds; complex values as their parts."""
+    a = np.asarray(_Memory(address, n * dtype.itemsize, owner)).view(dtype)
+    return build.stats_of(build.complex_parts(a) if dtype.kind == "c" or
+                          format_of(dtype).kind is Kind.COMPLEX else a)
 
 
 def _view(x) -> arrays.View:

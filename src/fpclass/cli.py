@@ -101,15 +101,20 @@ def _parser(out, err) -> _Parser:
                    "Prints a line as each part is done (-q: only errors).")
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     scan.add_argument("--json", action="store_true", help="print the report as JSON (schema "
-                      "fpclass.scan/2, see docs/scan.md); the same as --format json")
+                      "fpclass.scan/3, see docs/scan.md); the same as --format json")
     scan.add_argument("--format", choices=OUTPUT_FORMATS, default=None, dest="output_format",
                       help="the report on stdout: text (a table on a terminal, plain lines "
                       "otherwise; the default), json, or sarif (SARIF 2.1.0, for code scanning; "
                       "see docs/ci.md)")
     scan.add_argument("--fail-on", default=None, metavar="CLASSES",
                       help="comma-separated classes that make the exit code 1: nan, inf, posinf, "
-                      "neginf, missing (NaN declared a blank by the format), any (default: "
-                      "nan,inf)")
+                      "neginf, missing (NaN declared a blank by the format), out-of-range (outside "
+                      "a CF valid range), any; and gates: absmax>X, absmax>=X, all-zero, "
+                      "subnormal (default: nan,inf)")
+    scan.add_argument("--no-stats", dest="stats", action="store_false",
+                      help="leave out each tensor's statistics (zero, subnormal and normal "
+                      "counts, finite min, max and absmax, gathered in the same pass by "
+                      "default; JSON `stats` null), unless a gate in --fail-on needs them")
     scan.add_argument("--max-locations", type=int, default=None, metavar="N",
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",
@@ -300,7 +305,7 @@ def _scan(args, out, err, env) -> int:
                              force_exclude=args.force_exclude,
                              allow_globals=args.allow_globals, debug=args.traceback,
                              execute_on=execute_on, verify=args.verify,
-                             maps=args.html is not None,
+                             maps=args.html is not None, stats=args.stats,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:

@@ -18,7 +18,8 @@ from numba.extending import intrinsic
 VECTOR = 64
 
 
-def _splat(builder, value, vector_type):
+def splat_value(builder, value, vector_type):
+    """IR for `value` in every lane of `vector_type` (VECTOR lanes)."""
     undef = ir.Constant(vector_type, ir.Undefined)
     one = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
     zeros = ir.Constant(ir.VectorType(ir.IntType(32), VECTOR), [0] * VECTOR)
@@ -48,7 +49,7 @@ def match_bits(typingctx, src, start, m, v, m2, v2):
         words = builder.load(address, align=1)
 
         def splat(i):
-            return _splat(builder, context.cast(builder, args[i], sig.args[i], word), vector_type)
+            return splat_value(builder, context.cast(builder, args[i], sig.args[i], word), vector_type)
 
         hits = builder.icmp_unsigned("==", builder.and_(words, splat(2)), splat(3))
         if not one_clause:

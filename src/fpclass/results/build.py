@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..facade import count_inf, count_nan, count_nonfinite, isnan, isposinf, locate_nonfinite
-from ..formats import ML_DTYPES_NAMES, component_format, format_of
+from ..formats import ML_DTYPES_NAMES, Kind, component_format, format_of
+from ..operators.statistics import ValueStats, value_stats
 from .density import merge as merge_maps
 from .report import Location, TensorResult
 from .status import CHECKED, NOT_APPLICABLE, UNCHECKED
@@ -25,11 +26,11 @@ SWAPPED = {"posinf": "neginf", "neginf": "posinf", "nan": "nan"}
 
 
 def checked(file, name, dtype, shape, nan=0, posinf=0, neginf=0, locations=(), values=0,
-            nbytes=0, *, first=0, missing=0) -> TensorResult:
+            nbytes=0, *, first=0, missing=0, stats=None, declared_range=()) -> TensorResult:
     """A checked result from its counts, first locations (Location, C order), the values
-    classified and the bytes read."""
+    classified, the bytes read and their statistics (a ValueStats; None: none)."""
     return TensorResult(file, name, dtype, shape, CHECKED, nan, posinf, neginf, locations, values,
-                        nbytes, "", first, missing)  # positional, as answered()
+                        nbytes, "", first, missing, stats, 0, declared_range)  # positional
 
 
 def unchecked(file, name, dtype, shape, reason: str, *, first=0) -> TensorResult:
@@ -70,7 +71,8 @@ def value_rule(dtype: np.dtype):
     return None
 
 
-def of_values(file, name, values, dtype_label: str = "", limit: int = 5) -> TensorResult:
+def of_values(file, name, values, dtype_label: str = "", limit: int = 5, *,
+              stats: bool = False) -> TensorResult:
     """The result for values held in memory (a Python float or complex, a NumPy array): checked
     if float (complex as its two parts, located by element then part), else as value_rule says;
     the answer a scan gives for the same values in a file (readers' reporting.values_task)."""
@@ -80,7 +82,7 @@ def of_values(file, name, values, dtype_label: str = "", limit: int = 5) -> Tens
     if rule is not None:
         status, reason = rule
         return TensorResult(file, name, label, tuple(a.shape), status, reason=reason)
-    tally = Tally(file, name, label, tuple(a.shape), limit)
+    tally = Tally(file, name, label, tuple(a.shape), limit, stats=stats)
     tally.add(complex_parts(a) if a.dtype.kind == "c" else a, None, a.nbytes)
     return tally.result()
 
@@ -100,10 +102,27 @@ def complex_parts(a: np.ndarray) -> np.ndarray:
     return a[..., None].view(part)
 
 
-def classify(values, limit: int):
+def has_stats(dtype: np.dtype) -> bool:
+    """Whether values of `dtype` get statistics (value_stats): real floating-point formats."""
+    try:
+        return format_of(dtype).kind in (Kind.FLOAT, Kind.NATIVE)
+    except TypeError:
+        return False
+
+
+def classify(values, limit: int, stats: list | None = None):
     """(nan, +inf, -inf, index rows, classes) of a real array of any shape and strides: the
-    counts, and the first `limit` non-finite values' index rows (tuples, C order) and classes."""
-    nonfinite = int(count_nonfinite(values))
+    counts, and the first `limit` non-finite values' index rows (tuples, C order) and classes.
+    With a list `stats`, the values' ValueStats is appended to it (from the same pass that
+    counts the non-finite values; None where the dtype has none)."""
+    if stats is not None and has_stats(values.dtype):
+        s = value_stats(values)
+        stats.append(s)
+        nonfinite = s.nonfinite
+    else:
+        if stats is not None:
+            stats.append(None)
+        nonfinite = int(count_nonfinite(values))
     if not nonfinite:
         return 0, 0, 0, [], []
     nan = int(count_nan(values))
@@ -127,32 +146,76 @@ class Tally:
     `repeat`: each value read stands for this many (a broadcast dimension read once). The masked
     values of a masked array are blanks, counted as missing; `blank_values` says whether they
     count among the values checked (a reader's blank read from the file: yes; pandas' pd.NA,
-    which holds no value: no)."""
+    which holds no value: no).
+
+    With `stats`, the ValueStats of the values read are kept (operators/statistics.py: zero,
+    subnormal, normal, finite min / max / absmax), from the same pass that counts NaN and Inf;
+    blanks and out-of-range values are not among them. `out_of_range` (a mask per add, from a
+    CF valid range) counts values apart: neither missing nor in the statistics.
+    `declared_range`: a CF actual_range the result carries (TensorResult.declared_range)."""
 
     __slots__ = ("file", "name", "dtype", "shape", "first", "limit", "negated", "conjugated",
                  "as_missing", "repeat", "blank_values", "nan", "posinf", "neginf", "missing",
-                 "values", "bytes", "locations")
+                 "values", "bytes", "locations", "stats", "out_of_range", "declared_range")
 
     def __init__(self, file, name, dtype, shape, limit: int, first: int = 0,
                  negated: bool = False, conjugated: bool = False, missing: bool = False,
-                 repeat: int = 1, blank_values: bool = True):
+                 repeat: int = 1, blank_values: bool = True, stats: bool = False,
+                 declared_range: tuple = ()):
         self.file, self.name, self.dtype, self.shape, self.first = file, name, dtype, shape, first
         self.limit, self.negated, self.conjugated = limit, negated, conjugated
         self.as_missing, self.repeat, self.blank_values = missing, repeat, blank_values
-        self.nan = self.posinf = self.neginf = self.missing = 0
+        self.nan = self.posinf = self.neginf = self.missing = self.out_of_range = 0
         self.values = self.bytes = 0
         self.locations: list = []
+        self.stats = ValueStats() if stats else None
+        self.declared_range = declared_range
 
-    def add(self, values, where=None, nbytes: int = 0) -> None:
+    def _add_stats(self, found: list, negate: tuple) -> None:
+        """Add the ValueStats in `found` (None: values without statistics), each negated where
+        `negate` says."""
+        if self.stats is None:
+            return
+        for s, neg in zip(found, negate):
+            if s is None:
+                self.stats = None
+                return
+            s = s.negated() if neg else s
+            if self.repeat != 1:
+                s = s._replace(**{f: getattr(s, f) * self.repeat for f in ValueStats._fields[:5]})
+            self.stats = self.stats + s
+
+    def add(self, values, where=None, nbytes: int = 0, out_of_range=None) -> None:
         """Classify `values`, `nbytes` bytes read; `where(row)` gives the location in the tensor
-        of an index row of `values` (None: the row itself)."""
+        of an index row of `values` (None: the row itself). `out_of_range`: a bool mask of the
+        values outside a valid range (masked too, when `values` is a masked array), counted as
+        out of range rather than missing."""
         room = self.limit - len(self.locations)
         blank = np.ma.getmaskarray(values) if np.ma.isMaskedArray(values) else None
+        outside = None
         if blank is not None:
-            values = np.where(blank, 0, np.ma.getdata(values))
+            data = np.ma.getdata(values)
+            values = np.where(blank, 0, data)
+            if out_of_range is not None and out_of_range.any():
+                outside = out_of_range & blank
+                blank = blank & ~outside
+        found: list | None = [] if self.stats is not None else None
+        if found is not None and blank is not None and (blank.any() or outside is not None):
+            # Statistics of the values a reader returns: blanks and out-of-range values are not.
+            keep = ~(blank | outside) if outside is not None else ~blank
+            kept = data[keep] if not self.conjugated else data[keep.all(axis=-1)]
+            if self.conjugated:
+                self._add_stats([stats_of(kept[..., 0]), stats_of(kept[..., 1])],
+                                (self.negated, not self.negated))
+            else:
+                self._add_stats([stats_of(kept)], (self.negated,))
+            found = None
         if self.conjugated:  # the imaginary parts change sign (the real ones if also negated)
-            re_nan, re_pinf, re_ninf, re_rows, re_classes = classify(values[..., 0], room)
-            im_nan, im_pinf, im_ninf, im_rows, im_classes = classify(values[..., 1], room)
+            parts: list | None = [] if found is not None else None
+            re_nan, re_pinf, re_ninf, re_rows, re_classes = classify(values[..., 0], room, parts)
+            im_nan, im_pinf, im_ninf, im_rows, im_classes = classify(values[..., 1], room, parts)
+            if parts is not None:
+                self._add_stats(parts, (self.negated, not self.negated))
             if self.negated:
                 re_pinf, re_ninf, re_classes = re_ninf, re_pinf, [SWAPPED[c] for c in re_classes]
             else:
@@ -161,7 +224,9 @@ class Tally:
             hits = sorted([(r + (0,), c) for r, c in zip(re_rows, re_classes)]
                           + [(r + (1,), c) for r, c in zip(im_rows, im_classes)])[:room]
         else:
-            nan, pinf, ninf, rows, classes = classify(values, room)
+            nan, pinf, ninf, rows, classes = classify(values, room, found)
+            if found is not None:
+                self._add_stats(found, (self.negated,))
             if self.negated:
                 pinf, ninf, classes = ninf, pinf, [SWAPPED[c] for c in classes]
             counts, hits = (nan, pinf, ninf), list(zip(rows, classes))
@@ -175,6 +240,10 @@ class Tally:
         self.posinf += pinf
         self.neginf += ninf
         size = values.size
+        if outside is not None:
+            self.out_of_range += int(np.count_nonzero(outside)) * repeat
+            rows = [(tuple(r), "out_of_range") for r in np.argwhere(outside)[:room].tolist()]
+            hits = sorted(hits + rows)[:room]
         if blank is not None:
             blanks = int(np.count_nonzero(blank))
             if blanks:
@@ -199,7 +268,10 @@ class Tally:
         found = []
         for order, (field, offset, dtype) in enumerate(fields):
             v = blocks[:, offset:offset + dtype.itemsize].view(dtype)[:, 0]
-            nan, pinf, ninf, rows, classes = classify(v, room)
+            field_stats: list | None = [] if self.stats is not None else None
+            nan, pinf, ninf, rows, classes = classify(v, room, field_stats)
+            if field_stats is not None:
+                self._add_stats(field_stats, (False,))
             self.nan += nan
             self.posinf += pinf
             self.neginf += ninf
@@ -212,7 +284,23 @@ class Tally:
     def result(self) -> TensorResult:
         return TensorResult(self.file, self.name, self.dtype, self.shape, CHECKED, self.nan,
                             self.posinf, self.neginf, tuple(self.locations), self.values,
-                            self.bytes, first=self.first, missing=self.missing)
+                            self.bytes, "", self.first, self.missing, self.stats,
+                            self.out_of_range, self.declared_range)
+
+
+def stats_of(values: np.ndarray):
+    """value_stats of `values`, None where their dtype has no statistics."""
+    return value_stats(values) if has_stats(values.dtype) else None
+
+
+def merge_stats(parts) -> ValueStats | None:
+    """The statistics of all of `parts` (ValueStats or None each): None if any is None."""
+    total = ValueStats()
+    for s in parts:
+        if s is None:
+            return None
+        total = total + s
+    return total
 
 
 def merge_parts(parts: list, max_locations: int) -> TensorResult:
@@ -227,4 +315,6 @@ def merge_parts(parts: list, max_locations: int) -> TensorResult:
         sum(p.nan for p in parts), sum(p.posinf for p in parts), sum(p.neginf for p in parts),
         locations, sum(p.values_checked for p in parts), sum(p.bytes_checked for p in parts),
         bad[0].reason if bad else "", missing=sum(p.missing for p in parts),
+        stats=None if bad else merge_stats(p.stats for p in parts),
+        out_of_range=sum(p.out_of_range for p in parts), declared_range=head.declared_range,
         density=merge_maps(p.density for p in parts))

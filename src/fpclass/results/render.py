@@ -106,7 +106,10 @@ def summary_line(report: "ScanReport") -> str:
             f"{_size(s['bytes_checked'])} checked in {s['seconds']:.2f} s{rate}; "
             f"{s['nan']} NaN, {s['posinf']} +Inf, {s['neginf']} -Inf"
             + (f", {s['missing']} missing (declared blanks)" if s["missing"] else "")
+            + (f", {s['out_of_range']} out of range" if s["out_of_range"] else "")
             + f" in {plural(s['tensors_with_findings'], 'tensor')}")
+    if s["gate_findings"]:
+        text += f"; {plural(s['gate_findings'], 'gate finding')}"
     if s["problems"]:
         text += f"; {plural(s['problems'], 'file problem')}"
     if s["skipped"]:
@@ -138,12 +141,23 @@ def plain_lines(report: "ScanReport", show_skipped: bool = False):
     def head(t):
         where = f"{printable(t.file)}: " if t.file else ""   # fpclass.check's arrays: no file
         return f"{where}{_name(t)}: {printable(t.dtype)}{_shape(t)}"
+    gates: dict = {}
+    for t, gate, value in report.gate_findings:
+        gates.setdefault(id(t), []).append(f"{gate} ({value:g})")
     for t in report.tensors:
         if t.nonfinite:
             missing = f" missing={t.missing}" if t.missing else ""
+            missing += f" out_of_range={t.out_of_range}" if t.out_of_range else ""
+            absmax = f", absmax={t.stats.absmax:g}" if t.stats and t.stats.absmax is not None else ""
             yield (f"found: {head(t)}: nan={t.nan} posinf={t.posinf} neginf={t.neginf}{missing} "
-                   f"of {t.elements}{_at(t)}")
-        elif reason_shown(t):
+                   f"of {t.elements}{absmax}{_at(t)}")
+        if t.declared_range and t.range_contradiction:
+            low, high, _ = t.declared_range
+            yield (f"found: {head(t)}: values from {t.stats.min:g} to {t.stats.max:g} contradict "
+                   f"actual_range [{low:g}, {high:g}]")
+        if id(t) in gates:
+            yield f"gate: {head(t)}: " + ", ".join(gates[id(t)])
+        elif not t.nonfinite and reason_shown(t):
             tag = "unchecked" if t.status == UNCHECKED else "not applicable"
             yield f"{tag}: {head(t)}: {printable(t.reason)}"
     for p in report.problems:
@@ -158,7 +172,7 @@ def plain_lines(report: "ScanReport", show_skipped: bool = False):
 
 
 #: ANSI SGR codes of colored plain lines: the tag of each line, the summary by its verdict.
-_TAG_COLORS = {"found": "31", "unchecked": "33", "problem": "33", "skipped": "2",
+_TAG_COLORS = {"found": "31", "gate": "31", "unchecked": "33", "problem": "33", "skipped": "2",
                "not applicable": "2", "mismatch": "31", "unverified": "33"}
 _VERDICT_COLORS = {"clean": "32", "found": "31"}   # inconclusive, interrupted: yellow
 

@@ -1,5 +1,5 @@
 """The scan's data model: per-tensor results, file problems, the summary, the exit code, and the
-JSON document (schema "fpclass.scan/2", documented in docs/scan.md)."""
+JSON document (schema "fpclass.scan/3", documented in docs/scan.md)."""
 
 from __future__ import annotations
 
@@ -15,29 +15,43 @@ from .exitcodes import ExitCode
 from .integrity import integrity_summary
 from .status import CHECKED, NOT_APPLICABLE, UNCHECKED
 
-SCHEMA = "fpclass.scan/2"
+SCHEMA = "fpclass.scan/3"
 
 #: The classes a scan counts, as named in --fail-on, JSON keys and locations. "missing" is a NaN
 #: where the format declares NaN a blank (a CF _FillValue, a zarr fill_value, a FITS image).
 CLASSES = ("nan", "posinf", "neginf", "missing")
+#: "out_of_range" is a value outside a CF variable's valid range (valid_min / valid_max /
+#: valid_range), which a CF reader masks: counted apart from NaN, Inf and missing.
+CLASSES = CLASSES + ("out_of_range",)
 #: --fail-on spellings and the classes they stand for.
 FAIL_ON_NAMES = {"nan": {"nan"}, "inf": {"posinf", "neginf"}, "posinf": {"posinf"},
                  "+inf": {"posinf"}, "neginf": {"neginf"}, "-inf": {"neginf"},
-                 "missing": {"missing"}, "any": set(CLASSES)}
+                 "missing": {"missing"}, "out-of-range": {"out_of_range"}, "any": set(CLASSES)}
 
 
 def parse_fail_on(spec) -> frozenset:
-    """The classes named by `spec` ("nan,inf" or an iterable of names); ValueError naming the
-    accepted names otherwise. An empty spec fails on nothing."""
+    """The classes and gates named by `spec` ("nan,inf,absmax>1e4" or an iterable of names):
+    class names (FAIL_ON_NAMES) and gates (results/gates.py: absmax>X, absmax>=X, all-zero,
+    subnormal); ValueError naming what is accepted otherwise. An empty spec fails on nothing."""
+    from .gates import GATE_GRAMMAR, Gate, parse_gate
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     out: set = set()
-    for name in (n.strip().lower() for n in names):
+    for name in (n.strip().lower() if isinstance(n, str) else n for n in names):
+        if isinstance(name, Gate):  # a parsed spec, given again
+            out.add(name)
+            continue
         if not name:
             continue
-        if name not in FAIL_ON_NAMES:
-            raise ValueError(f"unknown --fail-on class {name!r}; accepted: "
-                             + ", ".join(FAIL_ON_NAMES))
-        out |= FAIL_ON_NAMES[name]
+        if not isinstance(name, str):
+            raise ValueError(f"--fail-on entries must be strings, got {name!r}")
+        gate = parse_gate(name)
+        if gate is not None:
+            out.add(gate)
+        elif name not in FAIL_ON_NAMES:
+            raise ValueError(f"unknown --fail-on class {name!r}; accepted classes: "
+                             + ", ".join(FAIL_ON_NAMES) + "; gates: " + GATE_GRAMMAR)
+        else:
+            out |= FAIL_ON_NAMES[name]
     return frozenset(out)
 
 
@@ -77,6 +91,9 @@ class TensorResult:
     reason: str = ""
     first: int = 0              # first item of the part this result covers
     missing: int = 0            # NaN where the format declares NaN a blank (fill value)
+    stats: object = None        # operators.statistics.ValueStats of the values read; None: none
+    out_of_range: int = 0       # values outside a CF valid range (never counted as missing)
+    declared_range: tuple = ()  # a CF actual_range (low, high, dtype name) the data should meet
     # where the findings are (results.density.DensityMap), gathered when the scan asks for maps
     density: object = field(default=None, compare=False, repr=False)
 
@@ -86,19 +103,44 @@ class TensorResult:
 
     @property
     def nonfinite(self) -> int:
-        return self.nan + self.posinf + self.neginf + self.missing
+        """Values of a counted class: NaN, ±Inf, missing, out of range."""
+        return self.nan + self.posinf + self.neginf + self.missing + self.out_of_range
+
+    @property
+    def range_contradiction(self) -> bool:
+        """Whether the finite, non-missing values contradict the declared actual_range."""
+        from .gates import contradicts
+        return contradicts(self)
 
     def counts(self) -> dict:
         return {"nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
-                "missing": self.missing}
+                "missing": self.missing, "out_of_range": self.out_of_range}
 
     def to_dict(self) -> dict:
         return {"file": self.file, "name": self.name, "dtype": self.dtype,
                 "shape": list(self.shape), "elements": self.elements, "status": self.status,
                 "nan": self.nan, "posinf": self.posinf, "neginf": self.neginf,
-                "missing": self.missing, "locations": [loc.to_dict() for loc in self.locations],
+                "missing": self.missing, "out_of_range": self.out_of_range,
+                "stats": stats_dict(self.stats),
+                "actual_range": _actual_range(self),
+                "locations": [loc.to_dict() for loc in self.locations],
                 "values_checked": self.values_checked, "bytes_checked": self.bytes_checked,
                 "reason": self.reason or None}
+
+
+def stats_dict(s) -> dict | None:
+    """The JSON `stats` object of a ValueStats (None: null)."""
+    if s is None:
+        return None
+    return {"zero": s.zero, "subnormal": s.subnormal, "normal": s.normal, "min": s.min,
+            "max": s.max, "absmax": s.absmax}
+
+
+def _actual_range(t) -> dict | None:
+    if not t.declared_range:
+        return None
+    low, high, _ = t.declared_range
+    return {"declared": [low, high], "contradicted": t.range_contradiction}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +183,27 @@ class ScanReport:
 
     @property
     def with_findings(self) -> list:
-        return [t for t in self.tensors if t.nonfinite]
+        """Tensors holding a value of a counted class, or contradicting their actual_range."""
+        return [t for t in self.tensors
+                if t.nonfinite or (t.declared_range and t.range_contradiction)]
 
     @property
     def failing(self) -> list:
-        """Tensors holding a value of a class named by fail_on."""
+        """Tensors holding a value of a class named by fail_on, or on which a gate of fail_on
+        fires (gate_findings)."""
         classes = [c for c in CLASSES if c in self.fail_on]
-        return [t for t in self.with_findings if any(getattr(t, c) for c in classes)]
+        gated = {id(t) for t, _, _ in self.gate_findings}
+        ranges = "out_of_range" in classes
+        return [t for t in self.tensors if id(t) in gated
+                or (t.nonfinite and any(getattr(t, c) for c in classes))
+                or (ranges and t.declared_range and t.range_contradiction)]
+
+    @property
+    def gate_findings(self) -> list:
+        """(tensor, gate, value) for every gate of fail_on that fires, in tensor order: the
+        tensor's statistic that makes it fire (results/gates.py)."""
+        from .gates import findings
+        return findings(self.tensors, self.fail_on)
 
     @property
     def bytes_checked(self) -> int:
@@ -193,6 +249,8 @@ class ScanReport:
             "posinf": sum(t.posinf for t in self.tensors),
             "neginf": sum(t.neginf for t in self.tensors),
             "missing": sum(t.missing for t in self.tensors),
+            "out_of_range": sum(t.out_of_range for t in self.tensors),
+            "gate_findings": len(self.gate_findings),
             "bytes_checked": self.bytes_checked,
             "seconds": round(self.seconds, 6),
             "bytes_per_second": round(self.bytes_checked / self.seconds, 1) if self.seconds else None,
@@ -243,10 +301,13 @@ class ScanReport:
             "schema": SCHEMA, "fpclass_version": __version__,
             "status": self.status, "exit_code": int(self.exit_code),
             "interrupted": self.interrupted,
-            "fail_on": [c for c in CLASSES if c in self.fail_on],
+            "fail_on": [c for c in CLASSES if c in self.fail_on] + sorted(
+                str(g) for g in self.fail_on if not isinstance(g, str)),
             "summary": self.summary(),
             "files": [{"path": p, "format": f} for p, f in self.files],
         }
+        doc["gate_findings"] = [{"file": t.file, "name": t.name, "gate": str(g), "value": v}
+                                for t, g, v in self.gate_findings]
         if self.integrity is not None:
             doc["integrity"] = {"summary": integrity_summary(self.integrity),
                                 "files": [i.to_dict() for i in self.integrity]}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import replace
 import time
 
 from . import scratch
@@ -16,11 +17,12 @@ from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
 from ..results.report import Problem, ScanReport, parse_fail_on
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
-from .tasks import FILE, PROBLEM, SKIPPED
+from .tasks import CHECK, FILE, PROBLEM, SKIPPED
 from .verifying import execute_verified
 
 __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupted", "ScanReport",
-           "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan"]
+           "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan",
+           "without_stats"]
 
 
 def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
@@ -60,7 +62,7 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
          execute_on=None, allow_globals=(), force_exclude: bool = False,
-         verify: bool = False, maps: bool = False) -> ScanReport:
+         verify: bool = False, maps: bool = False, stats: bool = True) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -75,7 +77,10 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     also computes each file's SHA-256 in the same read and checks it against the file's
     references (report.integrity; a mismatch is a finding). `maps`: also gather, in the same
     read, a density map of where each tensor's findings are (for ScanReport.plot and
-    write_html; an `execute_on` executor then gets `maps=True`)."""
+    write_html; an `execute_on` executor then gets `maps=True`). `stats`
+    (the default): gather each tensor's statistics in the same pass (TensorResult.stats: zero /
+    subnormal / normal counts, finite min / max / absmax); False leaves them out (None) unless
+    a gate in `fail_on` (absmax>X, all-zero, subnormal) needs them."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     classes = parse_fail_on(fail_on)
@@ -104,6 +109,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
             results = [interrupted_result(t) for t in tasks]
             return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                             seconds=time.perf_counter() - start, interrupted=True)
+        if not stats and all(isinstance(c, str) for c in classes):  # no gate needs them
+            tasks = without_stats(tasks)
         if on_planned is not None:
             on_planned(tasks)
         integrity = None
@@ -120,6 +127,11 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                         seconds=time.perf_counter() - start, interrupted=interrupted,
                         integrity=integrity)
+
+
+def without_stats(tasks: list) -> list:
+    """`tasks` with no reading one gathering its values' statistics."""
+    return [replace(t, stats=False) if t.status == CHECK else t for t in tasks]
 
 
 def _patterns(patterns, what: str) -> tuple:

@@ -13,6 +13,7 @@ from .storage.reads import SourceError
 from .dtypes import can_hold_nonfinite, np_dtype
 from .density import Gatherer
 from .overlap import run_overlap
+from .missing import cf
 from .readers import ReaderError
 from ..results import build
 from ..results.report import TensorResult
@@ -80,7 +81,9 @@ def _run_empty(task: Task) -> TensorResult:
     items = task.items if task.count < 0 else task.count
     if items:
         return _unchecked(task, f"{items} items but no data bytes")
-    return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first)
+    return build.checked(task.file, task.name, task.dtype, task.shape, first=task.first,
+                         stats=build.ValueStats() if task.stats else None,
+                         declared_range=task.declared_range)
 
 
 def new_tally(task: Task, limit: int) -> build.Tally:
@@ -88,10 +91,12 @@ def new_tally(task: Task, limit: int) -> build.Tally:
     convention (a declared NaN blank is counted as missing, not as NaN), and its broadcast
     dimensions (read once, each value standing for as many as their sizes say)."""
     flip = task.flip
+    stats = task.stats or bool(task.declared_range)  # actual_range is checked on them
     repeat = math.prod(task.shape[d] for d in task.broadcast) if task.broadcast else 1
     # positional: one tally per task, and a header may declare 250,000 tasks
     return build.Tally(task.file, task.name, task.dtype, task.shape, limit, task.first,
-                       flip == "neg", flip == "conj", task.missing, repeat)
+                       flip == "neg", flip == "conj", task.missing, repeat, True, stats,
+                       task.declared_range)
 
 
 def _index(task: Task, item: int) -> tuple:
@@ -155,7 +160,7 @@ def _run_nd(task, max_locations, chunk_bytes, stop, gather=None):
         if stop is not None and stop.is_set():
             raise Interrupted
         before = _found(tally)
-        tally.add(block, lambda r, o=origin: where(o, r), block.nbytes)
+        tally.add(block, lambda r, o=origin: where(o, r), block.nbytes, cf.out_of_range(block))
         if gather is not None and _found(tally) != before:
             gather.block(origin, block, where)
     return tally.result()

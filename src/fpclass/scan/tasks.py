@@ -60,6 +60,8 @@ class Task:
                                     # "conj": imaginary parts are (torch's lazy conjugate)
     missing: bool = False           # NaN is this format's declared blank: counted as missing
     storage: object = None          # how the bytes are stored (a scan.storage object)
+    declared_range: tuple = ()      # a CF actual_range (low, high, precision dtype) to check
+    stats: bool = True              # gather the values' statistics (TensorResult.stats)
 
     @property
     def key(self) -> tuple:

@@ -23,7 +23,7 @@ NaN.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from .blanks import nan_blank
 #: attribute_values).
 BLANKS = ("_FillValue", "missing_value")
 RESERVED = BLANKS + ("valid_min", "valid_max", "valid_range", "scale_factor", "add_offset",
-                     "_Unsigned")
+                     "_Unsigned", "actual_range")
 #: Float attributes checked per file. Real files hold tens to hundreds; each is a tensor of the
 #: report (about 120 us to check one that holds a NaN), so a header of millions stays bounded:
 #: those beyond are reported as a file problem (unchecked), never dropped silently.
@@ -61,17 +61,24 @@ class Policy:
     cast: str = ""              # dtype the values are cast to (scale 1 and offset 0)
 
     def decode(self, stored) -> np.ma.MaskedArray:
-        """The values a CF reader returns for `stored` (an array of the stored type)."""
+        """The values a CF reader returns for `stored` (an array of the stored type). The masked
+        values outside the valid range (and not blanks) are `out_of_range(result)`."""
         data = stored.view(self.view) if self.view else stored
         mask = np.zeros(data.shape, bool)
+        outside = None
         with np.errstate(all="ignore"):
             for b in self.blanks:
                 b = _scalar(*b)
                 mask |= np.isnan(data) if nan_blank(b) else data == b
+            if self.valid_min is not None or self.valid_max is not None:
+                outside = np.zeros(data.shape, bool)
             if self.valid_min is not None:
-                mask |= data < _scalar(self.valid_min, data.dtype)
+                outside |= data < _scalar(self.valid_min, data.dtype)
             if self.valid_max is not None:
-                mask |= data > _scalar(self.valid_max, data.dtype)
+                outside |= data > _scalar(self.valid_max, data.dtype)
+            if outside is not None:
+                outside &= ~mask
+                mask |= outside
             values = data
             if self.scale:
                 values = values * _scalar(*self.scale)
@@ -79,7 +86,9 @@ class Policy:
                 values = values + _scalar(*self.offset)
             if self.cast:
                 values = values.astype(self.cast)
-        return np.ma.MaskedArray(values, mask)
+        out = np.ma.MaskedArray(values, mask)
+        out._fpclass_outside = outside  # read by out_of_range; dropped by any view or slice
+        return out
 
     @property
     def physical(self) -> np.dtype:
@@ -95,6 +104,62 @@ class Policy:
         if not self.packed:
             return stored_label
         return f"{stored_label} packed as {self.physical.name}"
+
+
+def range_policy(attrs: dict, stored: str):
+    """A Policy that masks only the values of a float array outside its valid range
+    (valid_range / valid_min / valid_max in `attrs`, as `policy` reads them), for formats that
+    carry these attributes without netCDF's fill values (zarr); None when none is declared."""
+    found = {k: attrs[k] for k in ("valid_min", "valid_max", "valid_range") if k in attrs}
+    if not found or np.dtype(stored).kind != "f":
+        return None
+    try:
+        p, _, _ = policy({**found, "_FillValue": np.nan}, stored)
+    except (TypeError, ValueError):
+        return None
+    if p is None or (p.valid_min is None and p.valid_max is None):
+        return None
+    return Policy(stored, valid_min=p.valid_min, valid_max=p.valid_max)
+
+
+def declared_range(attrs: dict, element: str) -> tuple:
+    """(low, high, precision dtype name) of a variable's `actual_range` attribute (two finite
+    numbers), for values read as `element`: the precision is the coarser of the attribute's
+    type and the values' (an integer attribute: the values'). () when there is none."""
+    value = attrs.get("actual_range")
+    if value is None or isinstance(value, str):
+        return ()
+    a = np.asarray(value)
+    if a.dtype.kind not in "iuf" or a.size != 2 or not np.all(np.isfinite(a)):
+        return ()
+    values = np.dtype(element)
+    if a.dtype.kind != "f" or values.kind != "f":
+        precision = values if values.kind == "f" else a.dtype
+    else:
+        precision = max(a.dtype, values, key=lambda d: np.finfo(d).eps)
+    low, high = (v.item() for v in a.reshape(-1).astype(np.float64))
+    return (low, high, precision.newbyteorder("=").name)
+
+
+def with_declared_range(tasks: list, attrs: dict) -> list:
+    """`tasks` with each checked floating-point one carrying its variable's actual_range
+    (TensorResult.declared_range: the scan reports data that contradicts it)."""
+    if "actual_range" not in attrs:
+        return tasks
+    out = []
+    for t in tasks:
+        if t.status == "check" and t.element and np.dtype(t.element).kind == "f":
+            found = declared_range(attrs, t.element)
+            if found:
+                t = replace(t, declared_range=found)
+        out.append(t)
+    return out
+
+
+def out_of_range(decoded) -> np.ndarray | None:
+    """The mask of the values of `decoded` (as Policy.decode gave it) that a CF reader masks
+    for lying outside the valid range, and that are not blanks; None when none can be."""
+    return getattr(decoded, "_fpclass_outside", None)
 
 
 def _scalar(value, dtype):
@@ -243,4 +308,4 @@ def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "Policy", "attribute_values", "decode_blocks",
-           "policy", "too_many_attributes", "unwritten_value"]
+           "declared_range", "out_of_range", "range_policy", "with_declared_range", "policy", "too_many_attributes", "unwritten_value"]

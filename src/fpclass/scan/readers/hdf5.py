@@ -130,8 +130,11 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
             if isinstance(obj, h5py.Dataset):
                 first = len(tasks)
                 try:
-                    tasks += _dataset(h5py, obj, path, owner, start, size, member_prefix + name,
-                                      attrs)
+                    found = _dataset(h5py, obj, path, owner, start, size, member_prefix + name,
+                                     attrs)
+                    if "actual_range" in attrs:
+                        found = cf.with_declared_range(found, _cf_attributes(obj, attrs))
+                    tasks += found
                 except Exception as e:
                     tasks.append(unchecked(path, owner, "?", (), f"cannot be read: {e}"))
                 if "CLASS" in attrs or "DIMENSION_LIST" in attrs:

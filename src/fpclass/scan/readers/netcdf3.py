@@ -237,7 +237,7 @@ def plan(path: str) -> list:
         shape = ((numrecs,) + dshape[1:]) if is_rec else dshape
         task, rng = _variable(path, v, shape, is_rec, label, item, element, recsize, size,
                               header_end)
-        tasks.append(task)
+        tasks += cf.with_declared_range([task], v.attrs)
         if rng and not is_rec:
             ranges.add(v.name, *rng)
     if rec_vars and numrecs:

@@ -30,7 +30,7 @@ import numpy as np
 from . import ReaderError, require
 from ..._optional import install_hint
 from ..dtypes import component
-from ..missing import zarr_fill_is_blank
+from ..missing import cf, zarr_fill_is_blank
 from ..storage.grids import BlockGrid, Grid, boxes
 from ..storage.reads import read_exactly
 from ..tasks import CHECK, Task, problem
@@ -117,7 +117,8 @@ def plan(path: str) -> list:
             try:
                 if isinstance(node, zarr.Array):
                     arrays.add(name)
-                    tasks.append(_array_task(zarr, store, path, name, node))
+                    tasks += cf.with_declared_range([_array_task(zarr, store, path, name, node)],
+                                                    node.attrs.asdict())
                 tasks += attribute_tasks(path, name, node.attrs.asdict())
             except Exception as e:  # metadata zarr opens but cannot describe (a fill value
                 # of the wrong shape for the data type, for one)
@@ -175,8 +176,11 @@ def _array_task(zarr, store, path, name, arr) -> Task:
     grid = shape
     if dt.kind == "c":
         element, grid = component(element), shape + (2,)
+    # CF valid ranges in the attributes (as xarray's CF decoding reads them): out of range
+    valid = cf.range_policy(arr.attrs.asdict(), element.str) if dt.kind == "f" else None
     return Task(path, name, label, shape, CHECK, element=element.str, grid=grid,
-                storage=Grid(path, "zarr_store", int(arr.nbytes), math.prod(blocks.grid), name),
+                storage=Grid(path, "zarr_store", int(arr.nbytes), math.prod(blocks.grid), name,
+                             decode=valid),
                 missing=zarr_fill_is_blank(arr.fill_value))
 
 
@@ -247,6 +251,8 @@ def read_blocks(task: Task, chunk_bytes: int):
             parts = _raw_blocks(arr, task, blocks, end, chunk_bytes)
         else:
             parts = _zarr_blocks(arr, blocks, task.first, end, chunk_bytes)
+        if where.decode is not None:
+            parts = cf.decode_blocks(parts, where.decode, chunk_bytes)
         for origin, block in parts:
             if complex_:
                 block = np.lib.stride_tricks.as_strided(

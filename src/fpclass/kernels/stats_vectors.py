@@ -1,0 +1,79 @@
+"""One loop over 64-word vectors for the statistics kernel: three bit-test counts and the raw
+extremes of every vector from one load (as vectors.py, portable LLVM IR).
+
+Counting and the extremes in separate passes halve the speed of either alone (measured: 35 against
+60 GB/s on bfloat16); here each vector is loaded once, tested three times into mask registers
+(counted by popcount) and folded into running vertical maxima and minima, reduced across lanes
+once per call.
+"""
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .vectors import VECTOR, splat_value
+
+
+@intrinsic
+def count_and_extremes(typingctx, src, start, vectors, m0, v0, m1, v1, m1b, v1b, m2, v2):
+    """(non-finite, tiny, zero, smallest unsigned, largest unsigned, largest signed) over the
+    64 * vectors words from src[start] (vectors >= 1): the counts of tests (m0, v0), (m1, v1 and
+    w & m1b != v1b) and (m2, v2), and the extremes of the words as uint64 (the signed one is the
+    word's bits, sign-extended). src is a 1-D C-contiguous unsigned-integer array; nothing is
+    checked (the caller's duty)."""
+    if not (isinstance(src, types.Array) and src.ndim == 1 and src.layout == "C"
+            and isinstance(src.dtype, types.Integer) and not src.dtype.signed):
+        return None
+    u64 = types.uint64
+    result = types.UniTuple(u64, 6)
+
+    def codegen(context, builder, sig, args):
+        word = sig.args[0].dtype
+        wt = context.get_value_type(word)
+        vt = ir.VectorType(wt, VECTOR)
+        i64 = ir.IntType(64)
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        start_at = context.cast(builder, args[1], sig.args[1], types.intp)
+        n = context.cast(builder, args[2], sig.args[2], types.intp)
+
+        def splat(i):
+            return splat_value(builder, context.cast(builder, args[i], sig.args[i], word), vt)
+        m0s, v0s, m1s, v1s, m1bs, v1bs, m2s, v2s = (splat(i) for i in range(3, 11))
+        ones = ir.Constant(vt, [(1 << wt.width) - 1] * VECTOR)
+        zeros = ir.Constant(vt, [0] * VECTOR)
+        smallest = ir.Constant(vt, [1 << (wt.width - 1)] * VECTOR)
+        counts = [cgutils.alloca_once_value(builder, ir.Constant(i64, 0)) for _ in range(3)]
+        umin = cgutils.alloca_once_value(builder, ones)
+        umax = cgutils.alloca_once_value(builder, zeros)
+        smax = cgutils.alloca_once_value(builder, smallest)
+        popcount = builder.module.declare_intrinsic("llvm.ctpop", [i64])
+        with cgutils.for_range(builder, n) as loop:
+            at = builder.add(start_at, builder.mul(loop.index, ir.Constant(start_at.type, VECTOR)))
+            address = builder.bitcast(builder.gep(data, [at]), vt.as_pointer())
+            words = builder.load(address, align=1)
+            hits = [builder.icmp_unsigned("==", builder.and_(words, m0s), v0s),
+                    builder.and_(builder.icmp_unsigned("==", builder.and_(words, m1s), v1s),
+                                 builder.icmp_unsigned("!=", builder.and_(words, m1bs), v1bs)),
+                    builder.icmp_unsigned("==", builder.and_(words, m2s), v2s)]
+            for acc, hit in zip(counts, hits):
+                bits = builder.bitcast(hit, ir.IntType(VECTOR))
+                builder.store(builder.add(builder.load(acc), builder.call(popcount, [bits])), acc)
+            for acc, op, cmp in ((umin, "<", builder.icmp_unsigned),
+                                 (umax, ">", builder.icmp_unsigned),
+                                 (smax, ">", builder.icmp_signed)):
+                old = builder.load(acc)
+                builder.store(builder.select(cmp(op, words, old), words, old), acc)
+
+        def reduce(name, acc, extend):
+            f = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(wt, [vt]),
+                f"llvm.vector.reduce.{name}.v{VECTOR}i{wt.width}")
+            value = builder.call(f, [builder.load(acc)])
+            return extend(value, i64)
+        out = [builder.load(c) for c in counts]
+        out += [reduce("umin", umin, builder.zext), reduce("umax", umax, builder.zext),
+                reduce("smax", smax, builder.sext)]
+        return context.make_tuple(builder, sig.return_type, out)
+
+    return result(src, start, vectors, m0, v0, m1, v1, m1b, v1b, m2, v2), codegen
