@@ -258,3 +258,19 @@ def test_sarif_carries_mismatches_and_every_hash(tmp_path):
     hashes = {a["location"]["uri"].rsplit("/", 1)[-1]: a["hashes"]["sha-256"]
               for a in log["runs"][0]["artifacts"]}
     assert hashes == {"a.npy": sha256(tmp_path / "a.npy"), "b.npy": sha256(tmp_path / "b.npy")}
+
+
+def test_json_with_verify_and_gates_follows_the_shipped_schema(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    from fpclass.results.schema import json_schema
+    np.save(tmp_path / "a.npy", np.array([0.0, 0.0]))
+    np.save(tmp_path / "b.npy", np.array([1.0, np.nan, 5e5]))
+    (tmp_path / "SHA256SUMS").write_text(f"{'e' * 64}  a.npy\n")
+    report = engine.scan([str(tmp_path)], verify=True, fail_on="nan,absmax>1e4,all-zero")
+    doc = json.loads(report.to_json())
+    jsonschema.Draft202012Validator(json_schema(doc["schema"])).validate(doc)
+    gates = {g["gate"]: g for g in doc["gate_findings"]}
+    assert gates.pop("all-zero")["name"] == ""
+    ((text, absmax),) = gates.items()
+    assert text.startswith("absmax>") and float(text[7:]) == 1e4 and absmax["value"] == 5e5
+    assert doc["integrity"]["summary"]["mismatch"] == 1
