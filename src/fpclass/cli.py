@@ -103,6 +103,11 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                       help="in directories, skip files and directories whose name or path below "
                       "the directory matches GLOB (repeatable)")
+    scan.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                      dest="storage_options",
+                      help="an fsspec filesystem option for URL paths (s3://, https://, hf://), "
+                           "VALUE read as JSON when it parses (true, 3, {...}), else as text "
+                           "(repeatable; see docs/remote.md)")
     scan.add_argument("--allow-global", action="append", default=[], metavar="MODULE.NAME",
                       dest="allow_globals",
                       help="in PyTorch pickles, walk objects of this class like a dict (floats "
@@ -187,6 +192,7 @@ def _scan(args, out, err, env) -> int:
             raise ValueError(f"--max-locations must be >= 0, got {args.max_locations}")
         if args.threads is not None and args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        storage_options = _storage_options(args.storage_options)
         for name in args.allow_globals:
             if "." not in name.strip(".") or " " in name:
                 raise ValueError(f"--allow-global takes a global as module.Name, got {name!r}")
@@ -219,7 +225,7 @@ def _scan(args, out, err, env) -> int:
         report = engine.scan(args.paths, fail_on=fail_on, max_locations=args.max_locations,
                              threads=args.threads, include=args.include, exclude=args.exclude,
                              allow_globals=args.allow_globals, debug=args.traceback,
-                             execute_on=execute_on,
+                             execute_on=execute_on, storage_options=storage_options,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:
@@ -234,6 +240,22 @@ def _scan(args, out, err, env) -> int:
         with open(args.output, "w", encoding="utf-8") as f:
             report.write_json(f)
     return _print(report, args, out, env)
+
+
+def _storage_options(pairs) -> dict | None:
+    """--storage-option KEY=VALUE pairs as a dict (None when there are none); the values are
+    never echoed (they may be secrets)."""
+    import json
+    options = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ValueError("--storage-option takes KEY=VALUE (one has no '=' or no KEY)")
+        try:
+            options[key.strip()] = json.loads(value)
+        except ValueError:
+            options[key.strip()] = value
+    return options or None
 
 
 def _print(report, args, out, env) -> int:

@@ -25,6 +25,7 @@ from ..scan import engine
 from ..scan.storage import CHUNK_BYTES
 from ..results import build
 from ..scan.tasks import CHECK
+from ..scan.storage.source import is_url
 
 #: Extra attempts for a task whose function raised (worker deaths are retried by the scheduler).
 RETRIES = 2
@@ -143,6 +144,16 @@ def _run_alone(client, run, tasks, i, results, progress, options, scan_id, watch
         progress(tasks[i], results[i])
 
 
+def remote_run(run, tasks):
+    """`run`, or for tasks reading URLs, `run` inside the scan's storage options and the file
+    identities seen while planning, so each worker reads its ranges straight from the source
+    and checks them against the same versions."""
+    if not any(is_url(t.source) for t in tasks):
+        return run
+    from ..scan.storage import remote
+    return functools.partial(remote.run_with, run, remote.options(), remote.seen())
+
+
 def _check_no_workers_timeout(value) -> None:
     if value is None:
         return
@@ -168,6 +179,7 @@ def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIO
             results[i] = engine.run_task(t, max_locations)
     if not remote:
         return results, False
+    run = remote_run(run, [tasks[i] for i in remote])
     client, opened = _connect(scheduler)
     options = dict(max_locations=max_locations, chunk_bytes=chunk_bytes, debug=debug,
                    retries=retries, pure=False)

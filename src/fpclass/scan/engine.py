@@ -5,12 +5,14 @@ which chains them. Each step takes and returns small picklable values, so anothe
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
 
 from . import scratch
 from .storage import CHUNK_BYTES
+from .storage.source import is_url
 from .executing import execute
 from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
@@ -57,7 +59,7 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
 def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=()) -> ScanReport:
+         execute_on=None, allow_globals=(), storage_options=None) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -67,9 +69,12 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
     run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
-    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md)."""
+    PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). Paths may be
+    URLs (s3://, https://, hf://, any fsspec protocol; the `remote` extra), opened with
+    `storage_options` (fsspec filesystem arguments; see docs/remote.md)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    paths = list(paths)
     classes = parse_fail_on(fail_on)
     if not isinstance(max_locations, int) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
@@ -79,7 +84,7 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
     allow_globals = _globals(allow_globals)
-    with scratch.session():  # a compressed file's decompressed copy lives until the end
+    with scratch.session(), remote_sources(paths, storage_options):
         start = time.perf_counter()
         try:
             tasks = plan(paths, include=include, exclude=exclude, task_bytes=task_bytes,
@@ -96,6 +101,15 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
                                    progress=progress, debug=debug)
         return assemble(tasks, results, fail_on=classes, max_locations=max_locations,
                         seconds=time.perf_counter() - start, interrupted=interrupted)
+
+
+def remote_sources(paths, storage_options):
+    """The scope of one scan's remote sources (their options and the identities seen); nothing
+    is imported when no path is a URL and no options are given."""
+    if storage_options is None and not any(is_url(os.fspath(p)) for p in paths):
+        return contextlib.nullcontext()
+    from .storage import remote
+    return remote.configured(storage_options)
 
 
 def _patterns(patterns, what: str) -> tuple:

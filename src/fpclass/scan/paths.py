@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 
 from .detect import ACCEPTED, UNRECOGNIZED, claims_by_name, identify
 from .readers.registry import store_kind
+from .remote_paths import expand_url
+from .storage.reads import SourceError
+from .storage.source import is_url
 
 #: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
 #: weight file there).
@@ -38,6 +41,9 @@ def expand(paths, include=(), exclude=()) -> Walk:
     walk = Walk()
     for path in paths:
         path = os.fspath(path)
+        if is_url(path):
+            expand_url(walk, path, tuple(include), tuple(exclude))
+            continue
         try:
             st = os.stat(path)
         except FileNotFoundError:
@@ -63,6 +69,9 @@ def _file(walk: Walk, path: str, named: bool) -> None:
         ident = identify(path)
     except OSError as e:
         walk.problems.append((path, _oserror(e)))
+        return
+    except SourceError as e:  # a remote file that cannot be read
+        walk.problems.append((path, str(e)))
         return
     if ident.kind:
         walk.found.append((path, ident.kind))

@@ -11,9 +11,12 @@ fields, are refused too.
 
 from __future__ import annotations
 
+import errno
 import mmap
 
 import numpy as np
+
+from ..storage.source import is_url
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 #: Kinds of packed repeated scalar fields, for `check_message` schemas (a sub-message is named by
@@ -234,7 +237,11 @@ def _long_varint(run, ends) -> bool:
 
 
 def open_map(path: str):
-    """A read-only memory map of `path` (an empty bytes object for an empty file)."""
+    """A read-only memory map of `path` (an empty bytes object for an empty file); OSError for a
+    URL (these formats are parsed in place, not yet through ranged reads)."""
+    if is_url(path):
+        raise OSError(errno.EOPNOTSUPP, "ONNX and GGUF files are not read from URLs yet "
+                      "(a local copy is)")
     with open(path, "rb") as f:
         try:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)

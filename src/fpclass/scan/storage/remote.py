@@ -1,0 +1,277 @@
+"""Remote files through fsspec (the `remote` extra): positioned reads of byte ranges with retries,
+and the consistency of what is read.
+
+A file's identity (size plus ETag / version id / content hash / Last-Modified, whichever the
+server gives) is taken the first time this process sees the file (its listing or its first open)
+and checked again at every open and close of a handle, and an HTTP range request carries
+If-Match, so a file replaced while it is scanned is a SourceError naming it, never a partial
+clean. A read that returns fewer (or more) bytes than asked is retried, then a SourceError.
+Credentials come from fsspec's usual places or `storage_options`; no message names them."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+from ..._optional import require
+from .reads import SourceError
+
+#: Attempts of a read that fails with a transient error (a reset, a timeout, a short body).
+ATTEMPTS = 4
+#: Seconds before the first retry; doubled for each next one.
+BACKOFF = 0.25
+#: Seconds an HTTP read may wait for the next bytes before it is retried (aiohttp's sock_read),
+#: unless storage_options give client_kwargs={"timeout": ...}.
+READ_TIMEOUT = 30.0
+
+#: Keys of fsspec's info naming the version of a file's bytes, strongest first.
+_IDENTITY_KEYS = ("VersionId", "version_id", "ETag", "etag", "blob_id", "sha256",
+                  "Content-MD5", "Digest")
+_WEAK_KEYS = ("Last-Modified", "LastModified", "mtime")
+
+_LOCK = threading.Lock()
+_OPTIONS: dict = {}
+_FILESYSTEMS: dict = {}
+_SEEN: dict = {}  # url -> the identity first seen in this process
+
+
+def fsspec():
+    """fsspec, or ImportError naming the `remote` extra."""
+    return require("fsspec", "remote", "scanning a URL")
+
+
+@contextlib.contextmanager
+def configured(storage_options):
+    """Use `storage_options` (a dict of fsspec filesystem arguments, or a dict of such dicts keyed
+    by protocol) for the URLs opened inside the block; identities seen are forgotten after it."""
+    global _OPTIONS
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise ValueError(f"storage_options must be a dict, got {type(storage_options).__name__}")
+    with _LOCK:
+        before, _OPTIONS = _OPTIONS, dict(storage_options or {})
+        _FILESYSTEMS.clear()
+        _SEEN.clear()
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _OPTIONS = before
+            _FILESYSTEMS.clear()
+            _SEEN.clear()
+
+
+def options() -> dict:
+    """The storage options in force (for a scheduler that sends them to its workers)."""
+    return dict(_OPTIONS)
+
+
+def seen() -> dict:
+    """The identities of the files seen so far (url -> identity), for workers to check."""
+    with _LOCK:
+        return dict(_SEEN)
+
+
+def run_with(run, storage_options: dict, identities: dict, task, *args, **kwargs):
+    """`run(task, ...)` on a worker, with the client's storage options and the identities it saw
+    (the options are kept for the worker's next tasks)."""
+    global _OPTIONS
+    with _LOCK:
+        if _OPTIONS != storage_options:
+            _OPTIONS = dict(storage_options)
+            _FILESYSTEMS.clear()
+        _SEEN.update(identities)
+    return run(task, *args, **kwargs)
+
+
+def _protocol(url: str) -> str:
+    return url.split("://", 1)[0].lower()
+
+
+def _options_for(protocol: str) -> dict:
+    opts = _OPTIONS
+    known = set(fsspec().available_protocols())
+    if opts and all(isinstance(v, dict) and k in known for k, v in opts.items()):
+        opts = opts.get(protocol, {})  # keyed by protocol
+    opts = dict(opts)
+    if protocol in ("http", "https") and "timeout" not in opts.get("client_kwargs", {}):
+        aiohttp = require("aiohttp", "remote", "scanning an http(s) URL")
+        opts["client_kwargs"] = {**opts.get("client_kwargs", {}),
+                                 "timeout": aiohttp.ClientTimeout(total=None,
+                                                                  sock_read=READ_TIMEOUT)}
+    return opts
+
+
+def options_for(url: str) -> dict:
+    """The fsspec filesystem arguments for `url` in this scan."""
+    return _options_for(_protocol(url))
+
+
+def filesystem(url: str):
+    """(fsspec filesystem, path inside it) for `url`, one filesystem per protocol and scan."""
+    protocol = _protocol(url)
+    with _LOCK:
+        fs = _FILESYSTEMS.get(protocol)
+    if fs is None:
+        fs = fsspec().filesystem(protocol, **_options_for(protocol))
+        with _LOCK:
+            fs = _FILESYSTEMS.setdefault(protocol, fs)
+    return fs, fs._strip_protocol(url) if protocol not in ("http", "https") else url
+
+
+def url_of(fs, path: str, like: str) -> str:
+    """The URL of `path` of filesystem `fs`, found by listing the URL `like`."""
+    if "://" in path:
+        return path
+    return f"{_protocol(like)}://{path}"
+
+
+def identity(info: dict) -> tuple:
+    """(size, ((key, value), ...)): what tells one version of a file's bytes from another."""
+    keys = [k for k in _IDENTITY_KEYS if info.get(k)]
+    if not keys:
+        keys = [k for k in _WEAK_KEYS if info.get(k)]
+    lfs = info.get("lfs")
+    marks = tuple((k, str(info[k])) for k in keys)
+    if isinstance(lfs, dict) and lfs.get("sha256"):
+        marks += (("lfs", str(lfs["sha256"])),)
+    return int(info.get("size") or 0), marks
+
+
+def _changed(seen: tuple, now: tuple) -> str:
+    """'' when `now` is the same version as `seen`, else what differs."""
+    if seen[0] != now[0]:
+        return f"its size changed from {seen[0]} to {now[0]} bytes"
+    a, b = dict(seen[1]), dict(now[1])
+    for k in a:
+        if k in b and a[k] != b[k]:
+            return f"its {k} changed from {a[k]} to {b[k]}"
+    return ""
+
+
+def remember(url: str, info: dict) -> None:
+    """Record the identity of `url` from a listing (the first one seen wins)."""
+    if info.get("type", "file") == "file" and info.get("size") is not None:
+        with _LOCK:
+            _SEEN.setdefault(url, identity(info))
+
+
+def _transient(e: BaseException) -> bool:
+    if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError)):
+        return False
+    status = getattr(e, "status", None) or getattr(e, "code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
+        return False
+    return isinstance(e, Exception)
+
+
+def describe(e: BaseException) -> str:
+    """A one-line account of a read error (the exception's type and text, never its request)."""
+    text = " ".join(str(e).split())
+    name = type(e).__name__
+    if name in ("TimeoutError", "ServerTimeoutError", "SocketTimeoutError") or \
+            isinstance(e, TimeoutError):
+        return f"timed out waiting for data ({name})"
+    return f"{name}: {text[:200]}" if text else name
+
+
+def _retrying(url: str, what: str, call):
+    delay = BACKOFF
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return call()
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            if not _transient(e) or attempt == ATTEMPTS:
+                status = getattr(e, "status", None)
+                if status == 412:
+                    raise SourceError(f"{url} changed during the scan (HTTP 412: its ETag no "
+                                      "longer matches)") from None
+                raise SourceError(f"{url}: {what} failed after {attempt} attempt"
+                                  f"{'s' if attempt > 1 else ''}: {describe(e)}") from None
+        time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
+def info(url: str, fresh: bool = True) -> dict:
+    """fsspec's info of `url` (with `fresh`, not from a listing cached by the filesystem)."""
+    fs, path = filesystem(url)
+    if fresh:
+        fs.invalidate_cache(path)
+    return _retrying(url, "stat", lambda: fs.info(path))
+
+
+class RemoteFile:
+    """A remote file open for positioned reads (`read_into`), checked at open and close against
+    the identity this process saw first."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.fs, self.path = filesystem(url)
+        found = info(url)
+        if found.get("type", "file") != "file":
+            raise IsADirectoryError(f"{url} is a directory")
+        self.identity = identity(found)
+        with _LOCK:
+            first = _SEEN.setdefault(url, self.identity)
+        self._check(first, self.identity)
+        self.size = self.identity[0]
+        etag = dict(self.identity[1]).get("ETag")
+        self._kw = {"headers": {"If-Match": etag}} if etag and \
+            _protocol(url) in ("http", "https") else {}
+
+    def _check(self, seen, now) -> None:
+        change = _changed(seen, now)
+        if change:
+            raise SourceError(f"{self.url} changed during the scan ({change})")
+
+    def read_into(self, view: memoryview, position: int) -> None:
+        """Fill `view` from byte `position`; SourceError (naming the file) when the file ends
+        first, changed, or the read keeps failing."""
+        n = len(view)
+        if position + n > self.size:
+            raise SourceError(f"{self.url} ended at byte {self.size} while being read "
+                              f"(bytes {position}..{position + n} asked)")
+
+        def fetch():
+            data = self.fs.cat_file(self.path, start=position, end=position + n, **self._kw)
+            if len(data) != n:
+                raise _ShortRead(f"short read: {len(data)} of {n} bytes at byte {position}")
+            return data
+
+        view[:] = _retrying(self.url, f"reading bytes {position}..{position + n}", fetch)
+
+    def close(self) -> None:
+        """SourceError when the file changed since it was opened."""
+        self._check(self.identity, identity(info(self.url)))
+
+
+class _ShortRead(Exception):
+    pass
+
+
+def listing(url: str) -> list:
+    """(url, info) of every file under the directory or prefix `url`, sorted (their identities
+    remembered); [] when `url` is a file. FileNotFoundError when nothing is there."""
+    fs, path = filesystem(url)
+    found = _retrying(url, "stat", lambda: fs.info(path))
+    # An HTTP server's folder is a page of links: a URL ending in / names one.
+    folder = found.get("type") == "directory" or (
+        url.endswith("/") and _protocol(url) in ("http", "https"))
+    if not folder:
+        remember(url, found)
+        return []
+    entries = _retrying(url, "listing", lambda: fs.find(path, detail=True, withdirs=False))
+    out = []
+    for name, entry in sorted(entries.items()):
+        child = url_of(fs, name, url)
+        remember(child, entry)
+        out.append((child, entry))
+    return out
+
+
+def join(url: str, name: str) -> str:
+    """The URL of `name` (a relative path with / separators) inside the folder `url`."""
+    return url.rstrip("/") + "/" + name
