@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 
 from .readers import registry
-from .storage.source import file_size, is_url, open_binary
+from .storage.reads import file_size, is_url, open_binary
 # Detection's header tests and magic numbers, also importable from here.
 from .signatures import (COMPRESSIONS, FITS_MAGIC, GGUF_MAGIC, HDF5_SIGNATURE,  # noqa: F401
                          IDL_COMPRESSED, NPY_MAGIC, TORCH_LEGACY_MAGIC, ZIP_MAGIC, compression,

@@ -42,7 +42,7 @@ def expand(paths, include=(), exclude=()) -> Walk:
     for path in paths:
         path = os.fspath(path)
         if is_url(path):
-            expand_url(walk, path, tuple(include), tuple(exclude))
+            expand_url(walk, path, tuple(include), tuple(exclude), _file, VCS_DIRECTORIES)
             continue
         try:
             st = os.stat(path)

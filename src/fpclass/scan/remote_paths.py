@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import fnmatch
 
-from .storage.reads import SourceError
+from .readers.registry import store_kind
+from .storage.errors import SourceError
 
 
-def expand_url(walk, url: str, include: tuple, exclude: tuple) -> None:
-    """Add what to do with every file at `url` to `walk` (a paths.Walk)."""
-    from .paths import _file
+def expand_url(walk, url: str, include: tuple, exclude: tuple, add_file, skip_folders) -> None:
+    """Add what to do with every file at `url` to `walk` (a paths.Walk): `add_file(walk, url,
+    named)` sorts one file; folders named in `skip_folders` are skipped whole."""
     from .storage import remote
     try:
         entries = remote.listing(url)
@@ -22,7 +23,7 @@ def expand_url(walk, url: str, include: tuple, exclude: tuple) -> None:
                               else f"cannot list: {remote.describe(e)}"))
         return
     if not entries:
-        _file(walk, url, named=True)
+        add_file(walk, url, named=True)
         return
     root = url.rstrip("/")
     tree: dict = {}
@@ -38,20 +39,19 @@ def expand_url(walk, url: str, include: tuple, exclude: tuple) -> None:
                 break
         else:
             node.setdefault(parts[-1], None)
-    _RemoteWalker(walk, root, include, exclude).folder(root, tree)
+    _RemoteWalker(walk, root, include, exclude, add_file, skip_folders).folder(root, tree)
 
 
 class _RemoteWalker:
-    def __init__(self, walk, root: str, include: tuple, exclude: tuple):
+    def __init__(self, walk, root: str, include: tuple, exclude: tuple, add_file, skip_folders):
         self.walk, self.root, self.include, self.exclude = walk, root, include, exclude
+        self.add_file, self.skip_folders = add_file, skip_folders
 
     def _matches(self, pattern: str, url: str, name: str) -> bool:
         rel = url[len(self.root) + 1:]
         return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(rel, pattern)
 
     def folder(self, url: str, tree: dict) -> None:
-        from .paths import VCS_DIRECTORIES, _file
-        from .readers.registry import store_kind
         walk = self.walk
         store = store_kind(url.rsplit("/", 1)[-1], set(tree))
         if store:
@@ -64,11 +64,11 @@ class _RemoteWalker:
             if excluded:
                 walk.skipped.append((child, excluded))
             elif tree[name] is not None:
-                if name in VCS_DIRECTORIES:
+                if name in self.skip_folders:
                     walk.skipped.append((child, "version-control metadata directory"))
                 else:
                     self.folder(child, tree[name])
             elif self.include and not any(self._matches(p, child, name) for p in self.include):
                 walk.skipped.append((child, "not matched by --include"))
             else:
-                _file(walk, child, named=False)
+                self.add_file(walk, child, named=False)

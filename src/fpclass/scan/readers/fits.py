@@ -43,7 +43,7 @@ from .fits_hdus import hdu_tasks
 from .fits_read import decode_bands, read_blocks  # noqa: F401  (its storages name this module)
 from .fits_scaling import _astropy, _line, header_cards
 from .reporting import marker
-from ..storage.source import file_size, is_url, open_binary
+from ..storage.reads import file_size, is_url, open_binary
 
 #: HDUs read from one file; the HDUs after are a problem (astropy parses a header in about
 #: 0.4 ms, so a file of a million tiny HDUs would take minutes to plan).

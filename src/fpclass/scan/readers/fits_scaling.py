@@ -20,7 +20,7 @@ import numpy as np
 
 from . import require
 from ..missing import fits_blanks, fits_integer_blank
-from ..storage.source import open_binary
+from ..storage.reads import open_binary
 from .reporting import unchecked, values_task
 
 

@@ -43,7 +43,7 @@ from .zipmembers import duplicate_names
 from ..dtypes import np_dtype
 from ..storage.grids import BlockGrid, Grid
 from ..storage.ranges import Range
-from ..storage.source import path_size, zip_file
+from ..storage.reads import path_size, zip_file
 from ..tasks import CHECK, NOT_APPLICABLE, Field, Task, problem
 
 

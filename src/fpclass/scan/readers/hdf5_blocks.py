@@ -28,7 +28,7 @@ from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
 from ..storage.grids import BlockGrid
 from ..storage.reads import SourceError, close_source, open_source, source_size, read_exactly
-from ..storage.source import path_size, zip_file
+from ..storage.reads import path_size, zip_file
 from ..dtypes import np_dtype
 from ...kernels.unshuffle import unshuffle
 from ..tasks import Field, Task

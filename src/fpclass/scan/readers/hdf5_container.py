@@ -14,7 +14,7 @@ import zipfile
 from . import ReaderError
 from .zipmembers import data_offset
 from ..storage.reads import Window
-from ..storage.source import file_size, is_url, open_binary
+from ..storage.reads import file_size, is_url, open_binary
 
 #: The member of a .keras archive that holds the weights.
 KERAS_WEIGHTS = "model.weights.h5"

@@ -19,7 +19,7 @@ from . import ReaderError, require
 from .decoded import walk
 from .reporting import marker
 from ..signatures import IDL_COMPRESSED
-from ..storage.source import open_binary, path_size
+from ..storage.reads import open_binary, path_size
 
 #: Largest file, and largest total of inflated record bytes, read.
 MAX_BYTES = 256 << 20

@@ -21,7 +21,7 @@ from .bounds import MAX_TENSORS
 from .reporting import marker, unchecked, values_task
 from ..signatures import matlab5_order
 from .sandbox import plan_in_child
-from ..storage.source import open_binary, path_size
+from ..storage.reads import open_binary, path_size
 
 #: Largest file, and largest total of declared (decompressed) variable bytes, loaded.
 MAX_BYTES = 256 << 20

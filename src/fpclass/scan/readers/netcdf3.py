@@ -32,7 +32,7 @@ from ..storage.bands import Bands
 from ..storage.ranges import Range
 from ..storage.strided import Strided
 from ..tasks import Task, problem
-from ..storage.source import file_size, open_binary
+from ..storage.reads import file_size, open_binary
 
 NC_DIMENSION, NC_VARIABLE, NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
 #: nc_type -> (name, bytes per value, NumPy element of the floats or None).

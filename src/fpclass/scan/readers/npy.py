@@ -27,7 +27,7 @@ from ..tasks import problem
 from .bounds import Ranges, check_count, check_shape, elements
 from .reporting import float_task, marker, not_applicable, unchecked
 from .zipmembers import declared_members, local_header
-from ..storage.source import file_size, open_binary, zip_file
+from ..storage.reads import file_size, open_binary, zip_file
 
 #: A member declaring more than this many bytes per compressed byte is refused; deflate cannot
 #: exceed about 1032:1, so a larger ratio means the sizes in the directory are lies.

@@ -20,7 +20,7 @@ from ..storage.ranges import Range
 from ..tasks import Task, problem
 from .bounds import Ranges, check_count, check_shape, elements
 from .reporting import float_task, marker, not_applicable, packed_task, unchecked
-from ..storage.source import file_size, open_binary
+from ..storage.reads import file_size, open_binary
 
 #: The limit the reference implementation puts on the JSON header.
 HEADER_LIMIT = 100_000_000

@@ -40,7 +40,7 @@ from ..storage.inline import Inline
 from ..storage.ranges import Range
 from ..storage.strided import Strided
 from ..tasks import Task
-from ..storage.source import open_binary, path_size, zip_file
+from ..storage.reads import open_binary, path_size, zip_file
 
 LEGACY_PROTOCOL = 1001
 #: Inline NumPy arrays larger than this are not copied into a task.

@@ -12,7 +12,7 @@ import numpy as np
 
 from .reporting import values_task
 from ..signatures import is_text
-from ..storage.source import is_url, open_binary, zip_file
+from ..storage.reads import is_url, open_binary, zip_file
 
 #: Files that make a directory (or a zip folder) a zarr array or group.
 MARKERS = (".zarray", ".zgroup", "zarr.json")

@@ -7,7 +7,7 @@ import struct
 
 from . import ReaderError
 from ..signatures import ZIP_MAGIC
-from ..storage.source import open_binary
+from ..storage.reads import open_binary
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 

@@ -10,8 +10,7 @@ import numpy as np
 
 from ..._records import stored_through_slots
 from . import Storage
-from .reads import SourceError
-from .source import open_binary
+from .reads import SourceError, open_binary
 
 #: Compressed bytes read at a time from a deflate member.
 INFLATE_INPUT = 1 << 20

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 
-from .source import close_source, open_source, source_size
+from .errors import SourceError
+from .source import REMOTE_BUFFER, close_source, is_url, open_source, path_size, source_size
+
+__all__ = ["SourceError", "Window", "close_source", "file_size", "is_url", "open_binary",
+           "open_checked", "open_source", "path_size", "read_exactly", "source_size", "zip_file"]
 
 
 #: Bytes a Window over a remote file reads ahead of a small read.
 REMOTE_BLOCK = 1 << 20
 
 
-class SourceError(Exception):
-    """The bytes of a task cannot be read as described; the message is the one-line reason."""
 
 
 def read_exactly(fd: int, view: memoryview, position: int, path: str) -> None:
@@ -107,3 +110,40 @@ class Window(io.RawIOBase):
             fd, self._fd = self._fd, -1
             close_source(fd)
         super().close()
+
+
+def open_binary(path: str):
+    """A buffered, seekable binary file object of `path` (local or remote), for readers that parse
+    headers with read/seek; `file_size(f)` gives its size."""
+    if is_url(path):
+        return io.BufferedReader(Window(path, 0), REMOTE_BUFFER)
+    return open(path, "rb")
+
+
+def zip_file(path: str) -> zipfile.ZipFile:
+    """zipfile.ZipFile of `path` (local or remote), closing what it opened when it closes."""
+    if not is_url(path):
+        return zipfile.ZipFile(path)
+    f = open_binary(path)
+    try:
+        return _OwnedZip(f)
+    except BaseException:
+        f.close()
+        raise
+
+
+class _OwnedZip(zipfile.ZipFile):
+    def close(self):
+        f = self.fp
+        try:
+            super().close()
+        finally:
+            if f is not None:
+                f.close()
+
+
+def file_size(f) -> int:
+    """The size of the file behind `f` (from `open_binary`, or any real file)."""
+    raw = getattr(f, "raw", f)
+    size = getattr(raw, "file_size", None)
+    return size if size is not None else os.fstat(f.fileno()).st_size

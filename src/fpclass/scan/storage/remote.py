@@ -15,7 +15,7 @@ import threading
 import time
 
 from ..._optional import require
-from .reads import SourceError
+from .errors import SourceError
 
 #: Attempts of a read that fails with a transient error (a reset, a timeout, a short body).
 ATTEMPTS = 4

@@ -2,16 +2,14 @@
 remote one named by a URL (`s3://`, `https://`, `hf://`, any fsspec protocol; see remote.py).
 
 Every read of the scan goes through `open_source` / `source_size` / `close_source` and
-reads.read_exactly, or through `open_binary` for a reader that wants a file object. A local file
+reads.read_exactly, or through reads.open_binary for a reader that wants a file object. A local file
 stays a plain int descriptor, so the local path costs one type test per read; fsspec is imported
 only when a URL appears."""
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import zipfile
 
 #: Flags for os.open of a file read by the scan.
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
@@ -50,44 +48,6 @@ def close_source(handle) -> None:
         os.close(handle)
     else:
         handle.close()
-
-
-def open_binary(path: str):
-    """A buffered, seekable binary file object of `path` (local or remote), for readers that parse
-    headers with read/seek; `file_size(f)` gives its size."""
-    if is_url(path):
-        from .reads import Window
-        return io.BufferedReader(Window(path, 0), REMOTE_BUFFER)
-    return open(path, "rb")
-
-
-def zip_file(path: str) -> zipfile.ZipFile:
-    """zipfile.ZipFile of `path` (local or remote), closing what it opened when it closes."""
-    if not is_url(path):
-        return zipfile.ZipFile(path)
-    f = open_binary(path)
-    try:
-        return _OwnedZip(f)
-    except BaseException:
-        f.close()
-        raise
-
-
-class _OwnedZip(zipfile.ZipFile):
-    def close(self):
-        f = self.fp
-        try:
-            super().close()
-        finally:
-            if f is not None:
-                f.close()
-
-
-def file_size(f) -> int:
-    """The size of the file behind `f` (from `open_binary`, or any real file)."""
-    raw = getattr(f, "raw", f)
-    size = getattr(raw, "file_size", None)
-    return size if size is not None else os.fstat(f.fileno()).st_size
 
 
 def path_size(path: str) -> int:
