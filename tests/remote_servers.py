@@ -72,7 +72,7 @@ http {{
 }}
 """)
     proc = subprocess.Popen([NGINX, "-c", conf, "-p", prefix], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.DEVNULL)
     try:
         _wait_port(port, proc)
         yield f"http://127.0.0.1:{port}"
@@ -88,7 +88,8 @@ http {{
 
 class FaultProxy:
     """An HTTP proxy in front of `upstream` (host, port). Requests pass through unchanged, except
-    ranged GETs whose first byte is at or past `from_byte` while `fault` is set:
+    ranged GETs whose first byte is at or past `from_byte` and that ask for more than
+    `longer_than` bytes, while `fault` is set:
     "reset" (connection reset before any answer), "stall" (headers, then silence for `stall`
     seconds), "short" (the headers promise the whole range, half of it is sent, then the
     connection closes), "shrunk" (a 206 whose Content-Length and body are half the range),
@@ -98,6 +99,7 @@ class FaultProxy:
     def __init__(self, upstream: tuple):
         self.upstream = upstream
         self.fault, self.from_byte, self.times, self.stall = "", 0, None, 5.0
+        self.longer_than = 0
         self.on_replace = None
         self.hits = 0
         self._lock = threading.Lock()
@@ -126,15 +128,21 @@ class FaultProxy:
         rng = headers.get("range", "")
         if method != "GET" or not rng.startswith("bytes=") or not self.fault:
             return ""
-        start = int(rng[6:].split("-")[0] or 0)
+        first, _, last = rng[6:].partition("-")
+        start = int(first or 0)
+        length = int(last) + 1 - start if last else 1 << 62
         with self._lock:
-            if start < self.from_byte or (self.times is not None and self.hits >= self.times):
+            if start < self.from_byte or length <= self.longer_than or \
+                    (self.times is not None and self.hits >= self.times):
                 return ""
             self.hits += 1
         return self.fault
 
     def _handle(self, sock: socket.socket) -> None:
-        f = sock.makefile("rb")
+        with sock.makefile("rb") as f:
+            self._serve(sock, f)
+
+    def _serve(self, sock: socket.socket, f) -> None:
         while True:
             line = f.readline()
             if not line:

@@ -1,0 +1,217 @@
+"""`fpclass scan` over HTTP: nginx on 127.0.0.1 serving real files (range requests, ETags,
+autoindex), and a fault-injecting proxy in front of it. Truth comes from numpy on the arrays
+written and from the same scan of the local copy."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from remote_servers import FaultProxy, nginx, nginx_missing  # noqa: E402
+
+pytest.importorskip("aiohttp", reason="the remote extra (aiohttp) is not installed")
+pytest.importorskip("fsspec", reason="the remote extra (fsspec) is not installed")
+if nginx_missing():
+    pytest.skip(nginx_missing(), allow_module_level=True)
+
+from fpclass.cli import main  # noqa: E402
+from fpclass.scan import scan  # noqa: E402
+from fpclass.scan.storage import remote  # noqa: E402
+from fpclass.scan.storage.reads import REMOTE_BLOCK  # noqa: E402
+
+SECRET = "s3cr3t-token-never-shown-9f8e7d"
+
+
+def _arrays():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(3000).astype(np.float32)
+    a[[5, 2999]] = np.nan
+    b = rng.standard_normal((40, 50)).astype(np.float16)
+    b[3, 4] = np.inf
+    b[39, 0] = -np.inf
+    c = rng.standard_normal(700).astype(np.float64)
+    return {"a": a, "b": b, "c": c}
+
+
+def _truth(x) -> tuple:
+    return int(np.isnan(x).sum()), int(np.isposinf(x).sum()), int(np.isneginf(x).sum())
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(base URL, local root, {relative path: {tensor name: (nan, posinf, neginf)}})."""
+    from safetensors.numpy import save_file
+    root = tmp_path_factory.mktemp("www")
+    arrays = _arrays()
+    truth = {}
+    save_file(arrays, str(root / "model.safetensors"))
+    truth["model.safetensors"] = {k: _truth(v) for k, v in arrays.items()}
+    (root / "sub" / "deeper").mkdir(parents=True)
+    np.save(root / "sub" / "deeper" / "x.npy", arrays["b"])
+    truth["sub/deeper/x.npy"] = {"": _truth(arrays["b"])}
+    (root / "shards").mkdir()
+    save_file({"a": arrays["a"]}, str(root / "shards" / "m-1.safetensors"))
+    save_file({"c": arrays["c"]}, str(root / "shards" / "m-2.safetensors"))
+    (root / "shards" / "m.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "m-1.safetensors", "c": "m-2.safetensors"}}))
+    truth["shards/m-1.safetensors"] = {"a": _truth(arrays["a"])}
+    truth["shards/m-2.safetensors"] = {"c": _truth(arrays["c"])}
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(root / "sub" / "w.h5", "w") as f:
+        f.create_dataset("g/d", data=arrays["a"], chunks=(500,))
+    truth["sub/w.h5"] = {"g/d": _truth(arrays["a"])}
+    big = np.ones(1 << 19, np.float32)  # 2 MiB of clean values: the fault target
+    save_file({"big": big}, str(root / "clean.safetensors"))
+    with nginx(str(root)) as url:
+        yield url, root, truth
+
+
+@pytest.fixture
+def fast_retries(monkeypatch):
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    monkeypatch.setattr(remote, "READ_TIMEOUT", 1.0)
+
+
+def _found(report, base: str) -> dict:
+    out: dict = {}
+    for t in report.tensors:
+        assert t.file.startswith(base + "/"), t.file
+        out.setdefault(t.file[len(base) + 1:], {})[t.name] = (t.nan, t.posinf, t.neginf)
+    return out
+
+
+def test_a_served_folder_scans_as_its_local_copy_and_as_numpy_counts(served):
+    url, root, truth = served
+    report = scan([url + "/"], include=["*.safetensors", "*.npy", "*.h5", "*.json"])
+    assert not report.problems, report.problems
+    found = _found(report, url)
+    expected = {k: v for k, v in truth.items()}
+    expected["clean.safetensors"] = {"big": (0, 0, 0)}
+    assert found == expected
+    assert all(t.status == "checked" for t in report.tensors)
+    local = scan([str(root)], include=["*.safetensors", "*.npy", "*.h5", "*.json"])
+    assert _found(local, str(root)) == found
+    assert [t.locations for t in report.tensors] == [t.locations for t in local.tensors]
+    assert int(report.exit_code) == 1
+
+
+def test_json_names_files_by_url(served):
+    url, _, _ = served
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["scan", "--json", f"{url}/sub/deeper/x.npy"], stdout=out, stderr=err)
+    doc = json.loads(out.getvalue())
+    assert code == 1
+    assert doc["files"] == [{"path": f"{url}/sub/deeper/x.npy", "format": "npy"}]
+    assert doc["tensors"][0]["file"] == f"{url}/sub/deeper/x.npy"
+
+
+def test_a_missing_url_is_a_problem_naming_it(served):
+    url, _, _ = served
+    report = scan([f"{url}/nope.safetensors"])
+    assert [(p.path, p.reason) for p in report.problems] == [
+        (f"{url}/nope.safetensors", "no such file or directory")]
+    assert int(report.exit_code) == 2
+
+
+def test_a_format_not_read_from_urls_is_unchecked_not_clean(served, tmp_path):
+    url, root, _ = served
+    (root / "m.gguf").write_bytes(b"GGUF" + b"\0" * 60)
+    try:
+        report = scan([f"{url}/m.gguf"])
+    finally:
+        (root / "m.gguf").unlink()
+    assert int(report.exit_code) == 2
+    assert [p.path for p in report.problems] == [f"{url}/m.gguf"]
+    assert "not read from URLs" in report.problems[0].reason
+
+
+FAULTS = {
+    "reset": "ConnectionReset|ServerDisconnected|ClientOSError|Connection reset",
+    "stall": "timed out",
+    "short": "ClientPayloadError|ContentLength|short read|Response payload",
+    "shrunk": "short read",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_injected_fault_ends_in_exit_2_naming_the_file_and_the_fault(served, fault,
+                                                                          fast_retries):
+    import re
+    url, _, _ = served
+    with FaultProxy(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as proxy:
+        # the header is read in blocks of REMOTE_BLOCK bytes, the data in one larger range
+        proxy.fault, proxy.longer_than, proxy.stall = fault, REMOTE_BLOCK, 3.0
+        target = f"{proxy.url}/clean.safetensors"
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["scan", "--json", target], stdout=out, stderr=err)
+        assert proxy.hits >= remote.ATTEMPTS  # retried before giving up
+    doc = json.loads(out.getvalue())
+    assert code == 2, doc
+    (tensor,) = doc["tensors"]
+    assert tensor["status"] == "unchecked"
+    assert tensor["file"] == target
+    assert target in tensor["reason"] and re.search(FAULTS[fault], tensor["reason"]), tensor
+
+
+def test_a_transient_reset_is_retried_and_the_scan_is_complete(served, fast_retries):
+    url, _, truth = served
+    with FaultProxy(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as proxy:
+        proxy.fault, proxy.from_byte, proxy.times = "reset", 0, 2
+        report = scan([f"{proxy.url}/model.safetensors"])
+        assert proxy.hits == 2
+    assert not report.problems
+    assert _found(report, proxy.url) == {"model.safetensors": truth["model.safetensors"]}
+    assert all(t.status == "checked" for t in report.tensors)
+
+
+def test_a_file_replaced_during_the_scan_is_unchecked_never_clean(served, tmp_path,
+                                                                  fast_retries):
+    from safetensors.numpy import save_file
+    url, root, _ = served
+    target = root / "replaced.safetensors"
+    save_file({"big": np.ones(1 << 18, np.float32)}, str(target))
+    newer = tmp_path / "newer.safetensors"
+    save_file({"big": np.full(1 << 18, np.nan, np.float32)}, str(newer))
+
+    def replace():  # same size, new bytes and a new mtime: nginx gives a new ETag
+        os.replace(newer, target)
+        st = os.stat(target)
+        os.utime(target, (st.st_atime + 10, st.st_mtime + 10))
+
+    try:
+        with FaultProxy(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as proxy:
+            proxy.fault, proxy.from_byte, proxy.on_replace = "replace", 300_000, replace
+            report = scan([f"{proxy.url}/replaced.safetensors"], chunk_bytes=64 << 10)
+    finally:
+        target.unlink()
+    (tensor,) = report.tensors
+    assert tensor.status == "unchecked"
+    assert f"{proxy.url}/replaced.safetensors changed during the scan" in tensor.reason
+    assert int(report.exit_code) == 2
+
+
+def test_a_secret_in_storage_options_or_the_environment_is_never_printed(served, monkeypatch,
+                                                                         fast_retries):
+    url, _, _ = served
+    monkeypatch.setenv("FPCLASS_TEST_TOKEN", SECRET)
+    with FaultProxy(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as proxy:
+        proxy.fault, proxy.longer_than = "reset", REMOTE_BLOCK
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["scan", "--json", "--storage-option",
+                     json.dumps({"Authorization": f"Bearer {SECRET}"}).join(
+                         ["headers=", ""]),
+                     f"{proxy.url}/clean.safetensors", f"{proxy.url}/missing.npy"],
+                    stdout=out, stderr=err)
+        plain = io.StringIO()
+        main(["scan", "--storage-option", f'headers={{"Authorization": "Bearer {SECRET}"}}',
+              f"{proxy.url}/clean.safetensors"], stdout=plain, stderr=plain)
+    assert code == 2
+    for text in (out.getvalue(), err.getvalue(), plain.getvalue()):
+        assert SECRET not in text
+    assert f"{proxy.url}/clean.safetensors" in out.getvalue()
