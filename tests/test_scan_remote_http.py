@@ -131,6 +131,14 @@ def test_a_format_not_read_from_urls_is_unchecked_not_clean(served, tmp_path):
     assert "not read from URLs" in report.problems[0].reason
 
 
+def test_without_fsspec_a_url_asks_for_the_remote_extra(monkeypatch, tmp_path):
+    from test_extras import hide, install_message
+    hide(monkeypatch, "fsspec")
+    with pytest.raises(ImportError, match=install_message("remote")):
+        scan(["s3://bucket/model.safetensors"])
+    assert scan([str(tmp_path)]).files == []  # local paths never import it
+
+
 FAULTS = {
     "reset": "ConnectionReset|ServerDisconnected|ClientOSError|Connection reset",
     "stall": "timed out",
@@ -193,6 +201,7 @@ def test_a_file_replaced_during_the_scan_is_unchecked_never_clean(served, tmp_pa
     (tensor,) = report.tensors
     assert tensor.status == "unchecked"
     assert f"{proxy.url}/replaced.safetensors changed during the scan" in tensor.reason
+    assert "precondition failed" in tensor.reason
     assert int(report.exit_code) == 2
 
 

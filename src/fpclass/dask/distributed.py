@@ -210,18 +210,20 @@ def scan(paths, scheduler, *, fail_on="nan,inf", max_locations: int = engine.DEF
          threads=None, chunk_bytes: int = CHUNK_BYTES,
          task_bytes: int = engine.TASK_BYTES, progress=None, retries: int = RETRIES,
          no_workers_timeout: float | None = NO_WORKERS_TIMEOUT,
-         debug: bool = False, allow_globals=()) -> "engine.ScanReport":
+         debug: bool = False, allow_globals=(), storage_options=None) -> "engine.ScanReport":
     """fpclass.scan.scan(paths, ...) with the tensors checked on the dask cluster at `scheduler`
     (an address like 'tcp://host:8786', or a distributed.Client). Same report; `threads` is
     accepted for symmetry and ignored: each worker's own thread count applies. A cluster with no
     workers for `no_workers_timeout` seconds (None: wait indefinitely) leaves the unfinished
-    tensors unchecked (exit code 2) instead of waiting forever."""
+    tensors unchecked (exit code 2) instead of waiting forever. URL paths are read by the
+    workers straight from their source, with `storage_options`."""
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
     _check_no_workers_timeout(no_workers_timeout)
     return engine.scan(paths, fail_on=fail_on, max_locations=max_locations, chunk_bytes=chunk_bytes,
                        task_bytes=task_bytes, progress=progress, debug=debug,
-                       allow_globals=allow_globals, execute_on=functools.partial(execute, scheduler=scheduler, retries=retries,
+                       allow_globals=allow_globals, storage_options=storage_options,
+                       execute_on=functools.partial(execute, scheduler=scheduler, retries=retries,
                                                     no_workers_timeout=no_workers_timeout))
 
 

@@ -109,6 +109,8 @@ def remote_sources(paths, storage_options):
     if storage_options is None and not any(is_url(os.fspath(p)) for p in paths):
         return contextlib.nullcontext()
     from .storage import remote
+    if any(is_url(os.fspath(p)) for p in paths):
+        remote.fsspec()  # ImportError naming the extra, before any planning
     return remote.configured(storage_options)
 
 

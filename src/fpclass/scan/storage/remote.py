@@ -156,7 +156,21 @@ def remember(url: str, info: dict) -> None:
             _SEEN.setdefault(url, identity(info))
 
 
+def _precondition_failed(e: BaseException) -> bool:
+    # aiohttp gives the status; s3fs turns botocore's PreconditionFailed into an OSError
+    # raised from it
+    while e is not None:
+        code = (getattr(e, "response", None) or {}).get("Error", {}).get("Code") \
+            if isinstance(getattr(e, "response", None), dict) else None
+        if getattr(e, "status", None) == 412 or code == "PreconditionFailed":
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def _transient(e: BaseException) -> bool:
+    if _precondition_failed(e):
+        return False
     if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError, SourceError)):
         return False
     status = getattr(e, "status", None) or getattr(e, "code", None)
@@ -184,10 +198,9 @@ def _retrying(url: str, what: str, call):
             raise
         except Exception as e:
             if not _transient(e) or attempt == ATTEMPTS:
-                status = getattr(e, "status", None)
-                if status == 412:
-                    raise SourceError(f"{url} changed during the scan (HTTP 412: its ETag no "
-                                      "longer matches)") from None
+                if _precondition_failed(e):
+                    raise SourceError(f"{url} changed during the scan (the server refused the "
+                                      "version first seen: precondition failed)") from None
                 raise SourceError(f"{url}: {what} failed after {attempt} attempt"
                                   f"{'s' if attempt > 1 else ''}: {describe(e)}") from None
         time.sleep(delay)
@@ -204,28 +217,43 @@ def info(url: str, fresh: bool = True) -> dict:
 
 
 class RemoteFile:
-    """A remote file open for positioned reads (`read_into`), checked at open and close against
-    the identity this process saw first."""
+    """A remote file open for positioned reads (`read_into`) of the version this process saw
+    first. Where the protocol has a precondition (HTTP If-Match, S3 IfMatch / VersionId) every
+    read carries it, and the server refuses a changed file; elsewhere the file's identity is
+    checked again when the handle closes."""
 
     def __init__(self, url: str):
         self.url = url
         self.fs, self.path = filesystem(url)
-        found = info(url)
-        if found.get("type", "file") != "file":
-            raise IsADirectoryError(f"{url} is a directory")
-        self.identity = identity(found)
         with _LOCK:
-            first = _SEEN.setdefault(url, self.identity)
-        self._check(first, self.identity)
-        self.size = self.identity[0]
-        etag = dict(self.identity[1]).get("ETag")
-        self._kw = {"headers": {"If-Match": etag}} if etag and \
-            _protocol(url) in ("http", "https") else {}
+            first = _SEEN.get(url)
+        if first is None:
+            found = info(url)
+            if found.get("type", "file") != "file":
+                raise IsADirectoryError(f"{url} is a directory")
+            with _LOCK:
+                first = _SEEN.setdefault(url, identity(found))
+        self.identity = first
+        self.size = first[0]
+        marks = dict(first[1])
+        protocol = _protocol(url)
+        self._fetch, self._checked = self._cat, False
+        if protocol in ("http", "https") and marks.get("ETag"):
+            self._kw, self._checked = {"headers": {"If-Match": marks["ETag"]}}, True
+        elif protocol in ("s3", "s3a") and (marks.get("ETag") or marks.get("VersionId")):
+            self._fetch, self._checked = self._s3, True
+            self._kw = {"VersionId": marks["VersionId"]} if marks.get("VersionId") \
+                else {"IfMatch": marks["ETag"]}
+        else:
+            self._kw = {}
 
-    def _check(self, seen, now) -> None:
-        change = _changed(seen, now)
-        if change:
-            raise SourceError(f"{self.url} changed during the scan ({change})")
+    def _cat(self, start: int, end: int) -> bytes:
+        return self.fs.cat_file(self.path, start=start, end=end, **self._kw)
+
+    def _s3(self, start: int, end: int) -> bytes:
+        from fsspec.asyn import sync
+        bucket, key, _ = self.fs.split_path(self.path)
+        return sync(self.fs.loop, _s3_range, self.fs, bucket, key, start, end, self._kw)
 
     def read_into(self, view: memoryview, position: int) -> None:
         """Fill `view` from byte `position`; SourceError (naming the file) when the file ends
@@ -236,7 +264,7 @@ class RemoteFile:
                               f"(bytes {position}..{position + n} asked)")
 
         def fetch():
-            data = self.fs.cat_file(self.path, start=position, end=position + n, **self._kw)
+            data = self._fetch(position, position + n)
             if len(data) != n:
                 raise _ShortRead(f"short read: {len(data)} of {n} bytes at byte {position}")
             return data
@@ -244,8 +272,22 @@ class RemoteFile:
         view[:] = _retrying(self.url, f"reading bytes {position}..{position + n}", fetch)
 
     def close(self) -> None:
-        """SourceError when the file changed since it was opened."""
-        self._check(self.identity, identity(info(self.url)))
+        """SourceError when the file changed since it was first seen (checked here only where
+        the reads carried no precondition)."""
+        if not self._checked:
+            change = _changed(self.identity, identity(info(self.url)))
+            if change:
+                raise SourceError(f"{self.url} changed during the scan ({change})")
+
+
+async def _s3_range(fs, bucket: str, key: str, start: int, end: int, kw: dict) -> bytes:
+    resp = await fs._call_s3("get_object", Bucket=bucket, Key=key,
+                             Range=f"bytes={start}-{end - 1}", **kw)
+    body = resp["Body"]
+    try:
+        return await body.read()
+    finally:
+        body.close()
 
 
 class _ShortRead(Exception):
