@@ -5,6 +5,7 @@ Hugging Face Hub. Each is a context manager that starts on a free port and stops
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.client
 import json
 import os
@@ -213,3 +214,139 @@ def moto_s3():
 def write_json(path: str, doc) -> None:
     with open(path, "w") as f:
         json.dump(doc, f)
+
+
+class HubServer:
+    """A minimal Hugging Face Hub on 127.0.0.1 for HfFileSystem (HF_ENDPOINT pointed at `url`):
+    repo_info (/api/models/{repo}/revision/{rev}), the tree listing
+    (/api/models/{repo}/tree/{rev}[/{path}]), paths-info, and /{repo}/resolve/{rev}/{path} with
+    ranges. `repos` maps "org/name" to {path in repo: bytes}; any revision name serves them."""
+
+    SHA = "0123456789abcdef0123456789abcdef01234567"
+
+    def __init__(self, repos: dict):
+        import http.server
+        import urllib.parse
+        hub = self
+        self.repos = repos
+        self.requests: list = []
+        self.authorizations: set = set()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body=b"", headers=()):
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _json(self, doc):
+                self._send(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])
+
+            def _missing(self):
+                self._send(404, b'{"error": "Entry not found"}',
+                           [("Content-Type", "application/json"),
+                            ("X-Error-Code", "EntryNotFound")])
+
+            def do_HEAD(self):
+                self.do_GET()
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                form = urllib.parse.parse_qs(self.rfile.read(n).decode())
+                parts = urllib.parse.urlsplit(self.path).path.split("/")
+                # /api/models/{org}/{name}/paths-info/{rev}
+                hub.requests.append(("POST", self.path))
+                repo = hub.repos.get(f"{parts[3]}/{parts[4]}")
+                if parts[5] != "paths-info" or repo is None:
+                    return self._missing()
+                self._json([e for p in form.get("paths", [])
+                            for e in hub.entries(repo, p, exact=True)])
+
+            def do_GET(self):
+                split = urllib.parse.urlsplit(self.path)
+                query = urllib.parse.parse_qs(split.query)
+                parts = [urllib.parse.unquote(p) for p in split.path.split("/")]
+                hub.requests.append((self.command, self.path, self.headers.get("Range")))
+                hub.authorizations.add(self.headers.get("Authorization"))
+                if parts[1:3] == ["api", "models"]:
+                    repo = hub.repos.get(f"{parts[3]}/{parts[4]}")
+                    if repo is None:
+                        return self._send(404, b'{"error": "Repository not found"}',
+                                          [("X-Error-Code", "RepoNotFound")])
+                    if len(parts) < 6 or parts[5] == "revision":
+                        return self._json({"id": f"{parts[3]}/{parts[4]}", "sha": hub.SHA,
+                                           "siblings": [{"rfilename": p} for p in repo]})
+                    if parts[5] == "tree":
+                        inside = "/".join(parts[7:]).strip("/")
+                        recursive = query.get("recursive", ["False"])[0].lower() == "true"
+                        return self._json(hub.entries(repo, inside, recursive=recursive))
+                    return self._missing()
+                # /{org}/{name}/resolve/{rev}/{path}
+                if len(parts) > 5 and parts[3] == "resolve":
+                    repo = hub.repos.get(f"{parts[1]}/{parts[2]}")
+                    data = None if repo is None else repo.get("/".join(parts[5:]))
+                    if data is None:
+                        return self._missing()
+                    head = [("ETag", f'"{hashlib.sha256(data).hexdigest()}"'),
+                            ("X-Repo-Commit", hub.SHA), ("Accept-Ranges", "bytes")]
+                    rng = self.headers.get("Range")
+                    if rng and rng.startswith("bytes="):
+                        a, _, b = rng[6:].partition("-")
+                        a, b = int(a), min(int(b) if b else len(data) - 1, len(data) - 1)
+                        return self._send(206, data[a:b + 1], head + [
+                            ("Content-Range", f"bytes {a}-{b}/{len(data)}")])
+                    return self._send(200, data, head)
+                return self._missing()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def entries(self, repo: dict, inside: str, recursive: bool = False, exact: bool = False):
+        """Tree entries (the Hub's JSON) of folder `inside` of `repo`, or of the path itself."""
+        out, folders = [], set()
+        for path in sorted(repo):
+            data = repo[path]
+            if exact:
+                if path == inside:
+                    out.append(self._file(path, data))
+                elif path.startswith(inside + "/"):
+                    folders.add(inside)
+                continue
+            if inside and not path.startswith(inside + "/"):
+                continue
+            rest = path[len(inside) + 1:] if inside else path
+            if "/" in rest and not recursive:
+                folders.add((inside + "/" if inside else "") + rest.split("/")[0])
+                continue
+            if recursive:
+                bits = rest.split("/")
+                for k in range(1, len(bits)):
+                    folders.add((inside + "/" if inside else "") + "/".join(bits[:k]))
+            out.append(self._file(path, data))
+        out += [{"type": "directory", "path": f, "oid": hashlib.sha1(f.encode()).hexdigest()}
+                for f in sorted(folders)]
+        return out
+
+    @staticmethod
+    def _file(path: str, data: bytes) -> dict:
+        sha = hashlib.sha256(data).hexdigest()
+        return {"type": "file", "path": path, "size": len(data),
+                "oid": hashlib.sha1(data).hexdigest(),
+                "lfs": {"oid": sha, "size": len(data), "pointerSize": 134}}
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

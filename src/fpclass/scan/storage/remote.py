@@ -189,15 +189,20 @@ def describe(e: BaseException) -> str:
     return f"{name}: {text[:200]}" if text else name
 
 
+#: Protocols whose filesystem retries on its own (huggingface_hub backs off up to 5 times).
+_RETRIED_BELOW = {"hf": 1}
+
+
 def _retrying(url: str, what: str, call):
     delay = BACKOFF
-    for attempt in range(1, ATTEMPTS + 1):
+    attempts = _RETRIED_BELOW.get(_protocol(url), ATTEMPTS)
+    for attempt in range(1, attempts + 1):
         try:
             return call()
         except FileNotFoundError:
             raise
         except Exception as e:
-            if not _transient(e) or attempt == ATTEMPTS:
+            if not _transient(e) or attempt == attempts:
                 if _precondition_failed(e):
                     raise SourceError(f"{url} changed during the scan (the server refused the "
                                       "version first seen: precondition failed)") from None
