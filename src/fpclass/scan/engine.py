@@ -12,7 +12,7 @@ import time
 
 from . import scratch
 from .storage import CHUNK_BYTES
-from .storage.source import is_url
+from .storage.source import REMOTE_STREAMS, is_url
 from .executing import execute
 from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
@@ -82,6 +82,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
+    if threads is None and any(is_url(os.fspath(p)) for p in paths):
+        threads = REMOTE_STREAMS
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
     allow_globals = _globals(allow_globals)
     with scratch.session(), remote_sources(paths, storage_options):

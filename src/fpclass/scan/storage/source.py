@@ -16,6 +16,10 @@ READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 
+#: Threads (each one request in flight, one chunk buffer) of a scan of URLs when the caller sets
+#: none: network latency, not the cores, bounds a stream's rate.
+REMOTE_STREAMS = 8
+
 #: Bytes a file object over a remote file reads ahead (each read of a remote file is a request).
 REMOTE_BUFFER = 1 << 20
 
