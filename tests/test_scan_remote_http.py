@@ -224,3 +224,44 @@ def test_a_secret_in_storage_options_or_the_environment_is_never_printed(served,
     for text in (out.getvalue(), err.getvalue(), plain.getvalue()):
         assert SECRET not in text
     assert f"{proxy.url}/clean.safetensors" in out.getvalue()
+
+
+def test_the_examples_folder_scans_over_http_as_on_disk_but_onnx_and_gguf(tmp_path):
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    with nginx(root) as url:
+        remote_report = scan([url + "/"])
+    local = scan([root])
+
+    def tensors(report, base):
+        return sorted((t.file[len(base):], t.name, t.status, t.nan, t.posinf, t.neginf,
+                       t.locations) for t in report.tensors)
+
+    mmapped = ("/tiny.onnx", "/tiny.gguf")
+    assert tensors(remote_report, url) == [t for t in tensors(local, root)
+                                           if not t[0].startswith(mmapped)]
+    problems = {p.path[len(url):]: p.reason for p in remote_report.problems}
+    assert all("not read from URLs" in problems[m] for m in mmapped)
+    assert int(remote_report.exit_code) == 1  # the planted NaNs: a finding wins over unchecked
+
+
+def test_a_password_in_a_url_is_refused_and_never_printed(served):
+    url, _, _ = served
+    with_password = url.replace("http://", f"http://user:{SECRET}@") + "/model.safetensors"
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["scan", "--json", with_password], stdout=out, stderr=err)
+    assert code == 2
+    assert SECRET not in out.getvalue() + err.getvalue()
+    (problem,) = json.loads(out.getvalue())["problems"]
+    assert problem["path"] == url.replace("http://", "http://user:***@") + "/model.safetensors"
+
+
+def test_a_compressed_file_is_not_stored_from_a_url(served):
+    import gzip
+    url, root, _ = served
+    (root / "x.npy.gz").write_bytes(gzip.compress(b"\x93NUMPY" + b"\0" * 100))
+    try:
+        report = scan([f"{url}/x.npy.gz"])
+    finally:
+        (root / "x.npy.gz").unlink()
+    assert [p.path for p in report.problems] == [f"{url}/x.npy.gz"]
+    assert "not read from URLs" in report.problems[0].reason

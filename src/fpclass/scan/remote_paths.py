@@ -4,6 +4,7 @@ and sorted into files to read, unreadable and skipped files exactly as a local d
 from __future__ import annotations
 
 import fnmatch
+import urllib.parse
 
 from .readers.registry import store_kind
 from .storage.errors import SourceError
@@ -13,6 +14,10 @@ def expand_url(walk, url: str, include: tuple, exclude: tuple, add_file, skip_fo
     """Add what to do with every file at `url` to `walk` (a paths.Walk): `add_file(walk, url,
     named)` sorts one file; folders named in `skip_folders` are skipped whole."""
     from .storage import remote
+    if urllib.parse.urlsplit(url).password is not None:
+        walk.problems.append((_redacted(url), "a password in the URL is not accepted (reports "
+                              "name files by URL); give credentials as storage options"))
+        return
     try:
         entries = remote.listing(url)
     except FileNotFoundError:
@@ -40,6 +45,12 @@ def expand_url(walk, url: str, include: tuple, exclude: tuple, add_file, skip_fo
         else:
             node.setdefault(parts[-1], None)
     _RemoteWalker(walk, root, include, exclude, add_file, skip_folders).folder(root, tree)
+
+
+def _redacted(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 class _RemoteWalker:
