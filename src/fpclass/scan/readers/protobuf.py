@@ -238,10 +238,9 @@ def _long_varint(run, ends) -> bool:
 
 def open_map(path: str):
     """A read-only memory map of `path` (an empty bytes object for an empty file); OSError for a
-    URL (these formats are parsed in place, not yet through ranged reads)."""
+    URL (ONNX files are parsed in place, not yet through ranged reads)."""
     if is_url(path):
-        raise OSError(errno.EOPNOTSUPP, "ONNX and GGUF files are not read from URLs yet "
-                      "(a local copy is)")
+        raise OSError(errno.EOPNOTSUPP, "ONNX files are not read from URLs yet (a local copy is)")
     with open(path, "rb") as f:
         try:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
