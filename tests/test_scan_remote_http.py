@@ -269,3 +269,13 @@ def test_a_compressed_file_is_not_stored_from_a_url(served):
         (root / "x.npy.gz").unlink()
     assert [p.path for p in report.problems] == [f"{url}/x.npy.gz"]
     assert "not read from URLs" in report.problems[0].reason
+
+
+def test_a_storage_option_without_a_key_is_a_usage_error_that_does_not_echo_it(served):
+    url, _, _ = served
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["scan", "--storage-option", SECRET, f"{url}/model.safetensors"],
+                stdout=out, stderr=err)
+    assert code not in (0, 1)
+    assert "--storage-option takes KEY=VALUE" in err.getvalue()
+    assert SECRET not in out.getvalue() + err.getvalue()

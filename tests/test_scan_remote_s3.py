@@ -109,6 +109,13 @@ def test_include_and_exclude_filter_a_prefix_as_a_directory(bucket):
         (s.path, s.reason) for s in report.skipped]
 
 
+def test_options_keyed_by_protocol_reach_their_filesystem(bucket):
+    _, options, _, truth = bucket
+    report = scan(["s3://bkt/arrays/deep/er/x.npy"],
+                  storage_options={"s3": options, "https": {"headers": {"X-Other": "1"}}})
+    assert _found(report, "s3://bkt/") == {"arrays/deep/er/x.npy": truth["arrays/deep/er/x.npy"]}
+
+
 def test_a_missing_key_is_a_problem_naming_its_url(bucket):
     _, options, _, _ = bucket
     report = scan(["s3://bkt/nothing/here.safetensors"], storage_options=options)

@@ -33,7 +33,9 @@ def expand_url(walk, url: str, include: tuple, exclude: tuple, add_file, skip_fo
     root = url.rstrip("/")
     tree: dict = {}
     for child, _ in entries:
-        rel = child[len(root) + 1:] if child.startswith(root + "/") else child.rsplit("/", 1)[-1]
+        if not child.startswith(root + "/"):
+            continue  # an HTTP page's link out of the folder
+        rel = child[len(root) + 1:]
         if not rel or rel.endswith("/"):
             continue  # a folder marker object
         node = tree

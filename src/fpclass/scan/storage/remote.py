@@ -114,6 +114,9 @@ def filesystem(url: str):
         fs = _FILESYSTEMS.get(protocol)
     if fs is None:
         fs = fsspec().filesystem(protocol, **_options_for(protocol))
+        # fsspec shares instances between callers with the same options: listings cached by an
+        # earlier scan (or by the caller) must not stand for the files now
+        fs.invalidate_cache()
         with _LOCK:
             fs = _FILESYSTEMS.setdefault(protocol, fs)
     return fs, fs._strip_protocol(url) if protocol not in ("http", "https") else url
