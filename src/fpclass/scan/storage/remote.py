@@ -2,11 +2,13 @@
 and the consistency of what is read.
 
 A file's identity (size plus ETag / version id / content hash / Last-Modified, whichever the
-server gives) is taken the first time this process sees the file (its listing or its first open)
-and checked again at every open and close of a handle, and an HTTP range request carries
-If-Match, so a file replaced while it is scanned is a SourceError naming it, never a partial
-clean. A read that returns fewer (or more) bytes than asked is retried, then a SourceError.
-Credentials come from fsspec's usual places or `storage_options`; no message names them."""
+server gives) is taken the first time a scan sees the file (its listing or its first open). Every
+range read carries it as a precondition where the protocol has one (HTTP If-Match, S3 IfMatch or
+VersionId); elsewhere it is fetched again and compared when a handle closes. So a file replaced
+while it is scanned is a SourceError naming it, never a partial clean. A read that returns fewer
+(or more) bytes than asked, or fails transiently, is retried with backoff, then a SourceError.
+Credentials come from fsspec's usual places or `storage_options`; no message names them. One scan
+at a time per process: `configured` holds the options and identities of the scan running."""
 
 from __future__ import annotations
 
@@ -122,8 +124,8 @@ def filesystem(url: str):
     return fs, fs._strip_protocol(url) if protocol not in ("http", "https") else url
 
 
-def url_of(fs, path: str, like: str) -> str:
-    """The URL of `path` of filesystem `fs`, found by listing the URL `like`."""
+def url_of(path: str, like: str) -> str:
+    """The URL of `path`, a name a listing of the URL `like` gave (with or without protocol)."""
     if "://" in path:
         return path
     return f"{_protocol(like)}://{path}"
@@ -289,6 +291,8 @@ class RemoteFile:
 
 
 async def _s3_range(fs, bucket: str, key: str, start: int, end: int, kw: dict) -> bytes:
+    # s3fs's cat_file takes no precondition, so the GetObject is made here, through s3fs's own
+    # client call (its credentials, retries and error translation)
     resp = await fs._call_s3("get_object", Bucket=bucket, Key=key,
                              Range=f"bytes={start}-{end - 1}", **kw)
     body = resp["Body"]
@@ -299,7 +303,7 @@ async def _s3_range(fs, bucket: str, key: str, start: int, end: int, kw: dict) -
 
 
 class _ShortRead(Exception):
-    pass
+    """A response with fewer (or more) bytes than the range asked (retried)."""
 
 
 def listing(url: str) -> list:
@@ -316,12 +320,8 @@ def listing(url: str) -> list:
     entries = _retrying(url, "listing", lambda: fs.find(path, detail=True, withdirs=False))
     out = []
     for name, entry in sorted(entries.items()):
-        child = url_of(fs, name, url)
+        child = url_of(name, url)
         remember(child, entry)
         out.append((child, entry))
     return out
 
-
-def join(url: str, name: str) -> str:
-    """The URL of `name` (a relative path with / separators) inside the folder `url`."""
-    return url.rstrip("/") + "/" + name
