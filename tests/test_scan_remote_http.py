@@ -279,3 +279,35 @@ def test_a_storage_option_without_a_key_is_a_usage_error_that_does_not_echo_it(s
     assert code not in (0, 1)
     assert "--storage-option takes KEY=VALUE" in err.getvalue()
     assert SECRET not in out.getvalue() + err.getvalue()
+
+
+def test_a_server_that_ignores_ranges_is_named_not_trusted(tmp_path):
+    import http.server
+    import threading
+    from safetensors.numpy import save
+    body = save({"x": np.ones(1 << 18, np.float32)})
+
+    class Whole(http.server.BaseHTTPRequestHandler):  # 200 and the whole file, whatever asked
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+
+        def do_GET(self):
+            self.do_HEAD()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Whole)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/m.safetensors"
+    try:
+        report = scan([url])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert int(report.exit_code) == 2
+    reasons = [p.reason for p in report.problems] + [t.reason for t in report.tensors]
+    assert any("does not serve byte ranges" in (r or "") for r in reasons), reasons

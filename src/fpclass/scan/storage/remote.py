@@ -204,7 +204,7 @@ def _retrying(url: str, what: str, call):
     for attempt in range(1, attempts + 1):
         try:
             return call()
-        except FileNotFoundError:
+        except (FileNotFoundError, SourceError):
             raise
         except Exception as e:
             if not _transient(e) or attempt == attempts:
@@ -275,6 +275,9 @@ class RemoteFile:
 
         def fetch():
             data = self._fetch(position, position + n)
+            if len(data) > n:
+                raise SourceError(f"{self.url}: the server sent {len(data)} bytes for a range "
+                                  f"of {n} (it does not serve byte ranges?)")
             if len(data) != n:
                 raise _ShortRead(f"short read: {len(data)} of {n} bytes at byte {position}")
             return data
