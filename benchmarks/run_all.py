@@ -30,6 +30,8 @@ SCRIPTS = {  # name -> (script, arguments)
     "dask-memory": ("bench_dask.py", ["--gib", "8", "--source", "memory"]),
     "check": ("bench_check.py", []),
     "watch": ("bench_watch.py", ["--threads", "1"]),
+    "remote": ("bench_remote.py", ["--size-mib", "1024"]),
+    "remote-memory": ("bench_remote.py", ["--size-mib", "4096", "--only", "scan", "--repeat", "1"]),
 }
 
 
