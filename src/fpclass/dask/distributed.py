@@ -144,7 +144,7 @@ def _run_alone(client, run, tasks, i, results, progress, options, scan_id, watch
         progress(tasks[i], results[i])
 
 
-def remote_run(run, tasks):
+def _remote_run(run, tasks):
     """`run`, or for tasks reading URLs, `run` inside the scan's storage options and the file
     identities seen while planning, so each worker reads its ranges straight from the source
     and checks them against the same versions."""
@@ -179,7 +179,7 @@ def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIO
             results[i] = engine.run_task(t, max_locations)
     if not remote:
         return results, False
-    run = remote_run(run, [tasks[i] for i in remote])
+    run = _remote_run(run, [tasks[i] for i in remote])
     client, opened = _connect(scheduler)
     options = dict(max_locations=max_locations, chunk_bytes=chunk_bytes, debug=debug,
                    retries=retries, pure=False)

@@ -86,6 +86,7 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         threads = REMOTE_STREAMS
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
     allow_globals = _globals(allow_globals)
+    # a compressed file's decompressed copy and the remote sources' scope last until the end
     with scratch.session(), remote_sources(paths, storage_options):
         start = time.perf_counter()
         try:

@@ -14,7 +14,8 @@ import warnings
 import numpy as np
 
 from ..storage.grids import BlockGrid, boxes
-from ..storage.reads import SourceError, close_source, open_source, source_size, Window, read_exactly
+from ..storage.reads import (SourceError, Window, close_source, open_source, read_exactly,
+                             source_size)
 from ..tasks import Task
 from .fits_scaling import Scaling, _astropy, _line
 

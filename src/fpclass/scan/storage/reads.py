@@ -22,8 +22,6 @@ __all__ = ["SourceError", "Window", "close_source", "file_size", "is_url", "open
 REMOTE_BLOCK = 1 << 20
 
 
-
-
 def read_exactly(fd: int, view: memoryview, position: int, path: str) -> None:
     """Fill `view` from byte `position` of `fd` (the file `path`, named in messages; `fd` an
     open_source handle); SourceError when the file ends first."""
@@ -106,10 +104,12 @@ class Window(io.RawIOBase):
         view[:] = memoryview(block[1])[at - block[0]: at - block[0] + len(view)]
 
     def close(self):
-        if self._fd != -1:
-            fd, self._fd = self._fd, -1
-            close_source(fd)
-        super().close()
+        try:
+            if self._fd != -1:
+                fd, self._fd = self._fd, -1
+                close_source(fd)  # a remote file: SourceError when it changed while open
+        finally:
+            super().close()
 
 
 def open_binary(path: str):
