@@ -311,3 +311,16 @@ def test_a_server_that_ignores_ranges_is_named_not_trusted(tmp_path):
     assert int(report.exit_code) == 2
     reasons = [p.reason for p in report.problems] + [t.reason for t in report.tensors]
     assert any("does not serve byte ranges" in (r or "") for r in reasons), reasons
+
+
+def test_a_local_scan_imports_no_remote_library(tmp_path):
+    import subprocess
+    np.save(tmp_path / "x.npy", np.ones(4, np.float32))
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    code = ("import sys; from fpclass.scan import scan; r = scan([sys.argv[1]]); "
+            "print(int(r.exit_code), sorted(m for m in ('fsspec', 'aiohttp', 's3fs', "
+            "'huggingface_hub') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": src})
+    assert done.stdout.split() == ["0", "[]"], done.stderr
