@@ -66,6 +66,15 @@ def served(tmp_path_factory):
     with h5py.File(root / "sub" / "w.h5", "w") as f:
         f.create_dataset("g/d", data=arrays["a"], chunks=(500,))
     truth["sub/w.h5"] = {"g/d": _truth(arrays["a"])}
+    try:
+        import zarr
+    except ImportError:
+        zarr = None
+    if zarr is not None:  # a store over HTTP: metadata through zarr, raw chunks by ranges
+        store = zarr.create_array(str(root / "sub" / "s.zarr"), shape=arrays["b"].shape,
+                                  chunks=(16, 16), dtype="f2", compressors=None)
+        store[:] = arrays["b"]
+        truth["sub/s.zarr"] = {"": _truth(arrays["b"])}
     big = np.ones(1 << 19, np.float32)  # 2 MiB of clean values: the fault target
     save_file({"big": big}, str(root / "clean.safetensors"))
     with nginx(str(root)) as url:

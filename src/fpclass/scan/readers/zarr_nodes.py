@@ -73,7 +73,8 @@ class Listing:
     def _remote(self, root: str) -> list:
         from ..storage import remote
         base = root.rstrip("/") + "/"
-        self.files = [u[len(base):] for u, _ in remote.listing(root) if u.startswith(base)]
+        # listed as a folder (a trailing /: an HTTP folder is a page of links)
+        self.files = [u[len(base):] for u, _ in remote.listing(base) if u.startswith(base)]
         return sorted({f.rpartition("/")[0] for f in self.files
                        if f.rpartition("/")[2] in MARKERS})
 
@@ -153,7 +154,8 @@ def stored_files(path: str, node: str) -> int:
     if is_url(path):
         from ..storage import remote
         prefix = f"{path.rstrip('/')}/{node}/" if node else path.rstrip("/") + "/"
-        return sum(1 for u, _ in remote.listing(path) if u.startswith(prefix))
+        folder = path.rstrip("/") + "/"
+        return sum(1 for u, _ in remote.listing(folder) if u.startswith(prefix))
     if os.path.isdir(path):
         folder = os.path.join(path, *node.split("/")) if node else path
         return sum(len(files) for _, _, files in os.walk(folder))
