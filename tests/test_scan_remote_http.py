@@ -128,16 +128,15 @@ def test_a_missing_url_is_a_problem_naming_it(served):
     assert int(report.exit_code) == 2
 
 
-def test_a_format_not_read_from_urls_is_unchecked_not_clean(served, tmp_path):
-    url, root, _ = served
-    (root / "m.onnx").write_bytes(b"\x08\x07" + b"\0" * 60)
-    try:
-        report = scan([f"{url}/m.onnx"])
-    finally:
-        (root / "m.onnx").unlink()
+def test_an_onnx_file_over_the_in_memory_limit_is_unchecked_not_clean(monkeypatch):
+    from fpclass.scan.readers import protobuf
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    monkeypatch.setattr(protobuf, "REMOTE_LIMIT", 100)
+    with nginx(root) as url:
+        report = scan([f"{url}/tiny.onnx"])
     assert int(report.exit_code) == 2
-    assert [p.path for p in report.problems] == [f"{url}/m.onnx"]
-    assert "not read from URLs" in report.problems[0].reason
+    assert [p.path for p in report.problems] == [f"{url}/tiny.onnx"]
+    assert "over the 100-byte limit" in report.problems[0].reason
 
 
 def test_without_fsspec_a_url_asks_for_the_remote_extra(monkeypatch, tmp_path):
@@ -235,7 +234,7 @@ def test_a_secret_in_storage_options_or_the_environment_is_never_printed(served,
     assert f"{proxy.url}/clean.safetensors" in out.getvalue()
 
 
-def test_the_examples_folder_scans_over_http_as_on_disk_but_onnx(monkeypatch):
+def test_the_examples_folder_scans_over_http_as_on_disk(monkeypatch):
     from fpclass.scan.readers import gguf
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
     with nginx(root) as url:
@@ -248,13 +247,13 @@ def test_the_examples_folder_scans_over_http_as_on_disk_but_onnx(monkeypatch):
         return sorted((t.file[len(base):], t.name, t.status, t.nan, t.posinf, t.neginf,
                        t.locations) for t in report.tensors)
 
-    assert tensors(remote_report, url) == [t for t in tensors(local, root)
-                                           if not t[0].startswith("/tiny.onnx")]
+    # ONNX with its external data beside it, GGUF, npz, PyTorch, HDF5, safetensors
+    assert tensors(remote_report, url) == tensors(local, root)
+    assert [(p.path[len(url):], p.reason) for p in remote_report.problems] == \
+        [(p.path[len(root):], p.reason) for p in local.problems]
     assert tensors(small_heads, url) == [t for t in tensors(local, root)
                                          if t[0] == "/tiny.gguf"]
-    problems = {p.path[len(url):]: p.reason for p in remote_report.problems}
-    assert "ONNX files are not read from URLs" in problems["/tiny.onnx"]
-    assert int(remote_report.exit_code) == 1  # the planted NaNs: a finding wins over unchecked
+    assert int(remote_report.exit_code) == int(local.exit_code) == 1
 
 
 def test_a_password_in_a_url_is_refused_and_never_printed(served):
