@@ -332,3 +332,16 @@ def test_a_local_scan_imports_no_remote_library(tmp_path):
                           text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": src})
     assert done.stdout.split() == ["0", "[]"], done.stderr
+
+
+def test_an_empty_folder_is_an_empty_directory_not_a_file(served):
+    url, root, _ = served
+    (root / "empty").mkdir()
+    try:
+        report = scan([f"{url}/empty/"])
+        local = scan([str(root / "empty")])
+    finally:
+        (root / "empty").rmdir()
+    assert report.problems == local.problems == []
+    assert report.files == local.files == []
+    assert int(report.exit_code) == int(local.exit_code)

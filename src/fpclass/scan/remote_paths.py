@@ -27,7 +27,7 @@ def expand_url(walk, url: str, include: tuple, exclude: tuple, add_file, skip_fo
         walk.problems.append((url, str(e) if isinstance(e, SourceError)
                               else f"cannot list: {remote.describe(e)}"))
         return
-    if not entries:
+    if entries is None:  # a file
         add_file(walk, url, named=True)
         return
     root = url.rstrip("/")

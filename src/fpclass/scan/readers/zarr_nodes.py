@@ -74,7 +74,8 @@ class Listing:
         from ..storage import remote
         base = root.rstrip("/") + "/"
         # listed as a folder (a trailing /: an HTTP folder is a page of links)
-        self.files = [u[len(base):] for u, _ in remote.listing(base) if u.startswith(base)]
+        self.files = [u[len(base):] for u, _ in remote.listing(base) or ()
+                      if u.startswith(base)]
         return sorted({f.rpartition("/")[0] for f in self.files
                        if f.rpartition("/")[2] in MARKERS})
 
@@ -155,7 +156,7 @@ def stored_files(path: str, node: str) -> int:
         from ..storage import remote
         prefix = f"{path.rstrip('/')}/{node}/" if node else path.rstrip("/") + "/"
         folder = path.rstrip("/") + "/"
-        return sum(1 for u, _ in remote.listing(folder) if u.startswith(prefix))
+        return sum(1 for u, _ in remote.listing(folder) or () if u.startswith(prefix))
     if os.path.isdir(path):
         folder = os.path.join(path, *node.split("/")) if node else path
         return sum(len(files) for _, _, files in os.walk(folder))

@@ -311,7 +311,7 @@ class _ShortRead(Exception):
 
 def listing(url: str) -> list:
     """(url, info) of every file under the directory or prefix `url`, sorted (their identities
-    remembered); [] when `url` is a file. FileNotFoundError when nothing is there."""
+    remembered); None when `url` is a file. FileNotFoundError when nothing is there."""
     fs, path = filesystem(url)
     found = _retrying(url, "stat", lambda: fs.info(path))
     # An HTTP server's folder is a page of links: a URL ending in / names one.
@@ -319,7 +319,7 @@ def listing(url: str) -> list:
         url.endswith("/") and _protocol(url) in ("http", "https"))
     if not folder:
         remember(url, found)
-        return []
+        return None
     entries = _retrying(url, "listing", lambda: fs.find(path, detail=True, withdirs=False))
     out = []
     for name, entry in sorted(entries.items()):
