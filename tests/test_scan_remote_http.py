@@ -345,3 +345,16 @@ def test_an_empty_folder_is_an_empty_directory_not_a_file(served):
     assert report.problems == local.problems == []
     assert report.files == local.files == []
     assert int(report.exit_code) == int(local.exit_code)
+
+
+def test_a_matlab_file_is_unchecked_from_a_url_not_clean(served):
+    sio = pytest.importorskip("scipy.io")
+    url, root, _ = served
+    sio.savemat(root / "a.mat", {"a": np.array([1.0, 2.0])})
+    try:
+        report = scan([f"{url}/a.mat"])
+    finally:
+        (root / "a.mat").unlink()
+    assert [p.path for p in report.problems] == [f"{url}/a.mat"]
+    assert "not read from URLs" in report.problems[0].reason
+    assert int(report.exit_code) == 2
