@@ -84,7 +84,7 @@ def served(tmp_path_factory):
 @pytest.fixture
 def fast_retries(monkeypatch):
     monkeypatch.setattr(remote, "BACKOFF", 0.01)
-    monkeypatch.setattr(remote, "READ_TIMEOUT", 1.0)
+    monkeypatch.setattr(remote, "READ_TIMEOUT", 0.5)
 
 
 def _found(report, base: str) -> dict:
