@@ -249,12 +249,18 @@ def _storage_options(pairs) -> dict | None:
     options = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
+        key = key.strip()
+        if not eq or not key:
             raise ValueError("--storage-option takes KEY=VALUE (one has no '=' or no KEY)")
+        # a credential stays text: a numeric secret parsed as a number could be echoed by a
+        # library's type error
+        if any(w in key.lower() for w in ("secret", "token", "password", "key", "credential")):
+            options[key] = value
+            continue
         try:
-            options[key.strip()] = json.loads(value)
+            options[key] = json.loads(value)
         except ValueError:
-            options[key.strip()] = value
+            options[key] = value
     return options or None
 
 
