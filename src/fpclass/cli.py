@@ -118,7 +118,7 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--max-locations", type=int, default=None, metavar="N",
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",
-                      help="worker threads (default: one per core)")
+                      help="worker threads (default: one per core; 8 streams for URLs)")
     scan.add_argument("--include", action="append", default=None, metavar="GLOB",
                       help="in directories, read only files whose name or path below the "
                       "directory matches GLOB (repeatable); the others are listed as skipped")
@@ -135,6 +135,11 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--max-rows", type=int, default=TABLE_ROWS, metavar="N",
                       help="rows of the terminal table at most, findings and problems first; 0 "
                       f"for all (default: {TABLE_ROWS}; piped lines and --json list all)")
+    scan.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                      dest="storage_options",
+                      help="an fsspec filesystem option for URL paths (s3://, https://, hf://), "
+                           "VALUE read as JSON when it parses (true, 3, {...}), else as text "
+                           "(repeatable; see docs/remote.md)")
     scan.add_argument("--allow-global", action="append", default=None, metavar="MODULE.NAME",
                       dest="allow_globals",
                       help="in PyTorch pickles, walk objects of this class like a dict (floats "
@@ -260,6 +265,7 @@ def _scan(args, out, err, env) -> int:
             raise ValueError(f"--max-locations must be >= 0, got {args.max_locations}")
         if args.threads is not None and args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        storage_options = _storage_options(args.storage_options)
         for name in args.allow_globals:
             if "." not in name.strip(".") or " " in name:
                 raise ValueError(f"--allow-global takes a global as module.Name, got {name!r}")
@@ -306,6 +312,7 @@ def _scan(args, out, err, env) -> int:
                              allow_globals=args.allow_globals, debug=args.traceback,
                              execute_on=execute_on, verify=args.verify,
                              maps=args.html is not None, stats=args.stats,
+                             storage_options=storage_options,
                              progress=bar.advance if bar else None,
                              on_planned=bar.start if bar else None)
     except (ConnectionError, OSError) as e:
@@ -322,6 +329,28 @@ def _scan(args, out, err, env) -> int:
     if args.html is not None:
         report.write_html(args.html)
     return _print(report, args, out, env)
+
+
+def _storage_options(pairs) -> dict | None:
+    """--storage-option KEY=VALUE pairs as a dict (None when there are none); the values are
+    never echoed (they may be secrets)."""
+    import json
+    options = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ValueError("--storage-option takes KEY=VALUE (one has no '=' or no KEY)")
+        # a credential stays text: a numeric secret parsed as a number could be echoed by a
+        # library's type error
+        if any(w in key.lower() for w in ("secret", "token", "password", "key", "credential")):
+            options[key] = value
+            continue
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return options or None
 
 
 def _print(report, args, out, env) -> int:

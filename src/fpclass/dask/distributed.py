@@ -25,6 +25,7 @@ from ..scan import engine
 from ..scan.storage import CHUNK_BYTES
 from ..results import build
 from ..scan.tasks import CHECK
+from ..scan.storage.source import is_url
 
 #: Extra attempts for a task whose function raised (worker deaths are retried by the scheduler).
 RETRIES = 2
@@ -143,6 +144,16 @@ def _run_alone(client, run, tasks, i, results, progress, options, scan_id, watch
         progress(tasks[i], results[i])
 
 
+def _remote_run(run, tasks):
+    """`run`, or for tasks reading URLs, `run` inside the scan's storage options and the file
+    identities seen while planning, so each worker reads its ranges straight from the source
+    and checks them against the same versions."""
+    if not any(is_url(t.source) for t in tasks):
+        return run
+    from ..scan.storage import remote
+    return functools.partial(remote.run_with, run, remote.options(), remote.seen())
+
+
 def _check_no_workers_timeout(value) -> None:
     if value is None:
         return
@@ -169,6 +180,7 @@ def execute(tasks, scheduler, *, max_locations: int = engine.DEFAULT_MAX_LOCATIO
             results[i] = engine.run_task(t, max_locations)
     if not remote:
         return results, False
+    run = _remote_run(run, [tasks[i] for i in remote])
     client, opened = _connect(scheduler)
     options = dict(max_locations=max_locations, chunk_bytes=chunk_bytes, debug=debug,
                    retries=retries, pure=False, **({"maps": True} if maps else {}))
@@ -199,18 +211,20 @@ def scan(paths, scheduler, *, fail_on="nan,inf", max_locations: int = engine.DEF
          threads=None, chunk_bytes: int = CHUNK_BYTES,
          task_bytes: int = engine.TASK_BYTES, progress=None, retries: int = RETRIES,
          no_workers_timeout: float | None = NO_WORKERS_TIMEOUT,
-         debug: bool = False, allow_globals=()) -> "engine.ScanReport":
+         debug: bool = False, allow_globals=(), storage_options=None) -> "engine.ScanReport":
     """fpclass.scan.scan(paths, ...) with the tensors checked on the dask cluster at `scheduler`
     (an address like 'tcp://host:8786', or a distributed.Client). Same report; `threads` is
     accepted for symmetry and ignored: each worker's own thread count applies. A cluster with no
     workers for `no_workers_timeout` seconds (None: wait indefinitely) leaves the unfinished
-    tensors unchecked (exit code 2) instead of waiting forever."""
+    tensors unchecked (exit code 2) instead of waiting forever. URL paths are read by the
+    workers straight from their source, with `storage_options`."""
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
     _check_no_workers_timeout(no_workers_timeout)
     return engine.scan(paths, fail_on=fail_on, max_locations=max_locations, chunk_bytes=chunk_bytes,
                        task_bytes=task_bytes, progress=progress, debug=debug,
-                       allow_globals=allow_globals, execute_on=functools.partial(execute, scheduler=scheduler, retries=retries,
+                       allow_globals=allow_globals, storage_options=storage_options,
+                       execute_on=functools.partial(execute, scheduler=scheduler, retries=retries,
                                                     no_workers_timeout=no_workers_timeout))
 
 

@@ -16,6 +16,7 @@ import zipfile
 from dataclasses import dataclass
 
 from .readers import registry
+from .storage.reads import file_size, is_url, open_binary
 # Detection's header tests and magic numbers, also importable from here.
 from .signatures import (COMPRESSIONS, FITS_MAGIC, GGUF_MAGIC, HDF5_SIGNATURE,  # noqa: F401
                          IDL_COMPRESSED, NPY_MAGIC, TORCH_LEGACY_MAGIC, ZIP_MAGIC, compression,
@@ -141,13 +142,15 @@ def claims_by_name(name: str) -> str:
 def identify(path: str) -> Identity:
     """What the regular file at `path` is. Opens it without blocking (a FIFO swapped in is not
     waited on); OSError propagates."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with open(fd, "rb", closefd=True) as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
+    if is_url(path):
+        f = open_binary(path)
+    else:
+        f = open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb", closefd=True)
+    with f:
+        if not is_url(path) and not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             return Identity(skip="not a regular file")
         head = f.read(HEAD_BYTES)
-        size = st.st_size
+        size = file_size(f)
         name = os.path.basename(path)
         pointer = standin(head, size)
         if pointer:
@@ -331,7 +334,7 @@ def _is_index(path: str, size: int) -> bool:
     if size > _INDEX_LIMIT:
         return False
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             data = f.read()
         if b'"weight_map"' not in data:
             return False

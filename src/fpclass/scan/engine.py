@@ -5,6 +5,7 @@ which chains them. Each step takes and returns small picklable values, so anothe
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import replace
@@ -12,6 +13,7 @@ import time
 
 from . import scratch
 from .storage import CHUNK_BYTES
+from .storage.source import REMOTE_STREAMS, is_url
 from .executing import execute
 from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
@@ -62,15 +64,16 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
          threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
          task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
          execute_on=None, allow_globals=(), force_exclude: bool = False,
-         verify: bool = False, maps: bool = False, stats: bool = True) -> ScanReport:
+         verify: bool = False, maps: bool = False, stats: bool = True,
+         storage_options=None) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
     "any", comma-separated or a list); `include` / `exclude` are glob patterns filtering the files
     found in directories (with `force_exclude`, the paths named too, and a named file that holds
     no tensors is skipped rather than a problem). Returns a ScanReport; bad files are reported
-    in it, never raised; Ctrl-C gives the report so far, interrupted. ValueError for bad arguments. `execute_on` replaces this
-    machine's threads (`execute`) with another executor taking the same keywords but `threads`,
+    in it, never raised; Ctrl-C gives the report so far, interrupted. ValueError for bad
+    arguments. `execute_on` replaces this machine's threads (`execute`) with another executor taking the same keywords but `threads`,
     e.g. a dask cluster. `on_planned(tasks)` is called once the tasks are planned, before any is
     run; `progress(task, result)` as each finishes. `allow_globals` ("module.Name") are classes a
     PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md). `verify`
@@ -80,9 +83,12 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     write_html; an `execute_on` executor then gets `maps=True`). `stats`
     (the default): gather each tensor's statistics in the same pass (TensorResult.stats: zero /
     subnormal / normal counts, finite min / max / absmax); False leaves them out (None) unless
-    a gate in `fail_on` (absmax>X, all-zero, subnormal) needs them."""
+    a gate in `fail_on` (absmax>X, all-zero, subnormal) needs them. Paths may be
+    URLs (s3://, https://, hf://, any fsspec protocol; the `remote` extra), opened with
+    `storage_options` (fsspec filesystem arguments; see docs/remote.md)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    paths = list(paths)
     classes = parse_fail_on(fail_on)
     if not isinstance(max_locations, int) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
@@ -90,6 +96,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
         raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
+    if threads is None and any(is_url(os.fspath(p)) for p in paths):
+        threads = REMOTE_STREAMS
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
     allow_globals = _globals(allow_globals)
     if verify and execute_on is not None:
@@ -98,7 +106,8 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     if not isinstance(maps, bool):
         raise ValueError(f"maps must be True or False, got {maps!r}")
     extra = {"maps": True} if maps else {}
-    with scratch.session():  # a compressed file's decompressed copy lives until the end
+    # a compressed file's decompressed copy and the remote sources' scope last until the end
+    with scratch.session(), remote_sources(paths, storage_options):
         start = time.perf_counter()
         try:
             tasks = plan(paths, include=include, exclude=exclude, task_bytes=task_bytes,
@@ -132,6 +141,17 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
 def without_stats(tasks: list) -> list:
     """`tasks` with no reading one gathering its values' statistics."""
     return [replace(t, stats=False) if t.status == CHECK else t for t in tasks]
+
+
+def remote_sources(paths, storage_options):
+    """The scope of one scan's remote sources (their options and the identities seen); nothing
+    is imported when no path is a URL and no options are given."""
+    if storage_options is None and not any(is_url(os.fspath(p)) for p in paths):
+        return contextlib.nullcontext()
+    from .storage import remote
+    if any(is_url(os.fspath(p)) for p in paths):
+        remote.fsspec()  # ImportError naming the extra, before any planning
+    return remote.configured(storage_options)
 
 
 def _patterns(patterns, what: str) -> tuple:

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from .._oserrors import describe
 from .detect import ACCEPTED, UNRECOGNIZED, claims_by_name, identify
 from .readers.registry import READERS, store_kind
+from .remote_paths import expand_url
 from .signatures import annex_link
+from .storage.reads import SourceError
+from .storage.source import is_url
 
 #: Directories of version-control metadata: skipped whole (git-lfs keeps a second copy of every
 #: weight file there).
@@ -44,6 +47,9 @@ def expand(paths, include=(), exclude=(), force_exclude: bool = False) -> Walk:
     include, exclude = tuple(include), tuple(exclude)
     for path in paths:
         path = os.fspath(path)
+        if is_url(path):
+            expand_url(walk, path, tuple(include), tuple(exclude), _file, VCS_DIRECTORIES)
+            continue
         if force_exclude:
             filtered = _filtered(path, include, exclude)
             if filtered:
@@ -89,6 +95,9 @@ def _file(walk: Walk, path: str, named: bool) -> None:
         ident = identify(path)
     except OSError as e:
         walk.problems.append((path, _oserror(e)))
+        return
+    except SourceError as e:  # a remote file that cannot be read
+        walk.problems.append((path, str(e)))
         return
     if ident.kind:
         walk.found.append((path, ident.kind))

@@ -3,10 +3,10 @@ parallel."""
 
 from __future__ import annotations
 
-import os
 
 from .._oserrors import describe
 from .paths import expand
+from .storage.source import real as real_path
 from .reader_options import reader_options
 from .readers import ReaderError
 from .readers.registry import planner
@@ -36,10 +36,10 @@ def plan(paths, *, include=(), exclude=(), task_bytes: int = TASK_BYTES,
         walk = expand(paths, include, exclude, force_exclude)
         tasks += [problem(p, r) for p, r in walk.problems]
         _plan_files(walk.found, tasks, task_bytes, debug, _globals(allow_globals))
-        read = {os.path.realpath(f) for f in {t.source or t.file for t in tasks
+        read = {real_path(f) for f in {t.source or t.file for t in tasks
                                               if t.status != PROBLEM}}
-        unread = [problem(p, r) for p, r in walk.unreadable if os.path.realpath(p) not in read]
-        unread += [skipped(p, r) for p, r in walk.skipped if os.path.realpath(p) not in read]
+        unread = [problem(p, r) for p, r in walk.unreadable if real_path(p) not in read]
+        unread += [skipped(p, r) for p, r in walk.skipped if real_path(p) not in read]
     except KeyboardInterrupt:
         raise PlanInterrupted(tasks) from None
     return tasks + unread
@@ -59,7 +59,7 @@ def _plan_files(found, tasks, task_bytes, debug, allow_globals=()) -> None:
     found = sorted(found, key=lambda f: f[1] != "safetensors-index")
     seen: set = set()
     for path, kind in found:
-        real = os.path.realpath(path)
+        real = real_path(path)
         if real in seen:
             continue
         try:
@@ -82,7 +82,7 @@ def _plan_files(found, tasks, task_bytes, debug, allow_globals=()) -> None:
         dropped = set()
         for t in file_tasks:
             if t.status == FILE:
-                r = os.path.realpath(t.file)
+                r = real_path(t.file)
                 if r in seen:
                     dropped.add(t.file)
                 seen.add(r)

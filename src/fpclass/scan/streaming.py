@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-import os
 import threading
 import zlib
 
 import numpy as np
 
+from .._oserrors import describe
 from ..results import build
 from ..results.integrity import Check, FileIntegrity
 from .dtypes import np_dtype
@@ -21,7 +21,8 @@ from .run import (Interrupted, add_blocks, add_elements, block_fields, needs_rea
                   new_tally, with_map)
 from .storage.members import Member
 from .storage.ranges import Range
-from .storage.reads import READ_FLAGS, SourceError, read_exactly
+from .storage.reads import (SourceError, close_source, open_source, read_exactly,
+                            source_size)
 
 #: Bytes read, hashed and classified at a time (as the scan's chunks: they stay in cache).
 BLOCK_BYTES = 4 << 20
@@ -154,43 +155,15 @@ def _stream(path, streamed, references, results, max_locations, stop, hasher, bl
     if any(r.algorithm == "git-sha1" for r in references):
         digests["git-sha1"] = hashlib.sha1()
     try:
-        fd = os.open(path, READ_FLAGS)
-    except OSError as e:
-        return _unreadable(path, states, results, f"cannot read: {e.strerror or e}", progress,
-                           lock)
-    try:
-        size = os.fstat(fd).st_size
-        if "git-sha1" in digests:
-            digests["git-sha1"].update(b"blob %d\0" % size)
-        buffers = [np.empty(min(block_bytes, max(size, 1)), np.uint8) for _ in range(2)]
-        hashing = None
-        active, at, k = 0, 0, 0
-        while at < size:
-            if stop.is_set():
-                raise Interrupted
-            block = buffers[k % 2][: min(block_bytes, size - at)]
-            read_exactly(fd, memoryview(block), at, path)
-            if hashing is not None:
-                hashing.result()
-            hashing = hasher.submit(_update, digests, block)
-            while active < len(states) and states[active].end <= at:
-                active += 1
-            for s in states[active:]:
-                if s.begin >= at + block.size:
-                    break
-                if s.index not in results:
-                    s.feed(block, at)
-                    if s.end <= at + block.size:
-                        _finish(s, results, progress, lock)
-            at += block.size
-            k += 1
-        if hashing is not None:
-            hashing.result()
+        fd = open_source(path)
+        try:
+            size = _read_all(fd, path, states, digests, results, stop, hasher, block_bytes,
+                             progress, lock)
+        finally:
+            close_source(fd)  # a remote file that changed while it was read: SourceError
     except (SourceError, OSError) as e:
         return _unreadable(path, states, results, str(e) if isinstance(e, SourceError)
-                           else f"cannot read: {e.strerror or e}", progress, lock)
-    finally:
-        os.close(fd)
+                           else f"cannot read: {describe(e)}", progress, lock)
     short = [s for s in states if s.index not in results]
     for s in short:
         results[s.index] = build.unchecked_item(
@@ -199,6 +172,40 @@ def _stream(path, streamed, references, results, max_locations, stop, hasher, bl
     checks = tuple(Check(r.source, r.algorithm, r.digest, actual[r.algorithm])
                    for r in references)
     return FileIntegrity(path, actual["sha256"], checks)
+
+
+def _read_all(fd, path, states, digests, results, stop, hasher, block_bytes, progress,
+              lock) -> int:
+    """Read the file behind `fd` in order, hashing each block and feeding it to `states`;
+    its size."""
+    size = source_size(fd)
+    if "git-sha1" in digests:
+        digests["git-sha1"].update(b"blob %d\0" % size)
+    buffers = [np.empty(min(block_bytes, max(size, 1)), np.uint8) for _ in range(2)]
+    hashing = None
+    active, at, k = 0, 0, 0
+    while at < size:
+        if stop.is_set():
+            raise Interrupted
+        block = buffers[k % 2][: min(block_bytes, size - at)]
+        read_exactly(fd, memoryview(block), at, path)
+        if hashing is not None:
+            hashing.result()  # the other buffer is free again
+        hashing = hasher.submit(_update, digests, block)
+        while active < len(states) and states[active].end <= at:
+            active += 1
+        for s in states[active:]:
+            if s.begin >= at + block.size:
+                break
+            if s.index not in results:
+                s.feed(block, at)
+                if s.end <= at + block.size:
+                    _finish(s, results, progress, lock)
+        at += block.size
+        k += 1
+    if hashing is not None:
+        hashing.result()
+    return size
 
 
 def _update(digests, block) -> None:

@@ -11,6 +11,7 @@ from .executing import execute
 from .references import find_references
 from .run import DEFAULT_MAX_LOCATIONS, interrupted_result
 from .storage import CHUNK_BYTES
+from .storage.source import is_url
 from .streaming import hash_files, streams_with
 from .tasks import FILE, PROBLEM
 
@@ -19,7 +20,8 @@ def hashed_files(tasks) -> list:
     """The regular files a scan's tasks read (or failed to), each once, in task order."""
     seen: dict = {}
     for t in tasks:
-        if t.status in (FILE, PROBLEM) and t.file not in seen and os.path.isfile(t.file):
+        if t.status in (FILE, PROBLEM) and t.file not in seen and (
+                is_url(t.file) or os.path.isfile(t.file)):
             seen[t.file] = None
     return list(seen)
 

@@ -25,6 +25,7 @@ from .. import scratch
 from ..signatures import compression
 from ..tasks import FILE, skipped
 from .lzw import LZWError, LZWReader
+from ..storage.source import is_url
 
 #: Most bytes a stream may decompress to.
 MAX_BYTES = 16 << 30
@@ -45,6 +46,9 @@ _BLOCK = 1 << 20
 def plan(path: str, *, identify, skip_by_head, planner) -> list:
     """The tasks of the file inside the stream at `path`: `identify`, `skip_by_head` and
     `planner` are the scan's detection and registry (scan/reader_options.py)."""
+    if is_url(path):
+        raise ReaderError("compressed files are not read from URLs (the decompressed copy would "
+                          "be stored on this machine); not checked")
     with open(path, "rb") as f:
         kind = compression(f.read(6))
     if not kind:

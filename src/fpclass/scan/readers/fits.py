@@ -29,8 +29,8 @@ no data is read while planning. `fits_hdus` makes the tasks of each HDU, `fits_r
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import os
 import re
 import warnings
 from collections import Counter
@@ -43,6 +43,7 @@ from .fits_hdus import hdu_tasks
 from .fits_read import decode_bands, read_blocks  # noqa: F401  (its storages name this module)
 from .fits_scaling import _astropy, _line, header_cards
 from .reporting import marker
+from ..storage.reads import file_size, is_url, open_binary
 
 #: HDUs read from one file; the HDUs after are a problem (astropy parses a header in about
 #: 0.4 ms, so a file of a million tiny HDUs would take minutes to plan).
@@ -52,8 +53,8 @@ MAX_HDUS = 10_000
 def plan(path: str) -> list:
     """Tasks for every HDU of the FITS file at `path`: one per image, one per table column."""
     fits = _astropy()
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with open_binary(path) as f:
+        size = file_size(f)
         head = f.read(9)
     if not head.startswith(FITS_MAGIC):
         raise ReaderError(f"not a FITS file: it starts with {head!r}, not "
@@ -63,10 +64,12 @@ def plan(path: str) -> list:
         raise ReaderError(f"not a readable FITS file: its primary header declares {huge} (FITS "
                           "allows at most 999 axes)")
     # astropy warns about what it repairs or skips; what matters is checked below instead.
-    with warnings.catch_warnings():
+    # A URL is read through a file object (astropy would download it whole).
+    with warnings.catch_warnings(), \
+            (open_binary(path) if is_url(path) else contextlib.nullcontext(path)) as named:
         warnings.simplefilter("ignore")
         try:
-            hdul = fits.open(path, memmap=False, lazy_load_hdus=True,
+            hdul = fits.open(named, memmap=False, lazy_load_hdus=True,
                              disable_image_compression=True)
         except Exception as e:  # astropy raises OSError, ValueError, VerifyError, KeyError...
             raise ReaderError(f"not a readable FITS file: {_line(e)}") from None
@@ -141,7 +144,7 @@ def _huge_axes(path: str, begin: int, size: int) -> str:
     astropy builds a list of that many axes before anything can be checked (2^31: minutes)."""
     if begin >= size:
         return ""
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         f.seek(begin)
         while True:
             block = f.read(2880)
@@ -158,7 +161,7 @@ def _huge_axes(path: str, begin: int, size: int) -> str:
 
 def _zeros(path: str, begin: int, end: int) -> bool:
     """Whether bytes [begin, end) of `path` are all zero (padding)."""
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         f.seek(begin)
         while begin < end:
             block = f.read(min(1 << 20, end - begin))

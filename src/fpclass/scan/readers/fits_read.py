@@ -8,14 +8,14 @@ from __future__ import annotations
 import io
 import itertools
 import math
-import os
 import threading
 import warnings
 
 import numpy as np
 
 from ..storage.grids import BlockGrid, boxes
-from ..storage.reads import READ_FLAGS, SourceError, Window, read_exactly
+from ..storage.reads import (SourceError, Window, close_source, open_source, read_exactly,
+                             source_size)
 from ..tasks import Task
 from .fits_scaling import Scaling, _astropy, _line
 
@@ -49,9 +49,9 @@ def _scaled_image(task, scaling, first, stop, chunk_bytes):
     where = task.storage
     raw = np.dtype(scaling.raw)
     limit = max(1, chunk_bytes // raw.itemsize)
-    fd = os.open(where.source, READ_FLAGS)
+    fd = open_source(where.source)
     try:
-        size = os.fstat(fd).st_size
+        size = source_size(fd)
         if where.offset + where.nbytes > size:
             raise SourceError(f"data ends at byte {where.offset + where.nbytes} but "
                               f"{where.source} has {size} bytes (truncated?)")
@@ -61,7 +61,7 @@ def _scaled_image(task, scaling, first, stop, chunk_bytes):
             read_exactly(fd, memoryview(buf), where.offset + flat * raw.itemsize, where.source)
             yield start, scaling.values(buf.view(raw).reshape(extent))
     finally:
-        os.close(fd)
+        close_source(fd)
 
 
 def _sections(task, first, stop, chunk_bytes):

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import require
 from ..missing import fits_blanks, fits_integer_blank
+from ..storage.reads import open_binary
 from .reporting import unchecked, values_task
 
 
@@ -147,7 +148,7 @@ def header_cards(path: str, begin: int, end: int) -> list:
     """Tasks (named "@KEY") for the header cards in bytes [begin, end) of `path` whose value is
     not finite: checked where astropy reads a float ("1E999" is Inf), unchecked where astropy
     refuses the card (NAN, INF: FITS has no such values). Finite keywords give no task."""
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         f.seek(begin)
         text = f.read(max(0, end - begin))
     cards = sorted({m.start() // 80 for m in _SUSPECT.finditer(text)})

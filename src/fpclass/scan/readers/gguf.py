@@ -18,6 +18,7 @@ from ..tasks import CHECK, Field, Task, problem
 from .bounds import Ranges, check_count, elements
 from .reporting import float_task, marker, not_applicable, unchecked
 from .protobuf import open_map
+from ..storage.reads import file_size, is_url, open_binary
 
 #: GGML type → name, elements per block, bytes per block, float fields (name, offset, dtype).
 #: Layouts from ggml-common.h (a type in UNCHECKED_BLOCKS is not checked).
@@ -81,6 +82,7 @@ class _Reader:
 
     def __init__(self, buf, size):
         self.buf, self.size, self.pos = buf, size, 0
+        self.have = len(buf)  # less than `size` when only the head of a remote file is held
 
     def _past_end(self):
         return ReaderError(f"header runs past the end of the file at byte {self.pos} "
@@ -89,6 +91,8 @@ class _Reader:
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > self.size:
             raise self._past_end()
+        if self.pos + n > self.have:
+            raise _NeedMore
         self.pos += n
         return self.buf[self.pos - n:self.pos]
 
@@ -100,12 +104,16 @@ class _Reader:
     def u32(self) -> int:
         if self.pos + 4 > self.size:
             raise self._past_end()
+        if self.pos + 4 > self.have:
+            raise _NeedMore
         self.pos += 4
         return _U32(self.buf, self.pos - 4)[0]
 
     def u64(self) -> int:
         if self.pos + 8 > self.size:
             raise self._past_end()
+        if self.pos + 8 > self.have:
+            raise _NeedMore
         self.pos += 8
         return _U64(self.buf, self.pos - 8)[0]
 
@@ -148,8 +156,18 @@ def _skip_strings(r: _Reader, count: int):
     r.skip(pos - r.pos)
 
 
+class _NeedMore(Exception):
+    """The header goes on past the bytes held (a remote file's head)."""
+
+
+#: First bytes of a remote GGUF file read for its header (doubled until the header fits).
+REMOTE_HEAD = 4 << 20
+
+
 def plan(path: str) -> list:
-    """Tasks for every tensor of the GGUF file at `path`."""
+    """Tasks for every tensor of the GGUF file at `path` (a URL: its header read by ranges)."""
+    if is_url(path):
+        return _plan_remote(path)
     buf = open_map(path)
     try:
         return _plan(path, buf)
@@ -158,8 +176,26 @@ def plan(path: str) -> list:
             buf.close()
 
 
-def _plan(path, buf) -> list:
-    size = len(buf)
+def _plan_remote(path: str) -> list:
+    # The header (metadata, tensor infos) lies before the data section: read a head of the file,
+    # twice as long each time the header runs past it.
+    with open_binary(path) as f:
+        size = file_size(f)
+        want = min(size, REMOTE_HEAD)
+        while True:
+            f.seek(0)
+            head = f.read(want)
+            try:
+                return _plan(path, head, size)
+            except (_NeedMore, struct.error):
+                if want >= size:
+                    raise ReaderError("header runs past the end of the file (truncated?)") \
+                        from None
+                want = min(size, 2 * want)
+
+
+def _plan(path, buf, size=None) -> list:
+    size = len(buf) if size is None else size
     r = _Reader(buf, size)
     magic = r.take(4) if size >= 4 else b""
     if magic != GGUF_MAGIC:
@@ -224,6 +260,8 @@ def _plan(path, buf) -> list:
                                alignment)
         tasks.append(task)
         ranges.add(name, offset, offset + nbytes)
+    if pos > len(buf):
+        raise _NeedMore
     if len(set(names)) != len(names):   # one set at the end: a third of the time of a check
         seen: set = set()                # per tensor
         twice = next(name for name in names if name in seen or seen.add(name))

@@ -26,7 +26,6 @@ are checked as values, named "object@attribute" ("@attribute" for the root group
 from __future__ import annotations
 
 import math
-import os
 import zipfile
 import zlib
 
@@ -44,6 +43,7 @@ from .zipmembers import duplicate_names
 from ..dtypes import np_dtype
 from ..storage.grids import BlockGrid, Grid
 from ..storage.ranges import Range
+from ..storage.reads import path_size, zip_file
 from ..tasks import CHECK, NOT_APPLICABLE, Field, Task, problem
 
 
@@ -52,13 +52,17 @@ from ..tasks import CHECK, NOT_APPLICABLE, Field, Task, problem
 def plan(path: str) -> list:
     """Tasks for every dataset of the HDF5 (or NetCDF-4) file at `path`."""
     h5py = _h5py()
+    size = path_size(path)
     try:
-        f = h5py.File(path, "r")
+        f, closers = _h5_file(h5py, path, 0, size)
     except OSError as e:
         raise ReaderError(f"not a readable HDF5 file: {e}") from None
-    with f:
-        size = os.path.getsize(path)
-        return [marker(path, "hdf5")] + _plan_file(h5py, f, path, 0, size, "", "")
+    try:
+        with f:
+            return [marker(path, "hdf5")] + _plan_file(h5py, f, path, 0, size, "", "")
+    finally:
+        for c in closers:
+            c.close()
 
 
 def plan_keras(path: str) -> list:
@@ -68,7 +72,7 @@ def plan_keras(path: str) -> list:
     into a temporary file, which its datasets are read from (see `_inflated`)."""
     h5py = _h5py()
     try:
-        z = zipfile.ZipFile(path)
+        z = zip_file(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
         raise ReaderError(f"not a .keras archive (zip): {e}") from None
     with z:

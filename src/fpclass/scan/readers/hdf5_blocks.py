@@ -15,7 +15,6 @@ Inf one is counted for every element of the block. A task with a CF policy (its 
 from __future__ import annotations
 
 import math
-import os
 import zipfile
 import zlib
 from dataclasses import replace
@@ -28,7 +27,8 @@ from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
 from ..storage.grids import BlockGrid
-from ..storage.reads import READ_FLAGS, SourceError, read_exactly
+from ..storage.reads import SourceError, close_source, open_source, source_size, read_exactly
+from ..storage.reads import path_size, zip_file
 from ..dtypes import np_dtype
 from ...kernels.unshuffle import unshuffle
 from ..tasks import Field, Task
@@ -73,11 +73,11 @@ def _open(h5py, task: Task) -> tuple:
     """(h5py.File, its file closers, the dataset's path, (file, start) where the HDF5 bytes
     lie) for a task of Grid storage."""
     if MEMBER_SEP not in task.storage.member:
-        f, closers = _h5_file(h5py, task.source, 0, os.path.getsize(task.source),
+        f, closers = _h5_file(h5py, task.source, 0, path_size(task.source),
                               rdcc_nbytes=0)
         return f, closers, task.storage.member, (task.source, 0)
     zname, dpath = task.storage.member.split(MEMBER_SEP, 1)
-    with zipfile.ZipFile(task.source) as z:
+    with zip_file(task.source) as z:
         where = _member_bytes(task.source, z, z.getinfo(zname))
     f, closers = _h5_file(h5py, *where, rdcc_nbytes=0)
     return f, closers, dpath, where[:2]
@@ -168,7 +168,7 @@ class _Blocks:
                         yield origin, self._fill(start, count)
                     elif self.direct:
                         if fd is None:
-                            fd = os.open(self.raw_path, READ_FLAGS)
+                            fd = open_source(self.raw_path)
                         yield origin, self._chunk_at(fd, info, count)
                     else:
                         yield origin, self._read(start, count)
@@ -178,7 +178,7 @@ class _Blocks:
                     yield origin, self._read(start, count)
         finally:
             if fd is not None:
-                os.close(fd)
+                close_source(fd)
 
     def _buffer(self, nbytes: int) -> np.ndarray:
         if self.buf is None or self.buf.size < nbytes:
@@ -211,7 +211,7 @@ class _Blocks:
         nbytes = math.prod(self.block) * self.record
         where = f"chunk at {list(info.chunk_offset)}"
         end = self.raw_start + info.byte_offset + info.size
-        if end > os.fstat(fd).st_size:
+        if end > source_size(fd):
             raise SourceError(f"{where} ends at byte {end}, past the end of the file "
                               "(truncated or corrupt)")
         if not self.filters:

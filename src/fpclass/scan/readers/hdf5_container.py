@@ -14,6 +14,7 @@ import zipfile
 from . import ReaderError
 from .zipmembers import data_offset
 from ..storage.reads import Window
+from ..storage.reads import file_size, is_url, open_binary
 
 #: The member of a .keras archive that holds the weights.
 KERAS_WEIGHTS = "model.weights.h5"
@@ -38,9 +39,9 @@ def _member_bytes(path, z, info) -> tuple:
     if info.compress_type == zipfile.ZIP_STORED:
         if info.compress_size != info.file_size:
             raise ReaderError(f"{info.filename}: stored member sizes disagree")
-        with open(path, "rb") as raw:
+        with open_binary(path) as raw:
             start = data_offset(raw, info)
-            if start + info.file_size > os.fstat(raw.fileno()).st_size:
+            if start + info.file_size > file_size(raw):
                 raise ReaderError(f"{info.filename} ends past the end of the archive "
                                   "(truncated?)")
         return path, start, info.file_size
@@ -79,7 +80,7 @@ def _remove_inflated(keep: int) -> None:
 def _h5_file(h5py, path: str, start: int, size: int, **options):
     """(h5py.File, files to close after it) of the HDF5 bytes [start, start + size) of `path`:
     opened natively when they are the whole file, through a window otherwise."""
-    if start == 0 and size == os.path.getsize(path):
+    if start == 0 and not is_url(path) and size == os.path.getsize(path):
         return h5py.File(path, "r", **options), []
     window = Window(path, start, size)
     try:

@@ -19,6 +19,7 @@ from . import ReaderError, require
 from .decoded import walk
 from .reporting import marker
 from ..signatures import IDL_COMPRESSED
+from ..storage.reads import is_url, open_binary, path_size
 
 #: Largest file, and largest total of inflated record bytes, read.
 MAX_BYTES = 256 << 20
@@ -27,11 +28,14 @@ _END_MARKER = 6
 
 def plan(path: str) -> list:
     sio = require("scipy.io", "matlab", "reading IDL .sav files")
-    size = os.path.getsize(path)
+    if is_url(path):
+        raise ReaderError("IDL save files are not read from URLs (scipy.io reads them from a "
+                          "local path); not checked")
+    size = path_size(path)
     if size > MAX_BYTES:
         raise ReaderError(f"IDL file of {size} bytes, over the limit of {MAX_BYTES} that fpclass "
                           "loads through scipy.io (it decodes the whole file); not checked")
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         head = f.read(4)
         if head == IDL_COMPRESSED:
             inflated = _inflated_bytes(f, size)

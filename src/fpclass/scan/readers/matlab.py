@@ -11,7 +11,6 @@ strings) are unchecked: scipy.io does not decode them."""
 
 from __future__ import annotations
 
-import os
 import struct
 import warnings
 import zlib
@@ -22,6 +21,7 @@ from .bounds import MAX_TENSORS
 from .reporting import marker, unchecked, values_task
 from ..signatures import matlab5_order
 from .sandbox import plan_in_child
+from ..storage.reads import is_url, open_binary, path_size
 
 #: Largest file, and largest total of declared (decompressed) variable bytes, loaded.
 MAX_BYTES = 256 << 20
@@ -37,12 +37,15 @@ def plan(path: str) -> list:
     (readers/sandbox.py): a corrupt file can crash scipy.io's C reader."""
     require("scipy.io", "matlab", _NEEDED_BY)
     require("scipy.sparse", "matlab", _NEEDED_BY)
-    size = os.path.getsize(path)
+    if is_url(path):
+        raise ReaderError("MATLAB v4/v5 files are not read from URLs (scipy.io loads them whole "
+                          "in a separate process); not checked")
+    size = path_size(path)
     if size > MAX_BYTES:
         raise ReaderError(f"MATLAB file of {size} bytes, over the limit of {MAX_BYTES} that "
                           "fpclass loads through scipy.io (it decodes whole variables); "
                           "not checked")
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         head = f.read(128)
         order = matlab5_order(head)
         if order:
@@ -76,7 +79,7 @@ def load(path: str) -> list:
 
 
 def open_head(path: str) -> bytes:
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         return f.read(128)
 
 

@@ -20,7 +20,6 @@ are checked as "variable@attribute" ("@attribute" for the file's).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +32,7 @@ from ..storage.bands import Bands
 from ..storage.ranges import Range
 from ..storage.strided import Strided
 from ..tasks import Task, problem
+from ..storage.reads import file_size, open_binary
 
 NC_DIMENSION, NC_VARIABLE, NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
 #: nc_type -> (name, bytes per value, NumPy element of the floats or None).
@@ -159,8 +159,8 @@ def read_header(path: str) -> tuple:
     """(version, numrecs or None when streaming, [(dim name, length)], [Variable], file size,
     header end, global attributes, float attributes beyond cf.ATTRIBUTE_LIMIT); ReaderError for
     a malformed header."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with open_binary(path) as f:
+        size = file_size(f)
         magic = f.read(4)
         if len(magic) < 4 or magic[:3] != b"CDF" or magic[3] not in (1, 2, 5):
             raise ReaderError(f"not a NetCDF classic file: magic {magic!r}, expected CDF\\x01, "

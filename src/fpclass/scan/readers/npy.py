@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import io
-import os
 import re
 import struct
 import zipfile
@@ -28,6 +27,7 @@ from ..tasks import problem
 from .bounds import Ranges, check_count, check_shape, elements
 from .reporting import float_task, marker, not_applicable, unchecked
 from .zipmembers import declared_members, local_header
+from ..storage.reads import file_size, open_binary, zip_file
 
 #: A member declaring more than this many bytes per compressed byte is refused; deflate cannot
 #: exceed about 1032:1, so a larger ratio means the sizes in the directory are lies.
@@ -163,8 +163,8 @@ def _ml_float(dtype) -> bool:
 
 def plan(path: str) -> list:
     """One task for the array of a .npy file."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with open_binary(path) as f:
+        size = file_size(f)
 
         def first(n):
             f.seek(0)
@@ -183,14 +183,14 @@ def plan_npz(path: str) -> list:
     if declared is not None:
         check_count(declared, "zip members")
     try:
-        z = zipfile.ZipFile(path)
+        z = zip_file(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise ReaderError(f"not a valid zip (.npz) archive: {e}") from None
-    with z, open(path, "rb") as raw:
+    with z, open_binary(path) as raw:
         infos = z.infolist()
         check_count(len(infos), "zip members")
         tasks = [marker(path, "npz")]
-        spans = Ranges(os.fstat(raw.fileno()).st_size)
+        spans = Ranges(file_size(raw))
         members = []
         for info in infos:
             if not info.filename:

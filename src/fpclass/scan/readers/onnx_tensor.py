@@ -16,6 +16,7 @@ import numpy as np
 
 from . import ReaderError
 from ..storage.ranges import Range, Varints
+from ..storage.reads import SourceError, is_url, path_size
 from ..tasks import Task
 from .bounds import check_count, elements
 from .reporting import float_task, marker, not_applicable, packed_task, unchecked, values_task
@@ -291,7 +292,16 @@ class TensorReader:
 
     def _external_file(self, loc):
         """(real path, size) of external data file `loc`, or the reason it cannot be read. As
-        onnx does, the file must resolve (symbolic links followed) inside the model's folder."""
+        onnx does, the file must resolve (symbolic links followed) inside the model's folder;
+        beside a URL, it is the URL of `loc` in the model's folder."""
+        if is_url(self.path):
+            url = f"{self.folder}/{loc}"
+            try:
+                return url, path_size(url)
+            except FileNotFoundError:
+                return f"external data file {loc}: No such file or directory"
+            except (OSError, SourceError) as e:
+                return f"external data file {loc}: {e}"
         real = os.path.realpath(os.path.join(self.folder, loc))
         if os.path.commonpath([self.real_folder, real]) != self.real_folder:
             return f"external data location {loc!r} resolves outside the model's directory"

@@ -11,9 +11,12 @@ fields, are refused too.
 
 from __future__ import annotations
 
+import errno
 import mmap
 
 import numpy as np
+
+from ..storage.reads import file_size, is_url, open_binary
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 #: Kinds of packed repeated scalar fields, for `check_message` schemas (a sub-message is named by
@@ -234,12 +237,30 @@ def _long_varint(run, ends) -> bool:
 
 
 def open_map(path: str):
-    """A read-only memory map of `path` (an empty bytes object for an empty file)."""
+    """A read-only memory map of `path` (an empty bytes object for an empty file); for a URL, the
+    file's bytes (parsed in place, so held whole: OSError past REMOTE_LIMIT)."""
+    if is_url(path):
+        return _remote_bytes(path)
     with open(path, "rb") as f:
         try:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # empty file
             return b""
+
+
+#: Largest protobuf (ONNX) file read from a URL: it is parsed in place, so held in memory whole
+#: (a model with external data keeps its weights out of it; they are read by ranges).
+REMOTE_LIMIT = 64 << 20
+
+
+def _remote_bytes(path: str) -> bytes:
+    with open_binary(path) as f:
+        size = file_size(f)
+        if size > REMOTE_LIMIT:
+            raise OSError(errno.EFBIG, f"a protobuf (ONNX) file of {size} bytes from a URL is over "
+                          f"the {REMOTE_LIMIT}-byte limit of what is held in memory to parse it "
+                          "(keep the weights as external data, or scan a local copy)")
+        return f.read()
 
 
 def top_level_fields(path: str) -> set:

@@ -20,6 +20,7 @@ from ..storage.ranges import Range
 from ..tasks import Task, problem
 from .bounds import Ranges, check_count, check_shape, elements
 from .reporting import float_task, marker, not_applicable, packed_task, unchecked
+from ..storage.reads import file_size, open_binary
 
 #: The limit the reference implementation puts on the JSON header.
 HEADER_LIMIT = 100_000_000
@@ -123,8 +124,8 @@ def _parse_members(text: str):
 def read_header(path: str) -> tuple:
     """(iterator of the header's (name, entry) pairs, data section start, data section length);
     ReaderError for a malformed header, also while iterating."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with open_binary(path) as f:
+        size = file_size(f)
         raw = f.read(8)
         if len(raw) < 8:
             raise ReaderError(f"not a safetensors file: {size} bytes, too short for the "
@@ -237,7 +238,7 @@ def plan_index(path: str) -> list:
     """Tasks for every shard named by a sharded checkpoint's index, checking that each tensor
     the index lists is in the shard it names."""
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             doc = json.loads(f.read().decode("utf-8"), object_pairs_hook=_pairs)
     except (UnicodeDecodeError, ValueError) as e:
         raise ReaderError(f"index is not valid JSON: {e}") from None

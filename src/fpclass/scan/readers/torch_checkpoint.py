@@ -20,7 +20,6 @@ third of reading the file).
 from __future__ import annotations
 
 import math
-import os
 import reprlib
 import zipfile
 import zlib
@@ -41,6 +40,7 @@ from ..storage.inline import Inline
 from ..storage.ranges import Range
 from ..storage.strided import Strided
 from ..tasks import Task
+from ..storage.reads import open_binary, path_size, zip_file
 
 LEGACY_PROTOCOL = 1001
 #: Inline NumPy arrays larger than this are not copied into a task.
@@ -61,7 +61,7 @@ LEGACY_PICKLE_LIMIT = 256 << 20
 def plan(path: str, allow_globals=()) -> list:
     """Tasks for every tensor, inline array and float value of the PyTorch checkpoint at `path`;
     `allow_globals` ("module.Name") are walked like dicts as the companions are (torch_rules)."""
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         head = f.read(16)
     if is_torch_legacy(head):
         return _plan_legacy(path, allow_globals)
@@ -69,10 +69,10 @@ def plan(path: str, allow_globals=()) -> list:
     if declared is not None:
         check_count(declared, "zip members")
     try:
-        z = zipfile.ZipFile(path)
+        z = zip_file(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise ReaderError(f"not a PyTorch checkpoint (zip or legacy): {e}") from None
-    with z, open(path, "rb") as raw:
+    with z, open_binary(path) as raw:
         return _plan_zip(path, z, raw, allow_globals)
 
 
@@ -162,8 +162,8 @@ def _unread(path, records, pickles, used) -> list:
 
 
 def _plan_legacy(path, allow_globals=()) -> list:
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
+    size = path_size(path)
+    with open_binary(path) as f:
         data = f.read(min(size, LEGACY_PICKLE_LIMIT))
     try:
         pos = 0
@@ -184,7 +184,7 @@ def _plan_legacy(path, allow_globals=()) -> list:
         raise ReaderError("legacy PyTorch checkpoint: the storage key list is malformed")
     # A storage's element size and count are those of the first reference to it (torch's).
     element = {k: (element_bytes(st.dtype), st.numel) for k, st in desc.storages.items()}
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         places = legacy_places(f, pos, size, keys, element)
 
     def locate(storage):

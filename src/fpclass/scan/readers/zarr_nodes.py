@@ -12,6 +12,7 @@ import numpy as np
 
 from .reporting import values_task
 from ..signatures import is_text
+from ..storage.reads import is_url, open_binary, zip_file
 
 #: Files that make a directory (or a zip folder) a zarr array or group.
 MARKERS = (".zarray", ".zgroup", "zarr.json")
@@ -53,10 +54,13 @@ class Listing:
     def __init__(self, path: str):
         self.loops: list = []
         self.files: list = []   # every file of the store, by its path inside it
+        if is_url(path):
+            self.nodes = self._remote(path)
+            return
         if os.path.isdir(path):
             self.nodes = self._directory(path)
             return
-        with zipfile.ZipFile(path) as z:
+        with zip_file(path) as z:
             names = z.namelist()
         self.files = [n for n in names if not n.endswith("/")]
         nodes = set()
@@ -65,6 +69,15 @@ class Listing:
             if base in MARKERS:
                 nodes.add(node)
         self.nodes = sorted(nodes)
+
+    def _remote(self, root: str) -> list:
+        from ..storage import remote
+        base = root.rstrip("/") + "/"
+        # listed as a folder (a trailing /: an HTTP folder is a page of links)
+        self.files = [u[len(base):] for u, _ in remote.listing(base) or ()
+                      if u.startswith(base)]
+        return sorted({f.rpartition("/")[0] for f in self.files
+                       if f.rpartition("/")[2] in MARKERS})
 
     def _directory(self, root: str) -> list:
         nodes, seen = [], {os.path.realpath(root)}
@@ -126,10 +139,10 @@ def head_reader(path: str):
     b"\0" where it cannot be read (so it is never taken for text)."""
     def head(name: str) -> bytes:
         try:
-            if os.path.isdir(path):
-                with open(os.path.join(path, *name.split("/")), "rb") as f:
+            if is_url(path) or os.path.isdir(path):
+                with open_binary(f"{path.rstrip('/')}/{name}") as f:
                     return f.read(8192) or b""
-            with zipfile.ZipFile(path) as z, z.open(name) as f:
+            with zip_file(path) as z, z.open(name) as f:
                 return f.read(8192)
         except (OSError, zipfile.BadZipFile, KeyError, RuntimeError):
             return b"\0"
@@ -139,9 +152,14 @@ def head_reader(path: str):
 def stored_files(path: str, node: str) -> int:
     """How many files the store at `path` holds below node `node` (its chunks, metadata
     included): a directory walk without following links, or the zip's names."""
+    if is_url(path):
+        from ..storage import remote
+        prefix = f"{path.rstrip('/')}/{node}/" if node else path.rstrip("/") + "/"
+        folder = path.rstrip("/") + "/"
+        return sum(1 for u, _ in remote.listing(folder) or () if u.startswith(prefix))
     if os.path.isdir(path):
         folder = os.path.join(path, *node.split("/")) if node else path
         return sum(len(files) for _, _, files in os.walk(folder))
     prefix = f"{node}/" if node else ""
-    with zipfile.ZipFile(path) as z:
+    with zip_file(path) as z:
         return sum(1 for n in z.namelist() if n.startswith(prefix))

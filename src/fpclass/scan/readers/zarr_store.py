@@ -32,7 +32,8 @@ from ..._optional import install_hint
 from ..dtypes import component
 from ..missing import cf, zarr_fill_is_blank
 from ..storage.grids import BlockGrid, Grid, boxes
-from ..storage.reads import read_exactly
+from ..storage.reads import close_source, open_source, read_exactly, source_size
+from ..storage.source import is_url
 from ..tasks import CHECK, Task, problem
 from .bounds import check_count
 from .reporting import marker, not_applicable, unchecked
@@ -71,7 +72,11 @@ def _one_line(e: Exception) -> str:
 def _opened(path: str):
     """(zarr, the store at `path` opened read-only): a directory, or a zip file."""
     zarr = _zarr()
-    if os.path.isdir(path):
+    if is_url(path):
+        from ..storage import remote
+        store = zarr.storage.FsspecStore.from_url(path, read_only=True,
+                                                  storage_options=remote.options_for(path))
+    elif os.path.isdir(path):
         store = zarr.storage.LocalStore(path, read_only=True)
     else:
         store = zarr.storage.ZipStore(path, mode="r")
@@ -326,17 +331,17 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
         origin = _origin(blocks, idx)
         path = os.path.join(folder, *key.split("/"))
         try:
-            f = open(path, "rb", buffering=0)
+            fd = open_source(path)
         except FileNotFoundError:
             yield origin, _read(arr, blocks, idx, (1,) * ndim)
             continue
-        with f:
-            size = os.fstat(f.fileno()).st_size
+        try:
+            size = source_size(fd)
             if size != chunk:
                 raise ReaderError(f"chunk {key!r} holds {size} bytes; an uncompressed chunk of "
                                   f"{list(blocks.shape)} {dtype.str} holds {chunk} (corrupt?)")
             if not ndim:
-                read_exactly(f.fileno(), memoryview(buf), 0, path)
+                read_exactly(fd, memoryview(buf), 0, path)
                 yield origin, buf.view(dtype).reshape(())
                 continue
             inside = tuple(slice(0, min(c, s - o))
@@ -344,6 +349,8 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
             rows = min(blocks.shape[0], arr.shape[0] - origin[0])
             for r in range(0, rows, rows_per_read):
                 n = min(rows_per_read, rows - r)
-                read_exactly(f.fileno(), memoryview(buf)[: n * row], r * row, path)
+                read_exactly(fd, memoryview(buf)[: n * row], r * row, path)
                 block = buf[: n * row].view(dtype).reshape((n,) + blocks.shape[1:])
                 yield (origin[0] + r,) + origin[1:], block[(slice(None),) + inside]
+        finally:
+            close_source(fd)

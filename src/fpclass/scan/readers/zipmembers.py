@@ -7,6 +7,7 @@ import struct
 
 from . import ReaderError
 from ..signatures import ZIP_MAGIC
+from ..storage.reads import open_binary
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 
@@ -50,7 +51,7 @@ def declared_members(path: str) -> int | None:
     """How many members the archive's end-of-central-directory record (zip64's where present)
     declares, read from the file's last bytes before zipfile parses the directory (which costs
     about 500 bytes a member); None when no such record is found (zipfile then says why)."""
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         f.seek(0, 2)
         size = f.tell()
         f.seek(max(0, size - (1 << 16) - 22))

@@ -7,7 +7,6 @@ multiple of the element)."""
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from importlib import import_module
 
@@ -15,7 +14,7 @@ import numpy as np
 
 from ..._records import stored_through_slots
 from . import Storage, cut
-from .reads import READ_FLAGS, SourceError, read_exactly
+from .reads import SourceError, close_source, open_source, source_size, read_exactly
 
 
 @stored_through_slots
@@ -76,9 +75,9 @@ def read_bands(bands: Bands, grid: tuple, item: np.dtype, first: int, stop: int,
     strides = (bands.row,) + tuple(strides)
     row = max(bands.row, 1)
     per = max(1, chunk_bytes // row)
-    fd = os.open(bands.source, READ_FLAGS)
+    fd = open_source(bands.source)
     try:
-        size = os.fstat(fd).st_size
+        size = source_size(fd)
         end = bands.offset + (grid[0] - 1) * bands.row + field
         if grid[0] and field and end > size:
             raise SourceError(f"data ends at byte {end} but {bands.source} has {size} bytes "
@@ -93,4 +92,4 @@ def read_bands(bands: Bands, grid: tuple, item: np.dtype, first: int, stop: int,
                          bands.source)
             yield (a,) + (0,) * len(inner), np.ndarray((n,) + inner, item, buf, 0, strides)
     finally:
-        os.close(fd)
+        close_source(fd)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..._records import stored_through_slots
 from . import Storage
-from .reads import SourceError
+from .reads import SourceError, open_binary
 
 #: Compressed bytes read at a time from a deflate member.
 INFLATE_INPUT = 1 << 20
@@ -41,7 +41,7 @@ class Member(Storage):
         first = task.first
         count = (self.nbytes // item_bytes - first) if task.count < 0 else task.count
         per_chunk = max(1, chunk_bytes // item_bytes)
-        with open(self.source, "rb") as f:
+        with open_binary(self.source) as f:
             f.seek(self.offset)
             member = _MemberReader(f, self)
             member.skip(self.skip + first * item_bytes)

@@ -4,7 +4,6 @@ at about one chunk per thread."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +11,7 @@ import numpy as np
 from ..._records import stored_through_slots
 from . import Storage, cut
 from ..dtypes import np_dtype
-from .reads import READ_FLAGS, SourceError, read_exactly
+from .reads import SourceError, close_source, open_source, source_size, read_exactly
 
 #: Largest protobuf varint field decoded (ONNX int32_data is held in the model anyway).
 VARINT_LIMIT = 256 << 20
@@ -43,9 +42,9 @@ class Range(Storage):
         per_chunk = max(1, chunk_bytes // item_bytes)
         offset = self.offset + first * item_bytes
         path = self.source
-        fd = os.open(path, READ_FLAGS)
+        fd = open_source(path)
         try:
-            size = os.fstat(fd).st_size
+            size = source_size(fd)
             end = offset + count * item_bytes
             if end > size:
                 raise SourceError(f"data ends at byte {end} but {path} has {size} bytes "
@@ -59,7 +58,7 @@ class Range(Storage):
                 yield first + done, buf[: n * item_bytes]
                 done += n
         finally:
-            os.close(fd)
+            close_source(fd)
 
 
 @stored_through_slots
@@ -78,14 +77,14 @@ class Varints(Storage):
             raise SourceError(f"typed int32_data field of {self.nbytes} bytes is over the "
                               f"{VARINT_LIMIT}-byte limit")
         data = np.empty(self.nbytes, np.uint8)
-        fd = os.open(self.source, READ_FLAGS)
+        fd = open_source(self.source)
         try:
-            if self.offset + self.nbytes > os.fstat(fd).st_size:
+            if self.offset + self.nbytes > source_size(fd):
                 raise SourceError("int32_data field extends past the end of the file "
                                   "(truncated)")
             read_exactly(fd, memoryview(data), self.offset, self.source)
         finally:
-            os.close(fd)
+            close_source(fd)
         values = decode_varints(data)
         if values.size != task.items:
             raise SourceError(f"int32_data holds {values.size} values, the shape needs "

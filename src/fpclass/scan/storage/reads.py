@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 
-#: Flags for os.open of a file read by the scan.
-READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+from .errors import SourceError
+from .source import REMOTE_BUFFER, close_source, is_url, open_source, path_size, source_size
+
+__all__ = ["SourceError", "Window", "close_source", "file_size", "is_url", "open_binary",
+           "open_checked", "open_source", "path_size", "read_exactly", "source_size", "zip_file"]
 
 
-class SourceError(Exception):
-    """The bytes of a task cannot be read as described; the message is the one-line reason."""
+#: Bytes a Window over a remote file reads ahead of a small read.
+REMOTE_BLOCK = 1 << 20
 
 
 def read_exactly(fd: int, view: memoryview, position: int, path: str) -> None:
-    """Fill `view` from byte `position` of `fd` (the file `path`, named in messages);
-    SourceError when the file ends first."""
+    """Fill `view` from byte `position` of `fd` (the file `path`, named in messages; `fd` an
+    open_source handle); SourceError when the file ends first."""
+    if fd.__class__ is not int:
+        return fd.read_into(view, position)
     got = 0
     while got < len(view):
         if hasattr(os, "preadv"):
@@ -37,10 +43,10 @@ def read_exactly(fd: int, view: memoryview, position: int, path: str) -> None:
 def open_checked(path: str, end: int, what: str = "data") -> int:
     """A file descriptor of `path`, which must hold at least `end` bytes; SourceError
     otherwise (the descriptor is then closed)."""
-    fd = os.open(path, READ_FLAGS)
-    size = os.fstat(fd).st_size
+    fd = open_source(path)
+    size = source_size(fd)
     if end > size:
-        os.close(fd)
+        close_source(fd)
         raise SourceError(f"{what} ends at byte {end} but {path} has {size} bytes (truncated?)")
     return fd
 
@@ -48,15 +54,18 @@ def open_checked(path: str, end: int, what: str = "data") -> int:
 class Window(io.RawIOBase):
     """Bytes [start, start + size) of the file `path` (size None: to the end of the file as it is
     when opened), as a seekable file object of their own (for h5py and astropy), read with
-    positioned reads: a .keras member in place, or one FITS HDU without the headers before it."""
+    positioned reads: a .keras member in place, or one FITS HDU without the headers before it.
+    `path` may be a URL (`file_size` is then the whole file's size)."""
 
     def __init__(self, path: str, start: int, size: int | None = None):
         super().__init__()
         self.name, self._fd = path, -1
-        self._fd = os.open(path, READ_FLAGS)
+        self._fd = open_source(path)
+        self.file_size = source_size(self._fd)
         if size is None:
-            size = max(0, os.fstat(self._fd).st_size - start)
+            size = max(0, self.file_size - start)
         self._start, self._size, self._pos = start, size, 0
+        self._block = None  # (start, bytes) read ahead of small reads of a remote file
 
     def readable(self):
         return True
@@ -75,13 +84,66 @@ class Window(io.RawIOBase):
     def readinto(self, buf):
         n = max(0, min(len(buf), self._size - self._pos))
         if n:
-            read_exactly(self._fd, memoryview(buf).cast("B")[:n], self._start + self._pos,
-                         self.name)
+            view = memoryview(buf).cast("B")[:n]
+            if self._fd.__class__ is int or n >= REMOTE_BLOCK:
+                read_exactly(self._fd, view, self._start + self._pos, self.name)
+            else:
+                self._remote_small(view, self._start + self._pos)
         self._pos += n
         return n
 
+    def _remote_small(self, view: memoryview, at: int) -> None:
+        # Parsers (HDF5, zip, pickle) make many small reads; each is a request on a remote
+        # file, so a block around them is read once and kept.
+        block = self._block
+        if block is None or not (block[0] <= at and at + len(view) <= block[0] + len(block[1])):
+            end = min(self._start + self._size, at + REMOTE_BLOCK)
+            data = bytearray(end - at)
+            read_exactly(self._fd, memoryview(data), at, self.name)
+            self._block = block = (at, data)
+        view[:] = memoryview(block[1])[at - block[0]: at - block[0] + len(view)]
+
     def close(self):
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        super().close()
+        try:
+            if self._fd != -1:
+                fd, self._fd = self._fd, -1
+                close_source(fd)  # a remote file: SourceError when it changed while open
+        finally:
+            super().close()
+
+
+def open_binary(path: str):
+    """A buffered, seekable binary file object of `path` (local or remote), for readers that parse
+    headers with read/seek; `file_size(f)` gives its size."""
+    if is_url(path):
+        return io.BufferedReader(Window(path, 0), REMOTE_BUFFER)
+    return open(path, "rb")
+
+
+def zip_file(path: str) -> zipfile.ZipFile:
+    """zipfile.ZipFile of `path` (local or remote), closing what it opened when it closes."""
+    if not is_url(path):
+        return zipfile.ZipFile(path)
+    f = open_binary(path)
+    try:
+        return _OwnedZip(f)
+    except BaseException:
+        f.close()
+        raise
+
+
+class _OwnedZip(zipfile.ZipFile):
+    def close(self):
+        f = self.fp
+        try:
+            super().close()
+        finally:
+            if f is not None:
+                f.close()
+
+
+def file_size(f) -> int:
+    """The size of the file behind `f` (from `open_binary`, or any real file)."""
+    raw = getattr(f, "raw", f)
+    size = getattr(raw, "file_size", None)
+    return size if size is not None else os.fstat(f.fileno()).st_size

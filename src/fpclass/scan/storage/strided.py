@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from ..._records import stored_through_slots
 from . import Storage
 from ..dtypes import np_dtype
-from .reads import READ_FLAGS, SourceError, read_exactly
+from .reads import SourceError, close_source, open_source, source_size, read_exactly
 
 
 @stored_through_slots
@@ -53,9 +52,9 @@ class Strided(Storage):
         """Yield (origin, N-d array) blocks of about `chunk_bytes`, origins in storage order."""
         dtype = np_dtype(task.element)
         source = self.source
-        fd = os.open(source, READ_FLAGS)
+        fd = open_source(source)
         try:
-            size = os.fstat(fd).st_size
+            size = source_size(fd)
 
             def read_at(view, position):
                 if position + len(view) > size:
@@ -64,7 +63,7 @@ class Strided(Storage):
                 read_exactly(fd, view, position, source)
             yield from blocks(read_at, self.offset, dtype, *self.layout(task), chunk_bytes)
         finally:
-            os.close(fd)
+            close_source(fd)
 
     def where(self, task):
         order = storage_order(*self.layout(task))
