@@ -110,6 +110,19 @@ def test_a_served_folder_scans_as_its_local_copy_and_as_numpy_counts(served):
     assert int(report.exit_code) == 1
 
 
+def test_verify_hashes_served_files_in_the_same_read_as_hashlib(served):
+    import hashlib
+    url, root, _ = served
+    names = ["model.safetensors", "sub/deeper/x.npy", "sub/w.h5"]
+    report = scan([f"{url}/{n}" for n in names], verify=True)
+    plain = scan([f"{url}/{n}" for n in names])
+    assert [(t.name, t.nan, t.posinf, t.neginf) for t in report.tensors] == \
+        [(t.name, t.nan, t.posinf, t.neginf) for t in plain.tensors]
+    assert {i.path: i.sha256 for i in report.integrity} == {
+        f"{url}/{n}": hashlib.sha256((root / n).read_bytes()).hexdigest() for n in names}
+    assert all(not i.checks for i in report.integrity)  # no reference for a URL
+
+
 def test_json_names_files_by_url(served):
     url, _, _ = served
     out, err = io.StringIO(), io.StringIO()

@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from .storage.source import is_url
+
 #: Sums files larger than this are not read (a hostile or unrelated file).
 MAX_SUMS_BYTES = 16 << 20
 #: Names of sums files listing many files (compared case-insensitively).
@@ -38,6 +40,7 @@ class Reference:
 def find_references(files, roots) -> dict:
     """{path: [Reference, ...]} for each of `files` (paths as the scan names them) that has any;
     `roots` are the paths the scan was given (sums files are looked for up to them)."""
+    files = [p for p in files if not is_url(p)]  # references are local files and git
     found: dict = {}
     for path in files:
         ref = hugging_face_blob(path)
