@@ -8,15 +8,16 @@ from __future__ import annotations
 import functools
 import os
 import time
+from typing import Any, Callable, Iterable
 
 from . import scratch
 from .storage import CHUNK_BYTES
 from .executing import execute
 from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
-from ..results.report import Problem, ScanReport, parse_fail_on
+from ..results.report import Problem, ScanReport, TensorResult, parse_fail_on
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
-from .tasks import FILE, PROBLEM, SKIPPED
+from .tasks import FILE, PROBLEM, SKIPPED, Task
 
 __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupted", "ScanReport",
            "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan"]
@@ -54,10 +55,15 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
     return report
 
 
-def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
-         threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
-         task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=()) -> ScanReport:
+def scan(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
+         fail_on: str | Iterable[str] = "nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
+         threads: int | None = None, chunk_bytes: int = CHUNK_BYTES,
+         include: str | Iterable[str] = (), exclude: str | Iterable[str] = (),
+         task_bytes: int = TASK_BYTES,
+         progress: Callable[[Task, TensorResult], object] | None = None,
+         on_planned: Callable[[list[Task]], object] | None = None, debug: bool = False,
+         execute_on: Callable[..., Any] | None = None,
+         allow_globals: Iterable[str] = ()) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
