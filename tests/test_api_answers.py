@@ -265,3 +265,19 @@ def test_jax_int4_is_answered_as_jax_answers():
                          (fpclass.count_nan(x, axis=0), jnp.isnan(x).sum(axis=0))):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
     assert fpclass.first_nonfinite(x) is None and fpclass.all_finite(x)
+
+
+def test_check_reports_what_holds_nothing_to_read_and_never_raises():
+    torch, jax = pytest.importorskip("torch"), pytest.importorskip("jax")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+    gone = jax.numpy.ones(2)
+    gone.delete()
+    report = fpclass.check({"nested": nested, "key": jax.random.key(0), "gone": gone,
+                            "small": jax.numpy.array([1, -2], dtype=jax.numpy.int4)})
+    by_name = {t.name: t for t in report.tensors}
+    assert by_name["nested"].status == "unchecked" and "nested tensor" in by_name["nested"].reason
+    assert by_name["key"].status == "unchecked" and "PRNG key" in by_name["key"].reason
+    assert by_name["gone"].status == "unchecked" and "deleted" in by_name["gone"].reason
+    assert (by_name["small"].status, by_name["small"].dtype) == ("not_applicable", "int4")

@@ -63,5 +63,5 @@ def test_the_wheel_metadata_names_its_licence_types_and_urls():
     assert meta["license"] == "MIT" and (ROOT / "LICENSE").read_text().startswith("MIT License")
     assert "Typing :: Typed" in meta["classifiers"] and meta["urls"]["Repository"]
     assert (ROOT / "src" / "fpclass" / "py.typed").exists()
-    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["fpclass"]
+    assert {"py.typed", "*.pyi"} <= set(project["tool"]["setuptools"]["package-data"]["fpclass"])
     assert any(dep.startswith("mypy") for dep in meta["optional-dependencies"]["test"])

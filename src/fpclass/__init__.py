@@ -26,8 +26,8 @@ from .operators.outputs import release_idle as release_idle_masks
 _SUBMODULES = ("dask", "dialects", "directml", "onnx", "openvino", "results", "scan", "torch")
 
 if TYPE_CHECKING:  # what type checkers see; at run time each is loaded by __getattr__
-    from . import dask, dialects, directml, onnx, openvino, results, scan, torch
-    from .checking import check
+    from . import dask, dialects, directml, onnx, openvino, results, scan, torch  # noqa: F401
+    from .checking import check  # noqa: F401
 
 
 def __getattr__(name: str):

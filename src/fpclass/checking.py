@@ -161,7 +161,8 @@ class _Checker:
             rule = dtypes[t.dtype] = _Rule(np_dtype, str(t.dtype)[6:], known.what, known.lanes)
         # A lazily negated or conjugated tensor is counted as stored: NaN and Inf have no sign to
         # flip. Only a finding's details (examine) need the values' signs.
-        if rule.dtype is None or not t.is_cpu or t.layout is not strided or not t.is_contiguous():
+        if rule.dtype is None or not t.is_cpu or t.layout is not strided or t.is_nested \
+                or not t.is_contiguous():
             return False
         shape = tuple(t.shape)
         n = t.numel()
@@ -208,7 +209,10 @@ class _Checker:
                                           n * dtype.itemsize))
 
     def _general(self, name, x) -> None:
-        shape = tuple(int(n) for n in getattr(x, "shape", ()))
+        try:
+            shape = tuple(int(n) for n in getattr(x, "shape", ()))
+        except Exception:  # a torch nested tensor has no one shape; _view says why it is unread
+            shape = ()
         dname = str(getattr(x, "dtype", "")).removeprefix("torch.")
         try:
             view = _view(x)
@@ -219,7 +223,7 @@ class _Checker:
             return
         a = view.array
         if not isinstance(x, np.ndarray) and type(x).__module__.partition(".")[0] != "torch":
-            dname = str(a.dtype)
+            dname = view.packed or str(a.dtype)   # JAX int4 is read as int8 zeros
         try:
             rule = self._kind(a.dtype)
         except TypeError:  # text, objects, records: not applicable or unchecked, as the scan says

@@ -36,7 +36,7 @@ out = np.empty(x.shape, bool)
 written = fpclass.isinf(x, out, detect_negative=False)
 report = fpclass.check({"w": x}, fail_on="nan")
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # reveal_type: mypy's builtin (pyflakes: undefined name)
     reveal_type(mask)
     reveal_type(flag)
     reveal_type(count)
