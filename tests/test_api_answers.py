@@ -39,7 +39,8 @@ def test_class_counts_are_ints_and_json_writes_them():
         counts = fpclass.class_counts(x)
         assert all(type(n) is int for n in counts)
         doc = json.loads(json.dumps(counts._asdict()))
-        assert doc["posinf"] == int(np.isposinf(x).sum()) and doc["neginf"] == int(np.isneginf(x).sum())
+        assert doc["posinf"] == int(np.isposinf(x).sum())
+        assert doc["neginf"] == int(np.isneginf(x).sum())
 
 
 def test_the_infinities_are_spelled_as_in_the_scan_json():
@@ -109,7 +110,8 @@ def _offsets(a):
 
 def test_out_with_distinct_elements_in_any_layout_is_taken():
     base = np.zeros((4, 6), bool)
-    for out in (base.T[::2], base[::2, ::-3], np.lib.stride_tricks.as_strided(base, (2, 2), (3, 2))):
+    gaps = np.lib.stride_tricks.as_strided(base, (2, 2), (3, 2))   # distinct, but interleaved
+    for out in (base.T[::2], base[::2, ::-3], gaps):
         x = np.full(out.shape, np.nan)
         assert np.unique(_offsets(out)).size == out.size
         assert fpclass.isnan(x, out=out) is out and out.all()

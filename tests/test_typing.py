@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 CLIENT = ROOT / "tests" / "typing" / "client.py"
 #: Checked strictly besides the client: the declarations themselves.
-DECLARED = ["src/fpclass/facade.pyi", "src/fpclass/dask/__init__.pyi", "src/fpclass/counts.py",
+DECLARED = ["src/fpclass/facade.pyi", "src/fpclass/dask/__init__.pyi", "src/fpclass/twin.pyi",
+            "src/fpclass/counts.py",
             "src/fpclass/results/notebook.py"]
 
 #: What each reveal_type in the client must show (a regex matched against mypy's note).
@@ -32,17 +33,21 @@ REVEALED = {
     "flag": r"numpy\.bool\[bool\]",
     "count": r"int",
     "per_row": r"numpy\.ndarray\[.*signedinteger\[.*_64Bit\]\]\] \| int",
-    "counts": r"tuple\[int, int, int, int, int, int, int, int, int, fallback=fpclass\.counts\.ClassCounts\]",
+    "counts": r"tuple\[(int, ){8}int, fallback=fpclass\.counts\.ClassCounts\]",
     "counts.posinf": r"int",
     "first": r"tuple\[int, \.\.\.\] \| None",
     "where": r"numpy\.ndarray\[.*signedinteger\[.*_64Bit\]\]\]",
     "fpclass.isnan(1.5)": r"numpy\.bool\[bool\]",
     "fpclass.isnan(LikeATensor())": r"client\.LikeATensor",
     "fpclass.count_nan(LikeATensor())": r"Any",
-    "fpclass.dask.count_nan": r"def \(x: Any, axis: Any =, keepdims: bool =, \*, split_every: int \| None =\) -> Any",
+    "fpclass.dask.count_nan":
+        r"def \(x: Any, axis: Any =, keepdims: bool =, \*, split_every: int \| None =\) -> Any",
+    "twin.count_nan(x)": r"int",
+    "twin.class_counts(x)": r"tuple\[int, .*fallback=fpclass\.counts\.ClassCounts\]",
     "report": r"fpclass\.results\.report\.ScanReport",
     "report.exit_code": r"fpclass\.results\.exitcodes\.ExitCode",
-    "fpclass.scan.scan": r"def \(paths: str \| os\.PathLike\[str\] \| .*\) -> fpclass\.results\.report\.ScanReport",
+    "fpclass.scan.scan":
+        r"def \(paths: str \| os\.PathLike\[str\] \| .*\) -> fpclass\.results\.report\.ScanReport",
     "fpclass.torch.watch": r"def \(model: Any, \*, backward: bool =, .*\) -> fpclass\.torch\.watch",
 }
 
@@ -83,11 +88,12 @@ def test_reveal_type_shows_real_types(mypy_output):
         assert expression in found, f"no reveal_type({expression}) in {sorted(found)}"
         assert re.fullmatch(pattern, found[expression]), f"{expression}: {found[expression]}"
     # out= gives back the type of the array it was given
-    assert found["written"] == found["out"]
+    assert found["written"] == found["twin.isnan(x, out)"] == found["out"]
 
 
 def test_the_client_returns_what_was_revealed():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     out = subprocess.run([sys.executable, str(CLIENT)], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
 
@@ -101,7 +107,8 @@ def _declared(path: Path) -> dict:
             a = node.args
             positional = a.posonlyargs + a.args
             defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-            params = [(p.arg, "positional", d and ast.unparse(d)) for p, d in zip(positional, defaults)]
+            params = [(p.arg, "positional", d and ast.unparse(d))
+                      for p, d in zip(positional, defaults)]
             params += [(p.arg, "keyword", d and ast.unparse(d))
                        for p, d in zip(a.kwonlyargs, a.kw_defaults)]
             out[node.name] = params
@@ -137,3 +144,12 @@ def test_the_dask_declarations_match_the_entry_points():
     declared = _declared(stub)
     for name in catalogue.KIND:
         assert declared[name] == _runtime(getattr(fpclass.dask, name)), name
+
+
+def test_the_twin_declarations_match_the_twin():
+    from fpclass import twin
+    stub = SRC / "fpclass" / "twin.pyi"
+    assert _names(stub) == twin.__all__
+    declared = _declared(stub)
+    for name in [*catalogue.KIND, "values"]:
+        assert declared[name] == _runtime(getattr(twin, name)), name

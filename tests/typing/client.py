@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import fpclass
+from fpclass import twin
 from fpclass.results import ExitCode, ScanReport
 
 x = np.array([[1.0, np.nan], [np.inf, 2.0]])   # NDArray[Any], as most arrays are typed
@@ -51,6 +52,9 @@ if TYPE_CHECKING:  # reveal_type: mypy's builtin (pyflakes: undefined name)
     reveal_type(fpclass.isnan(LikeATensor()))
     reveal_type(fpclass.count_nan(LikeATensor()))
     reveal_type(fpclass.dask.count_nan)
+    reveal_type(twin.count_nan(x))
+    reveal_type(twin.class_counts(x))
+    reveal_type(twin.isnan(x, out))
     reveal_type(report)
     reveal_type(report.exit_code)
     reveal_type(fpclass.scan.scan)
@@ -61,6 +65,7 @@ assert type(mask) is np.ndarray and mask.dtype == np.bool_
 assert type(flag) is np.bool_ and type(count) is int and json.dumps(count) == "1"
 assert isinstance(per_row, np.ndarray) and per_row.dtype == np.int64
 assert type(counts) is fpclass.ClassCounts and type(counts.posinf) is int
+assert twin.count_nan(x) == count and twin.class_counts(x) == counts
 assert first == (0, 1) and where.dtype == np.int64 and written is out
 assert isinstance(report, ScanReport) and report.exit_code is ExitCode.FOUND
 
