@@ -77,9 +77,13 @@ def test_input_that_is_not_numbers_names_what_is_accepted(x):
     ("nope", ValueError, r"fail_on= names an unknown class 'nope'; accepted: nan, inf"),
     (["nan", "infs"], ValueError, r"fail_on= names an unknown class 'infs'"),
 ])
-def test_check_fail_on_errors_speak_of_the_python_parameter(fail_on, error, match):
+def test_fail_on_errors_speak_of_the_python_parameter(fail_on, error, match, tmp_path):
     with pytest.raises(error, match=match) as caught:
         fpclass.check({"x": X}, fail_on=fail_on)
+    assert "--fail-on" not in str(caught.value)
+    np.save(tmp_path / "x.npy", X)
+    with pytest.raises(error, match=match) as caught:
+        fpclass.scan.scan([tmp_path / "x.npy"], fail_on=fail_on)
     assert "--fail-on" not in str(caught.value)
 
 

@@ -20,7 +20,8 @@ from .adapters import adapter_for, arrays
 from .formats import Kind, component_format, format_of
 from .operators.buffers import count_nonfinite_words
 from .results import build
-from .results.report import FAIL_ON_NAMES, ScanReport, TensorResult, parse_fail_on
+from .results.fail_on import fail_on_parameter
+from .results.report import ScanReport, TensorResult
 from .results.status import CHECKED, NOT_APPLICABLE
 
 _Done = check_walk.Done
@@ -47,7 +48,7 @@ def check(obj: object, fail_on: str | Iterable[str] = "nan,inf", *, grads: bool 
     (off the host, sparse, lazy dask / dask-backed xarray data, never computed), object arrays,
     objects of other types. Returns the ScanReport fpclass scan gives (counts, first
     `max_locations` locations, status, exit_code, to_json()); `fail_on` as in scan."""
-    classes = _fail_on(fail_on)
+    classes = fail_on_parameter(fail_on)
     if not isinstance(max_locations, int) or isinstance(max_locations, bool) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
     start = time.perf_counter()
@@ -62,25 +63,6 @@ def check(obj: object, fail_on: str | Iterable[str] = "nan,inf", *, grads: bool 
         if collecting:
             gc.enable()
     return ScanReport(tensors=tensors, fail_on=classes, seconds=time.perf_counter() - start)
-
-
-def _fail_on(fail_on) -> frozenset:
-    """The classes check's `fail_on=` names: a comma-separated str or a list / tuple / set of
-    names; TypeError or ValueError speaking of the Python parameter otherwise."""
-    accepted = ", ".join(FAIL_ON_NAMES)
-    if isinstance(fail_on, str):
-        names = fail_on.split(",")
-    elif isinstance(fail_on, (list, tuple, set, frozenset)) and all(isinstance(n, str)
-                                                                    for n in fail_on):
-        names = list(fail_on)
-    else:
-        raise TypeError(f"fail_on= must be a str of comma-separated class names (\"nan,inf\") or a "
-                        f"list of them, from: {accepted}; got {fail_on!r}")
-    for name in names:
-        if name.strip() and name.strip().lower() not in FAIL_ON_NAMES:
-            raise ValueError(f"fail_on= names an unknown class {name.strip()!r}; accepted: "
-                             f"{accepted}")
-    return parse_fail_on(names)
 
 
 # -- checking --------------------------------------------------------------------------------------

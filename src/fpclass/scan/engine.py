@@ -15,7 +15,8 @@ from .storage import CHUNK_BYTES
 from .executing import execute
 from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
-from ..results.report import Problem, ScanReport, TensorResult, parse_fail_on
+from ..results.fail_on import fail_on_parameter
+from ..results.report import Problem, ScanReport, TensorResult
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
 from .tasks import FILE, PROBLEM, SKIPPED, Task
 
@@ -76,7 +77,7 @@ def scan(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
     PyTorch pickle may name whose objects are walked like dicts (see docs/scan.md)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    classes = parse_fail_on(fail_on)
+    classes = fail_on_parameter(fail_on)
     if not isinstance(max_locations, int) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
     if threads is not None and (not isinstance(threads, int) or threads < 1):
