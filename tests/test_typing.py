@@ -3,7 +3,7 @@ and on the declared types (the .pyi files of the modules built at import, counts
 view), `reveal_type` shows real types, not Any, and the client run as a script returns what
 was revealed. The declarations are compared with the run-time signatures they describe.
 
-mypy keeps its cache in pytest's cache directory: the first run reads numpy's stubs (about 15-35 s
+mypy keeps its cache in pytest's cache directory: the first run reads numpy's stubs (about 10-35 s
 on a loaded 2-core machine), later runs take 1-3 s."""
 
 import ast
