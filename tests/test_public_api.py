@@ -13,7 +13,8 @@ import fpclass
 ROOT = Path(__file__).resolve().parents[1]
 #: Public subpackages and modules, and a public name each must give after a plain `import fpclass`.
 SUBMODULES = {"scan": "scan", "results": "ScanReport", "torch": "watch", "dask": "count_nan",
-              "onnx": "IsNaN", "openvino": "read_model", "directml": "is_nan", "dialects": "__doc__"}
+              "onnx": "IsNaN", "openvino": "read_model", "directml": "is_nan",
+              "dialects": "__doc__"}
 #: Optional extras and heavy parts that `import fpclass` must not import.
 EXTRAS = ("torch", "jax", "dask", "xarray", "pandas", "onnx", "openvino", "rich", "h5py",
           "netCDF4", "zarr", "astropy", "scipy", "numba")

@@ -69,7 +69,9 @@ def _short(x) -> str:
     if x is None:
         return "None"
     cls = type(x)
-    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    name = cls.__qualname__
+    if cls.__module__ != "builtins":
+        name = f"{cls.__module__}.{name}"
     text = repr(x)
     return f"{name} {text if len(text) <= 40 else text[:37] + '...'}"
 

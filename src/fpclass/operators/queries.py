@@ -55,7 +55,8 @@ def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool):
 
 def scalar(result: np.ndarray):
     """A 0-d answer as one value: a count as a Python int (JSON-serialisable, as
-    numpy.count_nonzero(x) gives), a yes/no as numpy.bool_ (as numpy's any() gives, so `~` works)."""
+    numpy.count_nonzero(x) gives), a yes/no as numpy.bool_ (as numpy's any() gives, so that `~`
+    negates it)."""
     return int(result) if result.dtype.kind in "iu" else result[()]
 
 
