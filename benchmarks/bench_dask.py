@@ -211,7 +211,7 @@ def run(x, args):
     # the answers agree before anything is timed
     assert fd.any_nonfinite(x[: x.chunks[0][0] * 4]).compute()
     cc = fd.class_counts(x[: x.chunks[0][0] * 4]).compute()
-    assert (cc.nan, cc.neg_inf) == (1, 1), cc
+    assert (cc.nan, cc.neginf) == (1, 1), cc
     print(f"array: {nbytes / 2**30:.2f} GiB float32 in {x.numblocks[0]} chunks of "
           f"{args.chunk_mib} MiB, source: {args.source}; {psutil.cpu_count()} cores")
     report("threaded scheduler", run_threads(x, args.repeat), nbytes, generated)

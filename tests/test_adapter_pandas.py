@@ -59,7 +59,7 @@ def test_na_is_missing_not_nan_the_same_way_everywhere():
     assert fpclass.count_nonfinite(s) == 3
     np.testing.assert_array_equal(fpclass.locate_nonfinite(s), [[1], [3], [4]])
     counts = fpclass.class_counts(s)
-    assert counts.total == 4 and (counts.nan, counts.pos_inf, counts.neg_inf) == (1, 1, 1)
+    assert counts.total == 4 and (counts.nan, counts.posinf, counts.neginf) == (1, 1, 1)
     assert fpclass.count_nan(pd.Series([1, None, 3], dtype="Int64")) == 0
 
 

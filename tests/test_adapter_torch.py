@@ -147,7 +147,7 @@ def test_lazy_negation_and_conjugation_are_read_as_their_values():
     assert fpclass.first_inf(neg, detect_positive=False) == (1,)
     np.testing.assert_array_equal(fpclass.locate_inf(neg, detect_negative=False), [[2]])
     counts = fpclass.class_counts(neg)
-    assert (counts.pos_inf, counts.neg_inf, counts.neg_zero, counts.neg_normal) == (1, 1, 1, 1)
+    assert (counts.posinf, counts.neginf, counts.neg_zero, counts.neg_normal) == (1, 1, 1, 1)
     z = torch.tensor([complex(1, float("inf")), complex(float("nan"), 2), 1j]).conj()
     assert z.is_conj()
     for op in ("isnan", "isinf", "isfinite"):
@@ -176,11 +176,15 @@ def test_queries_against_torch(dtype):
     assert fpclass.class_counts(t).total == t.numel()
 
 
-def test_scalars_and_tuples_come_back_as_on_numpy():
-    t = torch.tensor([1.0, float("nan")], dtype=torch.bfloat16)
-    assert type(fpclass.any_nan(t)) is np.bool_
-    assert type(fpclass.count_nan(t)) is np.int64
-    assert fpclass.first_nan(t) == (1,)
+def test_full_reductions_are_0d_tensors_as_torch_gives_the_rest_as_on_numpy():
+    t = torch.tensor([[1.0, float("nan")]], dtype=torch.bfloat16)
+    for got, want in ((fpclass.any_nan(t), torch.isnan(t).any()),
+                      (fpclass.count_nan(t), torch.isnan(t).sum()),
+                      (fpclass.count_nan(t, axis=(0, 1)), torch.isnan(t).sum((0, 1))),
+                      (fpclass.all_finite(t, axis=(-1, 0)), torch.isfinite(t).all())):
+        assert type(got) is torch.Tensor and got.dim() == 0 and got.dtype == want.dtype
+        assert got.item() == want.item()
+    assert fpclass.first_nan(t) == (0, 1)
     assert isinstance(fpclass.class_counts(t), fpclass.ClassCounts)
 
 

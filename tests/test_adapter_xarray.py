@@ -41,7 +41,7 @@ def test_bfloat16_data_arrays():
 
 def test_queries_drop_the_reduced_dims():
     da = field()
-    assert type(fpclass.count_nonfinite(da)) is np.int64 and fpclass.count_nonfinite(da) == 3
+    assert type(fpclass.count_nonfinite(da)) is int and fpclass.count_nonfinite(da) == 3
     assert fpclass.first_nan(da) == (0, 1, 2)
     per_y = fpclass.count_nonfinite(da, axis=(0, 2))
     xr.testing.assert_identical(per_y, (~np.isfinite(da)).sum(("time", "x")).drop_attrs())

@@ -143,7 +143,7 @@ def test_fail_on_and_exit_codes():
     assert fpclass.check(items[1:], fail_on="inf").exit_code == ExitCode.CLEAN
     assert fpclass.check([np.ones(3)]).exit_code == ExitCode.CLEAN
     assert fpclass.check([]).exit_code == ExitCode.INCONCLUSIVE  # nothing checked is never clean
-    with pytest.raises(ValueError, match="unknown --fail-on class 'nans'"):
+    with pytest.raises(ValueError, match="fail_on= names an unknown class 'nans'"):
         fpclass.check(items, fail_on="nans")
 
 

@@ -49,7 +49,10 @@ def imports(name: str, path: Path):
     submodule yields the submodule."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    typing_only = _typing_only(tree)
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name, None
@@ -66,6 +69,18 @@ def imports(name: str, path: Path):
                     yield node.lineno, sub, None
                 else:
                     yield node.lineno, module, alias.name
+
+
+def _typing_only(tree) -> set:
+    """ids of the import nodes under `if TYPE_CHECKING:`: read by type checkers, never run, so
+    not an edge of the import graph (fpclass/__init__ names its lazy subpackages this way)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING",
+                                                                   "typing.TYPE_CHECKING"):
+            out |= {id(n) for child in node.body for n in ast.walk(child)
+                    if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return out
 
 
 def within(module: str, packages) -> bool:

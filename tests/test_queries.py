@@ -203,7 +203,7 @@ def test_errors():
 def test_longdouble_by_value():
     x = np.array([0, -0.0, np.nan, -np.inf, np.finfo(np.longdouble).smallest_subnormal * 4, 3], np.longdouble)
     got = fpclass.class_counts(x)
-    assert (got.nan, got.neg_inf, got.neg_zero, got.pos_subnormal, got.pos_normal) == (1, 1, 1, 1, 1)
+    assert (got.nan, got.neginf, got.neg_zero, got.pos_subnormal, got.pos_normal) == (1, 1, 1, 1, 1)
     assert fpclass.first_nonfinite(x) == (2,)
 
 

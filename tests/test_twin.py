@@ -75,6 +75,8 @@ def assert_same(got, want, where):
         assert np.array_equal(got, want), f"{where}:\n{got}\nthe twin:\n{want}"
     elif isinstance(want, np.generic):
         assert got.dtype == want.dtype and got == want, f"{where}: {got!r}, the twin {want!r}"
+    elif isinstance(want, int):  # one count
+        assert got == want, f"{where}: {got!r}, the twin {want!r}"
     else:  # None, an index tuple or ClassCounts: of Python ints
         assert got == want, f"{where}: {got!r}, the twin {want!r}"
         assert all(type(i) is int for i in got or ()), where

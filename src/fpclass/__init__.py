@@ -5,6 +5,8 @@
     array([False,  True])
 """
 
+from typing import TYPE_CHECKING
+
 from . import formats
 from .facade import (
     all_finite, any_inf, any_nan, any_nonfinite, class_counts, count_inf, count_nan, count_nonfinite,
@@ -17,12 +19,30 @@ from .kernels.threads import get_num_threads, set_num_threads
 from .operators.outputs import release_idle as release_idle_masks
 
 
-def __getattr__(name):
+#: Public subpackages and modules loaded on first attribute access (PEP 562), so that
+#: `import fpclass` stays light and imports no optional extra: `fpclass.scan.scan(...)` works
+#: after a plain `import fpclass`.
+#: (Not in __all__: a star import would load them all.)
+_SUBMODULES = ("dask", "dialects", "directml", "onnx", "openvino", "results", "scan", "torch")
+
+if TYPE_CHECKING:  # what type checkers see; at run time each is loaded by __getattr__
+    from . import dask, dialects, directml, onnx, openvino, results, scan, torch  # noqa: F401
+    from .checking import check  # noqa: F401
+
+
+def __getattr__(name: str):
     # fpclass.check imports the scan's report types: loaded on first use, not with fpclass
     if name == "check":
         from .checking import check
         return check
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'fpclass' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_SUBMODULES) | {"check"})
 
 
 __all__ = [

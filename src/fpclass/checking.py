@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import replace
+from typing import Iterable
 
 import numpy as np
 
@@ -20,7 +21,8 @@ from .adapters import adapter_for, arrays
 from .formats import Kind, component_format, format_of
 from .operators.buffers import count_nonfinite_words
 from .results import build
-from .results.report import ScanReport, TensorResult, parse_fail_on
+from .results.fail_on import fail_on_parameter
+from .results.report import ScanReport, TensorResult
 from .results.status import CHECKED, NOT_APPLICABLE
 
 _Done = check_walk.Done
@@ -31,7 +33,7 @@ DEFAULT_MAX_LOCATIONS = 5
 _COUNT, _NOT_APPLICABLE, _NOTHING_TO_READ = "count", "not applicable", "nothing to read"
 
 
-def check(obj, fail_on="nan,inf", *, grads: bool = False,
+def check(obj: object, fail_on: str | Iterable[str] = "nan,inf", *, grads: bool = False,
           max_locations: int = DEFAULT_MAX_LOCATIONS, stats: bool = False) -> ScanReport:
     """Check every array and number in `obj` for NaN and ±Inf: a torch nn.Module (its parameters
     and buffers, and with `grads` each parameter's .grad), a mapping of names to values, an
@@ -49,7 +51,7 @@ def check(obj, fail_on="nan,inf", *, grads: bool = False,
     `max_locations` locations, status, exit_code, to_json()); `fail_on` as in scan. `stats`
     (or a gate in `fail_on`): each array's statistics (TensorResult.stats) as in scan; Python
     numbers, pandas columns and masked arrays have none (null)."""
-    classes = parse_fail_on(fail_on)
+    classes = fail_on_parameter(fail_on)
     stats = bool(stats) or any(not isinstance(c, str) for c in classes)
     if not isinstance(max_locations, int) or isinstance(max_locations, bool) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
@@ -150,7 +152,8 @@ class _Checker:
             rule = dtypes[t.dtype] = _Rule(np_dtype, str(t.dtype)[6:], known.what, known.lanes)
         # A lazily negated or conjugated tensor is counted as stored: NaN and Inf have no sign to
         # flip. Only a finding's details (examine) need the values' signs.
-        if rule.dtype is None or not t.is_cpu or t.layout is not strided or not t.is_contiguous():
+        if rule.dtype is None or not t.is_cpu or t.layout is not strided or t.is_nested \
+                or not t.is_contiguous():
             return False
         shape = tuple(t.shape)
         n = t.numel()
@@ -197,7 +200,10 @@ class _Checker:
                                           n * dtype.itemsize))
 
     def _general(self, name, x) -> None:
-        shape = tuple(int(n) for n in getattr(x, "shape", ()))
+        try:
+            shape = tuple(int(n) for n in getattr(x, "shape", ()))
+        except Exception:  # a torch nested tensor has no one shape; _view says why it is unread
+            shape = ()
         dname = str(getattr(x, "dtype", "")).removeprefix("torch.")
         try:
             view = _view(x)
@@ -208,7 +214,7 @@ class _Checker:
             return
         a = view.array
         if not isinstance(x, np.ndarray) and type(x).__module__.partition(".")[0] != "torch":
-            dname = str(a.dtype)
+            dname = view.packed or str(a.dtype)   # JAX int4 is read as int8 zeros
         try:
             rule = self._kind(a.dtype)
         except TypeError:  # text, objects, records: not applicable or unchecked, as the scan says

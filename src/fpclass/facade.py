@@ -64,19 +64,12 @@ def _same(hit):
     return hit
 
 
-@functools.cache
-def _int64s() -> tuple:
-    """np.int64 of every count a small input can give: building one costs more than counting
-    ten elements does."""
-    return tuple(np.int64(i) for i in range(elementwise.SMALL_ELEMENTS + 1))
-
-
 def _count(hit):
-    return _int64s()[np.count_nonzero(hit)]
+    return int(np.count_nonzero(hit))  # a Python int, as the full path gives
 
 
 def _count_not(hit):
-    return _int64s()[hit.size - np.count_nonzero(hit)]
+    return hit.size - int(np.count_nonzero(hit))
 
 
 #: The small-input answers: (the operator whose mask it reads, how the mask becomes the answer).

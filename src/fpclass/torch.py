@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
 
 __all__ = ["Finding", "NonFiniteError", "watch"]
 
@@ -78,8 +79,9 @@ class watch:
     tensor raises NonFiniteError, or with `raise_on=False` is recorded in `.findings` (at most
     `max_findings`) and the step goes on. Leaving the context removes every hook."""
 
-    def __init__(self, model, *, backward: bool = True, raise_on: bool = True, names=None,
-                 check_inputs: bool = False, max_findings: int = 1000):
+    def __init__(self, model: Any, *, backward: bool = True, raise_on: bool = True,
+                 names: str | Iterable[str] | Callable[[str], bool] | None = None,
+                 check_inputs: bool = False, max_findings: int = 1000) -> None:
         self.model, self.backward, self.raise_on = model, backward, raise_on
         self.check_inputs, self.max_findings = check_inputs, max_findings
         self.selected = _selector(names)

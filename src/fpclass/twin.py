@@ -11,7 +11,7 @@ double). It builds a mask per call (and, for ml_dtypes, a widened copy): for che
     >>> import numpy as np
     >>> from fpclass import twin
     >>> twin.count_nan(np.array([1.0, np.nan, np.nan]))
-    np.int64(2)
+    2
 
 Layering: this module imports numpy (and ml_dtypes on first use, for class_counts of its formats)
 and nothing of fpclass but the ClassCounts result type.
@@ -179,22 +179,27 @@ def all_finite(x, axis=None, keepdims=False):
 
 
 def count_nan(x, axis=None, keepdims=False):
-    """Same as np.count_nonzero(isnan(x), axis, keepdims=keepdims), in int64. Empty input gives
-    0."""
-    return _nan(x).sum(axis=axis, keepdims=keepdims, dtype=np.int64)
+    """Same as np.count_nonzero(isnan(x), axis, keepdims=keepdims), in int64 (one count: a
+    Python int). Empty input gives 0."""
+    return _counts(_nan(x).sum(axis=axis, keepdims=keepdims, dtype=np.int64))
 
 
 def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
     """Same as np.count_nonzero(isinf(x, ...), axis, keepdims=keepdims), in int64. Empty input
     gives 0."""
     mask = _inf(x, "count_inf", detect_negative, detect_positive)
-    return mask.sum(axis=axis, keepdims=keepdims, dtype=np.int64)
+    return _counts(mask.sum(axis=axis, keepdims=keepdims, dtype=np.int64))
 
 
 def count_nonfinite(x, axis=None, keepdims=False):
     """Same as np.count_nonzero(~isfinite(x), axis, keepdims=keepdims), in int64. Empty input
     gives 0."""
-    return (~_finite(x)).sum(axis=axis, keepdims=keepdims, dtype=np.int64)
+    return _counts((~_finite(x)).sum(axis=axis, keepdims=keepdims, dtype=np.int64))
+
+
+def _counts(counts):
+    """int64 counts per slice; one count (no axis left) as a Python int."""
+    return int(counts) if np.ndim(counts) == 0 else counts
 
 
 # -- class histogram ---------------------------------------------------------------------------

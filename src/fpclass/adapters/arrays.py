@@ -27,7 +27,8 @@ def run(name: str, view: View, args, kwargs, *, new_mask: Callable, as_out: Call
         per_axis: Callable):
     """Answer fpclass.`name` for the array behind `view`. Element-wise results are written into
     the ndarray of `new_mask(ndarray)` -> (ndarray to write, finish() -> the answer), or of
-    `as_out(out)` -> the same; per-axis query answers (ndarrays) go through `per_axis`;
+    `as_out(out)` -> the same; per-axis query answers (as ndarrays, 0-d for a full reduction)
+    go through `per_axis`;
     everything else comes back as it does for NumPy input."""
     given = arguments(name, view.array, args, kwargs)
     if view.negated:
@@ -47,14 +48,15 @@ def run(name: str, view: View, args, kwargs, *, new_mask: Callable, as_out: Call
     answer = impl(**given)
     if name == "class_counts" and view.negated:
         return swap_signs(answer)
-    if name in PER_AXIS and isinstance(answer, np.ndarray):
-        return per_axis(answer)
+    if name in PER_AXIS:
+        # a full reduction too: a 0-d array of the caller's kind, as torch.isnan(t).sum() gives
+        return per_axis(np.asarray(answer))
     return answer
 
 
 def swap_signs(counts: queries.ClassCounts) -> queries.ClassCounts:
     """The class counts of the negated values."""
-    return queries.ClassCounts(counts.nan, counts.neg_inf, counts.pos_inf, counts.neg_zero,
+    return queries.ClassCounts(counts.nan, counts.neginf, counts.posinf, counts.neg_zero,
                                counts.pos_zero, counts.neg_subnormal, counts.pos_subnormal,
                                counts.neg_normal, counts.pos_normal)
 

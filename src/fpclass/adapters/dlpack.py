@@ -14,6 +14,7 @@ import ctypes
 import ml_dtypes
 import numpy as np
 
+from ..operators import queries
 from . import arrays
 
 
@@ -84,6 +85,11 @@ def view(x) -> arrays.View:
     """A read-only NumPy view of the DLPack producer `x`'s memory; TypeError for memory off the
     host, traced JAX values, and dtypes fpclass does not classify."""
     _refuse_traced(x)
+    _refuse_jax(x)
+    if _framework(x) in ("jax", "jaxlib") and str(getattr(x, "dtype", "")) in _JAX_SUB_BYTE_INT:
+        # XLA exports no sub-byte integer through DLPack; integers hold no NaN or Inf, so there is
+        # nothing to read (answered as for the packed float formats)
+        return arrays.View(np.broadcast_to(np.zeros((), np.int8), x.shape), packed=str(x.dtype))
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"{_type_name(x)} exposes CUDA device memory (__cuda_array_interface__); "
                         "fpclass reads host memory and never copies from a device: copy it to "
@@ -139,6 +145,26 @@ def _refuse_traced(x) -> None:
                         "transformation, or use jnp.isnan / jnp.isfinite inside it")
 
 
+#: JAX's sub-byte integer dtypes: no DLPack code, no NaN, no Inf.
+_JAX_SUB_BYTE_INT = ("int2", "uint2", "int4", "uint4")
+
+
+def _refuse_jax(x) -> None:
+    """TypeError for the JAX arrays that hold no numbers to read: deleted (or donated) arrays and
+    PRNG key arrays."""
+    if _framework(x) not in ("jax", "jaxlib"):
+        return
+    deleted = getattr(x, "is_deleted", None)
+    if callable(deleted) and deleted():
+        raise TypeError("this JAX array has been deleted (x.delete(), or donated to a jitted "
+                        "function): its memory is gone, there is nothing to classify")
+    dtype = str(getattr(x, "dtype", ""))
+    if dtype.startswith("key<"):
+        raise TypeError(f"this is a JAX PRNG key array (dtype {dtype}): random-number generator "
+                        "state, not numbers. fpclass classifies numeric arrays; "
+                        "jax.random.key_data(key) gives the key's raw uint32 words")
+
+
 def _refuse_device(x, device_type: int, device_id: int) -> None:
     if device_type in _HOST:
         return
@@ -158,11 +184,12 @@ def _type_name(x) -> str:
 
 
 def _container(x):
-    """How answers go back to `x`'s framework: JAX arrays for JAX, NumPy for the rest."""
+    """How answers go back to `x`'s framework: JAX arrays for JAX (0-d for a full reduction, as
+    jnp.isnan(x).sum() gives), NumPy for the rest (a full reduction as fpclass answers NumPy)."""
     if _framework(x) in ("jax", "jaxlib"):
         import jax.numpy as jnp
         return jnp.asarray
-    return lambda a: a
+    return lambda a: a if a.ndim else queries.scalar(a)
 
 
 def _new_mask(wrap):

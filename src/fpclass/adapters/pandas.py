@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from numpy.lib.array_utils import normalize_axis_tuple
 
 from .. import catalogue
 from ..operators.queries import ClassCounts
@@ -99,7 +100,7 @@ def _query(name: str, column: _Column, given: dict):
     if name == "all_finite":
         return np.bool_(not hits.any())
     if name.startswith("count_"):
-        return np.int64(np.count_nonzero(hits))
+        return int(np.count_nonzero(hits))
     if name.startswith("first_"):
         where = np.flatnonzero(hits)
         return (int(where[0]),) if where.size else None
@@ -121,9 +122,7 @@ def _series(name: str, s: pd.Series, args, kwargs):
             raise TypeError("out= is not supported for pandas objects; use the returned Series")
         return pd.Series(_mask(name, column, given), index=s.index, name=s.name, copy=False)
     _refuse_keepdims(given)
-    if given.get("axis") not in (None, 0, -1, (0,), (-1,)):
-        raise ValueError(f"axis {given['axis']!r} is out of bounds for a Series (axis 0 or None)")
-    given.pop("axis", None)
+    _axes(given.pop("axis", None), 1)
     return _query(name, column, given)
 
 
@@ -140,13 +139,39 @@ def _frame(name: str, df: pd.DataFrame, args, kwargs):
     _refuse_keepdims(given)
     axis = given.pop("axis", None)
     if name in catalogue.PER_AXIS and axis is not None:
-        axes = {a % 2 for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+        axes = set(_axes(axis, 2))
         if axes == {0}:
             values = [_query(name, c, given) for c in _columns(df)]
             return pd.Series(values, index=df.columns, dtype=np.asarray(values).dtype)
         if axes == {1}:
             return _per_row(name, df, given)
     return _whole(name, df, given)
+
+
+#: pandas' names of the axes: "index" (0: down the rows) and "columns" (1: across a row).
+_AXIS_NAMES = {"index": 0, "rows": 0, "columns": 1}
+
+
+def _axes(axis, ndim: int) -> tuple:
+    """`axis` as positions: ints numpy-style (negative from the end; AxisError out of range, as
+    numpy raises) or pandas' names "index" / "columns" (a Series has only "index")."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    positions = []
+    for item in items:
+        if isinstance(item, str):
+            if item not in _AXIS_NAMES or _AXIS_NAMES[item] >= ndim:
+                kind = "Series" if ndim == 1 else "DataFrame"
+                names = ", ".join(repr(n) for n, i in _AXIS_NAMES.items() if i < ndim)
+                raise ValueError(f"no axis named {item!r} for a {kind}; axes: {names} or the "
+                                 f"positions 0{'' if ndim == 1 else ' and 1'}")
+            item = _AXIS_NAMES[item]
+        elif not isinstance(item, (int, np.integer)) or isinstance(item, (bool, np.bool_)):
+            raise TypeError(f"axis must be None, an int, 'index' or 'columns', or a tuple of "
+                            f"them, got {axis!r}")
+        positions.append(int(item))
+    return normalize_axis_tuple(tuple(positions), ndim)
 
 
 def _per_row(name: str, df: pd.DataFrame, given: dict) -> pd.Series:
@@ -171,7 +196,7 @@ def _whole(name: str, df: pd.DataFrame, given: dict):
     if name == "all_finite":
         return np.bool_(all(_query(name, c, given) for c in _columns(df)))
     if name.startswith("count_"):
-        return np.int64(sum(int(_query(name, c, given)) for c in _columns(df)))
+        return sum(int(_query(name, c, given)) for c in _columns(df))
     if name == "class_counts":
         total = np.zeros(len(ClassCounts._fields), np.int64)
         for c in _columns(df):

@@ -59,6 +59,10 @@ def dtype_view(dtype) -> tuple | None:
 def refuse(t: torch.Tensor) -> str:
     """Why fpclass cannot read `t` in place ("" when it can): a sparse or other non-strided
     layout, memory off the host, or a dtype without a NumPy view."""
+    if t.is_nested:
+        return ("fpclass reads dense tensors; this is a nested tensor (one tensor per component, "
+                "of different shapes) — pass its components (t.unbind()) or "
+                "t.to_padded_tensor(0.0)")
     if t.layout is not torch.strided:
         return (f"fpclass reads dense tensors; this one is {t.layout} — pass its stored values "
                 "(t.values(), or t.coalesce().values() for sparse COO) or t.to_dense()")

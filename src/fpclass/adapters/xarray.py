@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import xarray as xr
 from numpy.lib.array_utils import normalize_axis_tuple
 
@@ -38,7 +39,8 @@ def _data_array(name, da, args, kwargs):
     if name in catalogue.ELEMENTWISE:
         if given.pop("out") is not None:
             raise TypeError("out= is not supported for xarray objects; use the returned DataArray")
-        return xr.apply_ufunc(_public(name), da, kwargs=given, dask="allowed", keep_attrs=False)
+        # attrs kept, as xarray's own isnull keeps them
+        return xr.apply_ufunc(_public(name), da, kwargs=given, dask="allowed", keep_attrs=True)
     axis = given.get("axis")
     if axis is None:
         return _public(name)(da.data, **given)
@@ -68,13 +70,36 @@ def _axes(da, axis) -> tuple:
 
 
 def _dataset(name, ds, args, kwargs):
+    """Variable by variable, as xarray's own ds.isnull().any(dim) answers: a dim named in `axis`
+    reduces the variables that have it (one without any is answered element by element), and a
+    string variable holds no NaN and no Inf (class_counts leaves it out)."""
+    given = catalogue.arguments(name, ds, args, kwargs)
+    named = _named_dims(given.get("axis"))
+    if named:
+        missing = [d for d in named if d not in ds.dims]
+        if missing:
+            raise ValueError(f"fpclass.{name}: axis {missing[0]!r} is not a dimension of this "
+                             f"Dataset; its dims are {tuple(ds.dims)}")
     answers = {}
     for key, variable in ds.data_vars.items():
+        if variable.dtype.kind in "US":
+            if name == "class_counts":
+                continue
+            variable = variable.copy(data=np.broadcast_to(np.zeros((), np.int8), variable.shape))
+        own = {k: v for k, v in given.items() if k != "x"}
+        if named:
+            own["axis"] = tuple(d for d in named if d in variable.dims)
         try:
-            answers[key] = _data_array(name, variable, args, kwargs)
+            answers[key] = _data_array(name, variable, (), own)
         except (TypeError, ValueError) as e:
             raise type(e)(f"fpclass.{name}: Dataset variable {key!r} ({variable.dtype}): {e}") \
                 from None
     if name in catalogue.ELEMENTWISE:
-        return xr.Dataset(answers, coords=ds.coords)
+        return xr.Dataset(answers, coords=ds.coords, attrs=ds.attrs)
     return answers
+
+
+def _named_dims(axis) -> tuple:
+    """The dim names in `axis` when it names dims (positions: ())."""
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return tuple(items) if items and all(isinstance(i, str) for i in items) else ()

@@ -54,7 +54,26 @@ def as_source(x) -> Source:
                         "x.filled(value), and combine the answer with x.mask yourself")
     else:
         a = np.asarray(x)
+        if a.dtype.kind in "OUSV":  # not numbers: say what was passed, not only its dtype
+            raise TypeError(f"fpclass takes {ACCEPTED}; got {_short(x)} (dtype {a.dtype})")
     return Source(a, *_describe(a.dtype))
+
+
+#: What the public functions take, for the error messages.
+ACCEPTED = ("numeric arrays: a NumPy array, a number, anything numpy.asarray turns into a numeric "
+            "array (a list of numbers), or a torch, JAX, CuPy, dask, xarray or pandas object")
+
+
+def _short(x) -> str:
+    """`x` named for a message: None, or its type and a clipped repr."""
+    if x is None:
+        return "None"
+    cls = type(x)
+    name = cls.__qualname__
+    if cls.__module__ != "builtins":
+        name = f"{cls.__module__}.{name}"
+    text = repr(x)
+    return f"{name} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 @functools.lru_cache(maxsize=256)
@@ -92,9 +111,36 @@ def check_out(out, shape) -> np.ndarray:
         raise ValueError(f"out has shape {out.shape}, but the input has shape {tuple(shape)}")
     if not out.flags.writeable:
         raise ValueError(f"out is read-only; pass {_OUT_ACCEPTED}")
+    if _overlaps(out):
+        # answers written to one element twice would lose all but the last (torch refuses too)
+        raise ValueError(f"out has elements that share memory (strides {out.strides}, e.g. from "
+                         "np.broadcast_to or expand()); pass an array whose elements are distinct, "
+                         "such as np.empty_like(x, dtype=bool)")
     # A subclass (np.matrix, np.memmap) is written through a plain view of the same memory: the
     # kernels reshape and view `out`, and np.matrix's reshape(-1) stays 2-D.
     return out if type(out) is np.ndarray else out.view(np.ndarray)
+
+
+def _overlaps(a: np.ndarray) -> bool:
+    """Whether two elements of `a` share memory. Axes sorted by stride must each step past all
+    the smaller axes' span; a layout that fails this (rare without a broadcast) is checked
+    element by element."""
+    if a.flags.c_contiguous or a.flags.f_contiguous or a.size <= 1:
+        return False
+    axes = sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1)
+    span = a.itemsize
+    for stride, n in axes:
+        if stride < span:
+            break
+        span += stride * (n - 1)
+    else:
+        return False
+    if any(stride == 0 for stride, _ in axes):
+        return True
+    offsets = np.zeros((), np.int64)
+    for stride, n in zip(a.strides, a.shape):
+        offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * stride)
+    return np.unique(offsets).size < a.size
 
 
 def check_flag(name: str, value) -> bool:

@@ -39,7 +39,7 @@ def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool):
     `axis` (None: all axes); None for `query`: no class, all zero."""
     src = as_source(x)
     a = src.array
-    axes = tuple(range(a.ndim)) if axis is None else normalize_axis_tuple(axis, a.ndim)
+    axes = tuple(range(a.ndim)) if axis is None else normalize_axis_tuple(_axis(axis), a.ndim)
     kept = tuple(1 if ax in axes else n for ax, n in enumerate(a.shape))
     test = None if query is None else src.test(query)
     if a.size == 0 or query is None or (test is None and not src.by_value):
@@ -48,10 +48,26 @@ def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool):
         result = reduce_mask(BY_VALUE[query](a), axes, any_mode)
     else:
         result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode)
-    if keepdims:
-        return result if result.ndim else result[()]  # 0-d: a NumPy scalar, as numpy's sum gives
-    result = result.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
-    return result[()] if result.ndim == 0 else result
+    if not keepdims:
+        result = result.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
+    return result if result.ndim else scalar(result)
+
+
+def scalar(result: np.ndarray):
+    """A 0-d answer as one value: a count as a Python int (JSON-serialisable, as
+    numpy.count_nonzero(x) gives), a yes/no as numpy.bool_ (as numpy's any() gives, so that `~`
+    negates it)."""
+    return int(result) if result.dtype.kind in "iu" else result[()]
+
+
+def _axis(axis):
+    """`axis` checked: an int or a tuple of ints (numpy's rule); TypeError naming them otherwise."""
+    items = axis if isinstance(axis, tuple) else (axis,)
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+               for i in items):
+        raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r} "
+                        f"({type(axis).__name__})")
+    return axis
 
 
 def _count(x, query: Query | None, axis, keepdims):
@@ -134,9 +150,10 @@ def all_finite(x, axis=None, keepdims=False):
 # -- counts ------------------------------------------------------------------------------------
 
 def count_nan(x, axis=None, keepdims=False):
-    """Same as count_nonzero(isnan(x), axis): int64 counts. Empty input gives 0."""
+    """Same as count_nonzero(isnan(x), axis): a Python int when no axis is left (axis=None), else
+    an int64 array. Empty input gives 0."""
     if (hit := _small(SMALL_NAN, x, axis, keepdims)) is not None:
-        return np.int64(np.count_nonzero(hit))
+        return int(np.count_nonzero(hit))
     return _count(x, Query.NAN, axis, keepdims)
 
 
@@ -148,7 +165,7 @@ def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_posi
 def count_nonfinite(x, axis=None, keepdims=False):
     """Same as count_nonzero(~isfinite(x), axis)."""
     if (finite := _small(SMALL_FINITE, x, axis, keepdims)) is not None:
-        return np.int64(finite.size - np.count_nonzero(finite))
+        return finite.size - int(np.count_nonzero(finite))
     return _count(x, Query.NONFINITE, axis, keepdims)
 
 

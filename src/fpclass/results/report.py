@@ -160,35 +160,35 @@ class ScanReport:
     """Everything a scan found. `exit_code` follows ExitCode; `to_json()` gives the documented
     JSON document as text, `to_dict()` as a dict, `write_json(stream)` streams it."""
 
-    tensors: list = field(default_factory=list)
-    problems: list = field(default_factory=list)
-    files: list = field(default_factory=list)      # (path, format) of every file opened
-    skipped: list = field(default_factory=list)    # [Problem]: files not read, and why
-    fail_on: frozenset = frozenset(CLASSES)
+    tensors: list[TensorResult] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files: list[tuple[str, str]] = field(default_factory=list)  # (path, format) of each file opened
+    skipped: list[Problem] = field(default_factory=list)        # files not read, and why
+    fail_on: frozenset[str] = frozenset(CLASSES)
     seconds: float = 0.0
     interrupted: bool = False
     integrity: list | None = None  # [FileIntegrity] when the scan verified hashes, else None
 
     @property
-    def checked(self) -> list:
+    def checked(self) -> list[TensorResult]:
         return [t for t in self.tensors if t.status == CHECKED]
 
     @property
-    def unchecked(self) -> list:
+    def unchecked(self) -> list[TensorResult]:
         return [t for t in self.tensors if t.status == UNCHECKED]
 
     @property
-    def not_applicable(self) -> list:
+    def not_applicable(self) -> list[TensorResult]:
         return [t for t in self.tensors if t.status == NOT_APPLICABLE]
 
     @property
-    def with_findings(self) -> list:
+    def with_findings(self) -> list[TensorResult]:
         """Tensors holding a value of a counted class, or contradicting their actual_range."""
         return [t for t in self.tensors
                 if t.nonfinite or (t.declared_range and t.range_contradiction)]
 
     @property
-    def failing(self) -> list:
+    def failing(self) -> list[TensorResult]:
         """Tensors holding a value of a class named by fail_on, or on which a gate of fail_on
         fires (gate_findings)."""
         classes = [c for c in CLASSES if c in self.fail_on]
@@ -255,6 +255,11 @@ class ScanReport:
             "seconds": round(self.seconds, 6),
             "bytes_per_second": round(self.bytes_checked / self.seconds, 1) if self.seconds else None,
         }
+
+    def _repr_html_(self) -> str:
+        """The report as HTML, for Jupyter (results.notebook)."""
+        from .notebook import report_html
+        return report_html(self)
 
     def __str__(self) -> str:
         """The plain lines `fpclass scan` prints into a pipe (render.plain_lines)."""

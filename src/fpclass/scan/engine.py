@@ -10,6 +10,7 @@ import functools
 import os
 from dataclasses import replace
 import time
+from typing import Any, Callable, Iterable
 
 from . import scratch
 from .storage import CHUNK_BYTES
@@ -17,9 +18,10 @@ from .storage.source import REMOTE_STREAMS, is_url
 from .executing import execute
 from .planning import TASK_BYTES, PlanInterrupted, _globals, plan
 from ..results import build
-from ..results.report import Problem, ScanReport, parse_fail_on
+from ..results.fail_on import fail_on_parameter
+from ..results.report import Problem, ScanReport, TensorResult
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
-from .tasks import CHECK, FILE, PROBLEM, SKIPPED
+from .tasks import CHECK, FILE, PROBLEM, SKIPPED, Task
 from .verifying import execute_verified
 
 __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupted", "ScanReport",
@@ -60,12 +62,17 @@ def assemble(tasks, results, *, fail_on=frozenset({"nan", "posinf", "neginf"}),
     return report
 
 
-def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
-         threads: int | None = None, chunk_bytes: int = CHUNK_BYTES, include=(), exclude=(),
-         task_bytes: int = TASK_BYTES, progress=None, on_planned=None, debug: bool = False,
-         execute_on=None, allow_globals=(), force_exclude: bool = False,
+def scan(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
+         fail_on: str | Iterable[str] = "nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS,
+         threads: int | None = None, chunk_bytes: int = CHUNK_BYTES,
+         include: str | Iterable[str] = (), exclude: str | Iterable[str] = (),
+         task_bytes: int = TASK_BYTES,
+         progress: Callable[[Task, TensorResult], object] | None = None,
+         on_planned: Callable[[list[Task]], object] | None = None, debug: bool = False,
+         execute_on: Callable[..., Any] | None = None,
+         allow_globals: Iterable[str] = (), force_exclude: bool = False,
          verify: bool = False, maps: bool = False, stats: bool = True,
-         storage_options=None) -> ScanReport:
+         storage_options: dict[str, Any] | None = None) -> ScanReport:
     """Check every tensor in `paths` (files or directories) for NaN and ±Inf.
 
     `fail_on` names the classes that make `exit_code` FOUND ("nan", "inf", "posinf", "neginf",
@@ -89,7 +96,7 @@ def scan(paths, *, fail_on="nan,inf", max_locations: int = DEFAULT_MAX_LOCATIONS
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = list(paths)
-    classes = parse_fail_on(fail_on)
+    classes = fail_on_parameter(fail_on)
     if not isinstance(max_locations, int) or max_locations < 0:
         raise ValueError(f"max_locations must be an integer >= 0, got {max_locations!r}")
     if threads is not None and (not isinstance(threads, int) or threads < 1):
