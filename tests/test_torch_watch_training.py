@@ -416,3 +416,24 @@ def test_another_threads_step_inside_a_backward_changes_nothing():
             t.join()
     assert events[1].is_set()
     assert w.findings == alone["A"]
+
+
+def test_a_channels_last_cnn_step():
+    # channels_last activations and gradients are read as one block of memory, in place
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=1), Log(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 2)).to(memory_format=torch.channels_last)
+    x = torch.randn(4, 3, 8, 8).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        inside = model[4](model[3](model[2](model[1](model[0](x)))))
+    assert inside.is_contiguous(memory_format=torch.channels_last) and not inside.is_contiguous()
+    with pytest.raises(ft.NonFiniteError) as caught, ft.watch(model):
+        model(x).sum().backward()
+    err = caught.value
+    assert (err.module, err.born_here, err.counts) == ("4", True, counts(inside))
+    assert err.first == tuple(torch.nonzero(~torch.isfinite(inside))[0].tolist())
+    model[4] = nn.Tanh()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with ft.watch(model, optimizer=opt):  # finite everywhere: nothing read out of place
+        train_step(model, opt, x)

@@ -76,6 +76,18 @@ def _walk(value, label, argument):
             yield from _walk(item, f"{label}[{key!r}]", argument)
 
 
+def dense(t) -> bool:
+    """Do `t`'s elements fill one block of memory from data_ptr() on, in some order of its
+    dimensions (channels_last, a transpose)? Then it is read as one buffer, order aside."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
     dtype, prepared once), others by torch on their device (one bool comes back, no data)."""
@@ -92,7 +104,7 @@ class Checker:
         if not (t.is_floating_point() or t.is_complex()):
             return True
         if t.is_cpu and t.layout is torch.strided:
-            if t.is_contiguous():
+            if t.is_contiguous() or dense(t):
                 count = self.counters.get(t.dtype, False)
                 if count is False:
                     count = self.counters[t.dtype] = self._counter(t.dtype)
