@@ -4,16 +4,15 @@ gradient once accumulated, and the tensors an optimizer step leaves behind."""
 from __future__ import annotations
 
 
-def owners(root, clean) -> dict:
+def owners(modules) -> dict:
     """id(parameter) -> (owning module's name, its class name, the parameter's own name, the
-    parameter); a parameter shared by several modules belongs to the first that holds it."""
+    parameter), from (name, module) pairs in named_modules() order: a parameter shared by
+    several modules belongs to the first that holds it."""
     out: dict = {}
-    for name, module in root.named_modules():
-        if type(module).__name__ == "OptimizedModule":
-            continue
+    for name, module in modules:
         for pname, p in module.named_parameters(recurse=False):
             if id(p) not in out:
-                out[id(p)] = (clean(name), type(module).__name__, pname, p)
+                out[id(p)] = (name, type(module).__name__, pname, p)
     return out
 
 

@@ -60,10 +60,9 @@ class watch:
         self._modules, self._arguments = {}, {}
         register = []
         root = _unwrap(self.model)
-        for name, module in root.named_modules():
-            if _is_compiled(module):
-                continue
-            name = _clean(name)
+        every = [(_clean(name), module) for name, module in root.named_modules()
+                 if not _is_compiled(module)]
+        for name, module in every:
             if not self.selected(name):
                 continue
             kind = type(module).__name__
@@ -77,7 +76,7 @@ class watch:
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
         register.append(root.register_forward_pre_hook(wrap(self._start), prepend=True))
         register.append(root.register_forward_hook(wrap(self._end)))
-        self._owners = parameters.owners(root, _clean)
+        self._owners = parameters.owners(every)
         if self.grads:
             register += parameters.hook_gradients(self._owners, self._modules, wrap(self._parameter_gradient))
         if self.optimizer is not None:
@@ -184,11 +183,11 @@ class watch:
         if not self._active or grad is None or self._checker.finite(grad):
             return
         described = self._checker.describe(grad)
+        if not self.policy.failing(described[0]):
+            return
         for r in roles:
             if r[0] == "output":
                 state.bad_outputs.add(r[1])
-        if not self.policy.failing(described[0]):
-            return
         consumers = [r for r in roles if r[0] == "input"]
         if consumers:  # computed by the backward of the innermost module that took it
             _, name, kind, label = max(consumers, key=_depth)
