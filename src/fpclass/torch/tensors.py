@@ -40,9 +40,9 @@ def argument_names(module) -> tuple:
     names = _ARGUMENTS.get(key)
     if names is None:
         try:
-            params = inspect.signature(forward).parameters.values()
+            params = list(inspect.signature(forward).parameters.values())
         except (TypeError, ValueError):
-            params = ()
+            params = []
         names = []
         for p in params:
             if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):

@@ -44,7 +44,7 @@ class watch:
         self._active = False
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._last = None
+        self._last: _Pass | None = None
 
     # -- the context ---------------------------------------------------------------------------
 
