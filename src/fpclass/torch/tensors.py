@@ -88,6 +88,9 @@ def dense(t) -> bool:
     return True
 
 
+_COUNTERS: dict = {}
+
+
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
     dtype, prepared once), others by torch on their device (one bool comes back, no data)."""
@@ -95,7 +98,7 @@ class Checker:
     def __init__(self, torch):
         from ..adapters import torch as adapter
         self.torch, self.adapter = torch, adapter
-        self.counters: dict = {}
+        self.counters = _COUNTERS  # one per dtype and process: a watch is entered every step
 
     def finite(self, t) -> bool:
         """No NaN and no Inf in `t`. The stored words decide, so lazy negation and conjugation

@@ -52,13 +52,11 @@ class watch:
         import torch
         self._checker = Checker(torch)
         self._first_of_context = len(self.findings)
-        # under torch.compile dynamo inlines module hooks; these must stay opaque to it (it
-        # would trace into numba's dispatcher). torch.compile imports torch._dynamo, so only then
-        wrap = torch.compiler.disable if "torch._dynamo" in sys.modules else (lambda f: f)
         self._active = True
         self._local = threading.local()
         self._modules, self._arguments = {}, {}
         register = []
+        before, after = _opaque(watch._before), _opaque(watch._after)
         root = _unwrap(self.model)
         every = [(_clean(name), module) for name, module in root.named_modules()
                  if not _is_compiled(module)]
@@ -70,17 +68,21 @@ class watch:
             self._arguments[name] = argument_names(module)
             if self.check_inputs:
                 register.append(module.register_forward_pre_hook(
-                    wrap(functools.partial(self._before, name, kind)), with_kwargs=True))
+                    functools.partial(before, self, name, kind), with_kwargs=True))
             register.append(module.register_forward_hook(
-                wrap(functools.partial(self._after, name, kind)), with_kwargs=True))
+                functools.partial(after, self, name, kind), with_kwargs=True))
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
-        register.append(root.register_forward_pre_hook(wrap(self._start), prepend=True))
-        register.append(root.register_forward_hook(wrap(self._end)))
+        register.append(root.register_forward_pre_hook(
+            functools.partial(_opaque(watch._start), self), prepend=True))
+        register.append(root.register_forward_hook(functools.partial(_opaque(watch._end), self)))
         self._owners = parameters.owners(every)
         if self.grads:
-            register += parameters.hook_gradients(self._owners, self._modules, wrap(self._parameter_gradient))
+            register += parameters.hook_gradients(
+                self._owners, self._modules,
+                functools.partial(_opaque(watch._parameter_gradient), self))
         if self.optimizer is not None:
-            register.append(self.optimizer.register_step_post_hook(wrap(self._step)))
+            register.append(self.optimizer.register_step_post_hook(
+                functools.partial(_opaque(watch._step), self)))
         self._handles = register
         return self
 
@@ -282,6 +284,23 @@ class _Seen:
 
     def __init__(self, tensor):
         self.tensor, self.roles = tensor, []
+
+
+_OPAQUE: dict = {}
+
+
+def _opaque(function):
+    """`function` marked torch.compiler.disable (once per process) when torch._dynamo is loaded:
+    under torch.compile dynamo inlines module hooks, and must not trace into fpclass's kernels
+    (numba's dispatcher). torch.compile and torch.optim load torch._dynamo; before it is loaded
+    nothing can be compiling, and the hooks stay plain functions."""
+    wrapped = _OPAQUE.get(function)
+    if wrapped is None:
+        if "torch._dynamo" not in sys.modules:
+            return function
+        import torch
+        wrapped = _OPAQUE[function] = torch.compiler.disable(function)
+    return wrapped
 
 
 def _depth(role) -> int:
