@@ -437,3 +437,29 @@ def test_a_channels_last_cnn_step():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with ft.watch(model, optimizer=opt):  # finite everywhere: nothing read out of place
         train_step(model, opt, x)
+
+
+def test_a_sparse_embedding_gradient():
+    def fresh():
+        torch.manual_seed(0)
+        model = nn.Embedding(10, 4, sparse=True)
+        with torch.no_grad():
+            model.weight[2, 1] = 0.0
+        return model
+
+    ids = torch.tensor([[1, 2], [2, 7]])
+    truth = fresh()
+    truth(ids).abs().sqrt().sum().backward()  # sqrt's slope at the zero: +Inf
+    dense = truth.weight.grad.to_dense()
+    assert truth.weight.grad.is_sparse and not torch.isfinite(dense).all()
+    model = fresh()
+    opt = torch.optim.SparseAdam(model.parameters(), lr=0.1)
+    with ft.watch(model, optimizer=opt, raise_on=False) as w:
+        opt.zero_grad()
+        model(ids).abs().sqrt().sum().backward()
+        opt.step()
+    found = {f.tensor: f for f in w.findings}
+    assert found["gradient of output"].direction == "backward"  # from the loss: passed along
+    grad = found["gradient of weight"]
+    assert (grad.module, grad.module_type, grad.counts) == ("", "Embedding", counts(dense))
+    assert grad.first == tuple(torch.nonzero(~torch.isfinite(dense))[0].tolist())

@@ -106,6 +106,8 @@ class Checker:
         torch = self.torch
         if not (t.is_floating_point() or t.is_complex()):
             return True
+        if t.layout is not torch.strided:  # sparse (an Embedding's sparse gradient): its values
+            t = t.coalesce().values() if t.layout is torch.sparse_coo else t.values()
         if t.is_cpu and t.layout is torch.strided:
             if t.is_contiguous() or dense(t):
                 count = self.counters.get(t.dtype, False)
@@ -130,6 +132,8 @@ class Checker:
         parts."""
         torch = self.torch
         t = t.detach()
+        if t.layout is not torch.strided:  # sparse: where it is in the dense tensor (seldom met)
+            t = t.to_dense()
         parts = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
         if t.is_cpu and t.layout is torch.strided:
             from ..facade import count_inf, count_nan, first_nonfinite
