@@ -233,6 +233,12 @@ def test_fail_on_counts_only_the_named_classes():
         ft.watch(model, fail_on="nans")
     with pytest.raises(ValueError, match="accepted"):
         ft.watch(model, action="log")
+    with pytest.raises(TypeError, match="Optimizer"):
+        ft.watch(model, optimizer=model.parameters())
+    with pytest.raises(TypeError, match="nn.Module"):
+        ft.watch({"weight": torch.ones(2)})
+    with pytest.raises(TypeError, match="masks must be"):
+        ft.watch(model, masks=[1])
 
 
 def test_ignore_drops_findings_by_module_or_parameter_name():

@@ -33,6 +33,11 @@ class watch:
                  check_inputs: bool = False, max_findings: int = 1000, grads: bool = True,
                  optimizer=None, masks=None, fail_on="nan,inf", ignore=None,
                  action: str = "raise", collect: bool = False):
+        if not hasattr(model, "named_modules"):
+            raise TypeError(f"watch takes a torch.nn.Module, got {type(model).__name__}")
+        if optimizer is not None and not hasattr(optimizer, "register_step_post_hook"):
+            raise TypeError("optimizer must be a torch.optim.Optimizer (watch hooks its step), "
+                            f"got {type(optimizer).__name__}")
         self.model, self.backward, self.raise_on = model, backward, raise_on
         self.check_inputs, self.max_findings = check_inputs, max_findings
         self.grads, self.optimizer, self.collect = grads and backward, optimizer, collect
