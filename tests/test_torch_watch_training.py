@@ -469,3 +469,26 @@ def test_a_sparse_embedding_gradient():
     grad = found["gradient of weight"]
     assert (grad.module, grad.module_type, grad.counts) == ("", "Embedding", counts(dense))
     assert grad.first == tuple(torch.nonzero(~torch.isfinite(dense))[0].tolist())
+
+
+@pytest.mark.parametrize("planted", [None, math.nan, -math.inf])
+def test_expanded_and_transposed_tensors_are_read_as_stored(planted):
+    # sum()'s gradient is one stored value expanded (stride 0); a transpose is dense but not
+    # contiguous; a step of 2 is neither: each is read from its own stored words, and only those
+    base = torch.ones(3)
+    if planted is not None:
+        base[1] = planted
+    ones, every = torch.ones(4, 3), torch.ones(7)
+    every[4] = base[1]  # read by every[::2], after its third stored word
+    for t in (base.expand(4, 3), base.view(3, 1).expand(3, 5).t(), (ones * base).t(),
+              every[::2]):
+        class Give(nn.Module):
+            def forward(self, x):
+                return t  # as it is stored
+
+        model = nn.Sequential(Give())
+        with ft.watch(model, raise_on=False) as w:
+            model(torch.zeros(t.shape))
+        assert [f.counts for f in w.findings] == ([] if planted is None else [counts(t)])
+        if planted is not None:
+            assert w.findings[0].first == tuple(torch.nonzero(~torch.isfinite(t))[0].tolist())

@@ -109,6 +109,9 @@ class Checker:
         if t.layout is not torch.strided:  # sparse (an Embedding's sparse gradient): its values
             t = t.coalesce().values() if t.layout is torch.sparse_coo else t.values()
         if t.is_cpu and t.layout is torch.strided:
+            if not t.is_contiguous() and 0 in t.stride():  # expanded (sum()'s gradient): each
+                t = t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride())],
+                                 t.stride())             # stored element once
             if t.is_contiguous() or dense(t):
                 count = self.counters.get(t.dtype, False)
                 if count is False:
