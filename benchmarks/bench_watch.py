@@ -1,12 +1,17 @@
 """The cost of fpclass.torch.watch on a training step, next to torch.autograd.detect_anomaly.
 
-    python benchmarks/bench_watch.py                      # 8 layers x 512 wide, batches 128 and 16
+    python benchmarks/bench_watch.py                      # the three models, batches 128 and 16
     python benchmarks/bench_watch.py --threads 1          # torch on one thread (a shared machine)
+    python benchmarks/bench_watch.py --models mlp --steps 50
 
-A step: zero the grads, forward, mean-square loss, backward, SGD update. The three ways of running
-it (plain; inside `with fpclass.torch.watch(model)`, entered and left every step as in the README;
-inside `with torch.autograd.detect_anomaly(check_nan=True)`) take turns step by step, so drift in
-the machine's speed reaches all three alike; each row is the median over --steps steps.
+A step: zero the grads, forward, mean-square loss, backward, SGD update. The models: the README's
+8-layer 512-wide MLP, a two-layer transformer encoder with a causal float mask, and a small
+channels_last CNN (conv, batch norm, ReLU, pooling). Four ways of running a step (plain; inside
+`with fpclass.torch.watch(model, grads=False)`: activations and their gradients; inside
+`with fpclass.torch.watch(model)`: also every parameter's gradient; inside
+`with torch.autograd.detect_anomaly(check_nan=True)`) take turns step by step, entered and left
+every step as in the README, so drift in the machine's speed reaches all alike; each row is the
+median over --steps steps.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from common import table  # noqa: E402
 import fpclass.torch as ft  # noqa: E402
 
 
-def mlp(layers: int, width: int) -> torch.nn.Sequential:
+def mlp(layers: int = 8, width: int = 512):
     mods = []
     for i in range(layers):
         mods.append(torch.nn.Linear(width, width))
@@ -35,31 +40,75 @@ def mlp(layers: int, width: int) -> torch.nn.Sequential:
     return torch.nn.Sequential(*mods)
 
 
+class Encoder(torch.nn.Module):
+    """Two pre-norm transformer encoder layers over a causal float mask (-inf above the
+    diagonal)."""
+
+    def __init__(self, width=256, heads=4, layers=2):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0,
+                                                 batch_first=True, norm_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, x, mask):
+        return self.encoder(x, mask=mask)
+
+
+def cnn():
+    def block(cin, cout):
+        return [torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.BatchNorm2d(cout),
+                torch.nn.ReLU(inplace=True)]
+    return torch.nn.Sequential(*block(3, 32), *block(32, 32), torch.nn.MaxPool2d(2),
+                               *block(32, 64), *block(64, 64), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(64, 10))
+
+
+def models(args, batch: int) -> dict:
+    """name -> (description, model, the step's inputs)."""
+    out = {}
+    if "mlp" in args.models:
+        out["mlp"] = (f"{args.layers}-layer {args.width}-wide MLP (Linear + ReLU), batch {batch}",
+                      mlp(args.layers, args.width), (torch.randn(batch, args.width),))
+    if "transformer" in args.models:
+        seq = 64
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(seq)
+        out["transformer"] = (f"2-layer transformer encoder (width 256, 4 heads, causal float "
+                              f"mask), batch {max(1, batch // 8)} x {seq} tokens", Encoder(),
+                              (torch.randn(max(1, batch // 8), seq, 256), mask))
+    if "cnn" in args.models:
+        x = torch.randn(max(1, batch // 4), 3, 32, 32).to(memory_format=torch.channels_last)
+        model = cnn().to(memory_format=torch.channels_last)
+        out["cnn"] = (f"channels_last CNN (4 conv + batch norm blocks), batch "
+                      f"{max(1, batch // 4)} x 3 x 32 x 32", model, (x,))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--batch", default="128,16", help="batch sizes, comma-separated")
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--models", default="mlp,transformer,cnn", help="mlp, transformer, cnn")
+    ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = ap.parse_args()
+    args.models = args.models.split(",")
     if args.threads:
         torch.set_num_threads(args.threads)
     for batch in (int(b) for b in args.batch.split(",")):
-        run(args, batch)
-        print()
+        for name, (what, model, inputs) in models(args, batch).items():
+            run(args, name, what, model, inputs)
+            print()
     return 0
 
 
-def run(args, batch: int) -> None:
+def run(args, name, what, model, inputs) -> None:
     torch.manual_seed(0)
-    model = mlp(args.layers, args.width)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    x = torch.randn(batch, args.width)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = model(x).square().mean()
+        loss = model(*inputs).square().mean()
         loss.backward()
         opt.step()
 
@@ -67,6 +116,10 @@ def run(args, batch: int) -> None:
         step()
 
     def watched():
+        with ft.watch(model, grads=False):
+            step()
+
+    def watched_grads():
         with ft.watch(model):
             step()
 
@@ -76,30 +129,32 @@ def run(args, batch: int) -> None:
             with torch.autograd.detect_anomaly(check_nan=True):
                 step()
 
-    modes = {"plain": plain, "fpclass.torch.watch": watched, "detect_anomaly(check_nan=True)": anomaly}
-    times = {name: [] for name in modes}
+    modes = {"plain": plain, "watch(grads=False)": watched, "watch (+ parameter grads)":
+             watched_grads, "detect_anomaly(check_nan=True)": anomaly}
+    times = {mode: [] for mode in modes}
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled
         for mode in modes.values():
             mode()
     for _ in range(args.steps):
-        for name, mode in modes.items():
+        for mode, fn in modes.items():
             t = time.perf_counter()
-            mode()
-            times[name].append(time.perf_counter() - t)
-    median = {name: statistics.median(ts) for name, ts in times.items()}
+            fn()
+            times[mode].append(time.perf_counter() - t)
+    median = {mode: statistics.median(ts) for mode, ts in times.items()}
     base = median["plain"]
     hooked = sum(1 for _ in model.modules())
-    print(f"### batch {batch}\n\n{args.layers}-layer {args.width}-wide MLP (Linear + ReLU, "
-          f"{hooked} modules hooked), batch {batch}, float32 on CPU, torch threads "
-          f"{torch.get_num_threads()}; median of {args.steps} steps each, the three modes "
-          "alternating\n")
-    rows = [[name, f"{m * 1e3:.2f} ms", "—" if name == "plain" else f"{(m - base) / base:+.1%}"]
-            for name, m in median.items()]
+    params = sum(1 for _ in model.parameters())
+    print(f"### {name}: {what}\n\n{hooked} modules and {params} parameters hooked, float32 on "
+          f"CPU, torch threads {torch.get_num_threads()}; median of {args.steps} steps each, the "
+          "four modes alternating\n")
+    rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}"]
+            for mode, m in median.items()]
     print(table(["step", "median", "overhead"], rows))
-    watch_cost = median["fpclass.torch.watch"] - base
+    watch_cost = median["watch (+ parameter grads)"] - base
     anomaly_cost = median["detect_anomaly(check_nan=True)"] - base
-    print(f"\nwatch's overhead is {watch_cost / anomaly_cost:.2f} of detect_anomaly's "
-          f"({watch_cost * 1e3:+.2f} ms vs {anomaly_cost * 1e3:+.2f} ms per step).")
+    print(f"\nwatch's overhead (with parameter grads) is {watch_cost / anomaly_cost:.2f} of "
+          f"detect_anomaly's ({watch_cost * 1e3:+.2f} ms vs {anomaly_cost * 1e3:+.2f} ms per "
+          "step).")
 
 
 if __name__ == "__main__":

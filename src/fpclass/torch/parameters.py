@@ -1,0 +1,48 @@
+"""Parameters as watch sees them: the module that owns each one, a hook on each parameter's
+gradient once accumulated, and the tensors an optimizer step leaves behind."""
+
+from __future__ import annotations
+
+
+def owners(modules) -> dict:
+    """id(parameter) -> (owning module's name, its class name, the parameter's own name, the
+    parameter), from (name, module) pairs in named_modules() order: a parameter shared by
+    several modules belongs to the first that holds it."""
+    out: dict = {}
+    for name, module in modules:
+        for pname, p in module.named_parameters(recurse=False):
+            if id(p) not in out:
+                out[id(p)] = (name, type(module).__name__, pname, p)
+    return out
+
+
+def hook_gradients(owners: dict, selected: dict, hook) -> list:
+    """Handles of `hook(parameter)` run on each parameter (of a module in `selected`) that
+    requires grad, each time autograd has accumulated its .grad."""
+    handles = []
+    for name, _, _, p in owners.values():
+        if name in selected and p.requires_grad:
+            if not hasattr(p, "register_post_accumulate_grad_hook"):
+                raise RuntimeError("watch(grads=True) needs torch >= 2.1 "
+                                   "(Tensor.register_post_accumulate_grad_hook); pass grads=False")
+            handles.append(p.register_post_accumulate_grad_hook(hook))
+    return handles
+
+
+def step_tensors(optimizer, owners: dict):
+    """(tensor, (module, class, parameter name), label, the parameter's grad) for each parameter
+    of `optimizer` after its step ("weight after step") and each tensor of its state
+    ("exp_avg of weight"); parameters outside the model are named by their place in
+    param_groups."""
+    for g, group in enumerate(optimizer.param_groups):
+        for i, p in enumerate(group["params"]):
+            owner = owners.get(id(p))
+            if owner is None or owner[3] is not p:
+                owner = ("", "?", f"param_groups[{g}].params[{i}]")
+            else:
+                owner = owner[:3]
+            pname = owner[2]
+            yield p, owner, f"{pname} after step", p.grad
+            for key, value in optimizer.state.get(p, {}).items():
+                if hasattr(value, "is_floating_point"):
+                    yield value, owner, f"{key} of {pname}", p.grad

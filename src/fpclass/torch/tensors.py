@@ -1,0 +1,151 @@
+"""The tensors watch meets: finding them in a module's arguments and outputs (with the name of the
+argument each came in), telling masks from data, and checking one for NaN / Inf."""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+
+#: Argument names whose tensors are attention masks unless watch(masks=...) says otherwise:
+#: nn.MultiheadAttention's attn_mask / key_padding_mask, nn.Transformer's src_mask, tgt_mask,
+#: memory_mask and *_key_padding_mask, Hugging Face's attention_mask, and plain `mask`.
+DEFAULT_MASKS = ("*mask",)
+
+
+def mask_selector(masks):
+    """A predicate (module name, argument name) -> bool: globs (or one glob) match the argument
+    name, a callable is asked as it is, () marks nothing."""
+    if masks is None:
+        masks = DEFAULT_MASKS
+    if callable(masks):
+        return masks
+    patterns = [masks] if isinstance(masks, str) else list(masks)
+    if not all(isinstance(p, str) for p in patterns):
+        raise TypeError(f"masks must be a glob, a list of globs or a predicate (module name, "
+                        f"argument name) -> bool, got {masks!r}")
+    if not patterns:
+        return lambda module, argument: False
+    return lambda module, argument: argument is not None and any(
+        fnmatch.fnmatchcase(argument, p) for p in patterns)
+
+
+_ARGUMENTS: dict = {}
+
+
+def argument_names(module) -> tuple:
+    """The names of `module.forward`'s positional parameters, in order (() where they cannot be
+    read: a builtin, *args first); read once per forward function."""
+    forward = module.forward
+    key = getattr(forward, "__func__", forward)
+    names = _ARGUMENTS.get(key)
+    if names is None:
+        try:
+            params = list(inspect.signature(forward).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        names = []
+        for p in params:
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                break
+            names.append(p.name)
+        names = _ARGUMENTS[key] = tuple(names)
+    return names
+
+
+def tensors(value, kwargs, label, names=()):
+    """(label, tensor, argument name or None) for every tensor in a module's arguments (`value`
+    the positional ones, `kwargs`, `names` the positional parameters' names) or output
+    (kwargs None), however nested."""
+    if kwargs is not None:
+        for i, item in enumerate(value):
+            yield from _walk(item, f"{label}[{i}]", names[i] if i < len(names) else None)
+        for key, item in kwargs.items():
+            yield from _walk(item, f"{label}[{key!r}]", key)
+        return
+    yield from _walk(value, label, None)
+
+
+def _walk(value, label, argument):
+    if hasattr(value, "data_ptr") and hasattr(value, "requires_grad"):
+        yield label, value, argument
+    elif isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            yield from _walk(item, f"{label}[{i}]", argument)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _walk(item, f"{label}[{key!r}]", argument)
+
+
+def dense(t) -> bool:
+    """Do `t`'s elements fill one block of memory from data_ptr() on, in some order of its
+    dimensions (channels_last, a transpose)? Then it is read as one buffer, order aside."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+_COUNTERS: dict = {}
+
+
+class Checker:
+    """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
+    dtype, prepared once), others by torch on their device (one bool comes back, no data)."""
+
+    def __init__(self, torch):
+        from ..adapters import torch as adapter
+        self.torch, self.adapter = torch, adapter
+        self.counters = _COUNTERS  # one per dtype and process: a watch is entered every step
+
+    def finite(self, t) -> bool:
+        """No NaN and no Inf in `t`. The stored words decide, so lazy negation and conjugation
+        need no resolving."""
+        torch = self.torch
+        if not (t.is_floating_point() or t.is_complex()):
+            return True
+        if t.layout is not torch.strided:  # sparse (an Embedding's sparse gradient): its values
+            t = t.coalesce().values() if t.layout is torch.sparse_coo else t.values()
+        if t.is_cpu and t.layout is torch.strided:
+            if not t.is_contiguous() and 0 in t.stride():  # expanded (sum()'s gradient): each
+                t = t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride())],
+                                 t.stride())             # stored element once
+            if t.is_contiguous() or dense(t):
+                count = self.counters.get(t.dtype, False)
+                if count is False:
+                    count = self.counters[t.dtype] = self._counter(t.dtype)
+                if count is not None:
+                    return count(t.data_ptr(), t.numel()) == 0
+            from ..facade import any_nonfinite
+            return not any_nonfinite(t)
+        try:
+            return bool(torch.isfinite(t).all())
+        except (RuntimeError, NotImplementedError):  # no isfinite kernel for this dtype there
+            return bool(torch.isfinite(t.float()).all())
+
+    def _counter(self, dtype):
+        from ..operators.buffers import nonfinite_counter
+        np_dtype = self.adapter.numpy_dtype(dtype)
+        return None if np_dtype is None else nonfinite_counter(np_dtype)
+
+    def describe(self, t) -> tuple:
+        """(counts, first index) of a non-finite tensor; a complex one's counts are of its
+        parts."""
+        torch = self.torch
+        t = t.detach()
+        if t.layout is not torch.strided:  # sparse: where it is in the dense tensor (seldom met)
+            t = t.to_dense()
+        parts = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
+        if t.is_cpu and t.layout is torch.strided:
+            from ..facade import count_inf, count_nan, first_nonfinite
+            counts = {"nan": int(count_nan(parts)),
+                      "posinf": int(count_inf(parts, detect_negative=False)),
+                      "neginf": int(count_inf(parts, detect_positive=False))}
+            return counts, first_nonfinite(t)
+        wide = parts.float()
+        counts = {"nan": int(torch.isnan(wide).sum()), "posinf": int(torch.isposinf(wide).sum()),
+                  "neginf": int(torch.isneginf(wide).sum())}
+        bad = torch.nonzero(~torch.isfinite(wide))
+        return counts, tuple(bad[0].tolist()[:t.dim()]) if len(bad) else None

@@ -1,0 +1,340 @@
+"""The watch context: forward hooks on every module, one tensor hook per tensor a module returns or
+receives (the gradient flowing back through it), a post-accumulate-grad hook per parameter, and
+optionally the optimizer's step. Pass state (what this forward pass has met) lives per thread."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+
+from . import parameters
+from .findings import Finding, NonFiniteError, Policy, selector
+from .tensors import Checker, argument_names, mask_selector, tensors
+
+__all__ = ["watch"]
+
+
+class watch:
+    """Context manager: hook every module of `model` (or those whose qualified names match
+    `names`: a glob, a list of globs, or a predicate) and check each output as it is produced,
+    and with `backward` each gradient flowing back through a module's outputs and inputs and
+    (`grads`) each parameter's gradient once accumulated; with `optimizer`, its states and the
+    parameters after each step. `check_inputs` also checks what each module receives, before it
+    runs. Attention masks (arguments named by `masks`, default "*mask") may hold -Inf.
+    `fail_on` names the classes that count ("nan", "inf", "posinf", "neginf"); findings at
+    modules or parameters matching `ignore` are dropped. At the first finding of a pass,
+    `action` "raise" raises NonFiniteError ("warn": a NonFiniteWarning; "pdb": the debugger,
+    at that module), and the step goes on recording every finding in `.findings` (at most
+    `max_findings`); with `collect=True`, "raise" waits for the context's end and raises with
+    every finding; `raise_on=False` never raises. Leaving the context removes every hook."""
+
+    def __init__(self, model, *, backward: bool = True, raise_on: bool = True, names=None,
+                 check_inputs: bool = False, max_findings: int = 1000, grads: bool = True,
+                 optimizer=None, masks=None, fail_on="nan,inf", ignore=None,
+                 action: str = "raise", collect: bool = False):
+        if not hasattr(model, "named_modules"):
+            raise TypeError(f"watch takes a torch.nn.Module, got {type(model).__name__}")
+        if optimizer is not None and not hasattr(optimizer, "register_step_post_hook"):
+            raise TypeError("optimizer must be a torch.optim.Optimizer (watch hooks its step), "
+                            f"got {type(optimizer).__name__}")
+        self.model, self.backward, self.raise_on = model, backward, raise_on
+        self.check_inputs, self.max_findings = check_inputs, max_findings
+        self.grads, self.optimizer, self.collect = grads and backward, optimizer, collect
+        self.selected = selector(names)
+        self.masked = mask_selector(masks)
+        self.policy = Policy(fail_on, ignore, action)
+        self.findings: list[Finding] = []
+        self._handles: list = []
+        self._active = False
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._last: _Pass | None = None
+
+    # -- the context ---------------------------------------------------------------------------
+
+    def __enter__(self) -> "watch":
+        import torch
+        self._checker = Checker(torch)
+        self._first_of_context = len(self.findings)
+        self._active = True
+        self._local = threading.local()
+        self._modules, self._arguments = {}, {}
+        register = []
+        before, after = _opaque(watch._before), _opaque(watch._after)
+        root = _unwrap(self.model)
+        every = [(_clean(name), module) for name, module in root.named_modules()
+                 if not _is_compiled(module)]
+        for name, module in every:
+            if not self.selected(name):
+                continue
+            kind = type(module).__name__
+            self._modules[name] = module
+            self._arguments[name] = argument_names(module)
+            if self.check_inputs:
+                register.append(module.register_forward_pre_hook(
+                    functools.partial(before, self, name, kind), with_kwargs=True))
+            register.append(module.register_forward_hook(
+                functools.partial(after, self, name, kind), with_kwargs=True))
+        # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
+        register.append(root.register_forward_pre_hook(
+            functools.partial(_opaque(watch._start), self), prepend=True))
+        register.append(root.register_forward_hook(functools.partial(_opaque(watch._end), self)))
+        self._owners = parameters.owners(every)
+        if self.grads:
+            register += parameters.hook_gradients(
+                self._owners, self._modules,
+                functools.partial(_opaque(watch._parameter_gradient), self))
+        if self.optimizer is not None:
+            register.append(self.optimizer.register_step_post_hook(
+                functools.partial(_opaque(watch._step), self)))
+        self._handles = register
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._active = False
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        state = getattr(self._local, "state", None)
+        if state is not None:
+            state.forget()
+        new = self.findings[self._first_of_context:]
+        if (exc_type is None and new and self.collect and self.raise_on
+                and self.policy.action == "raise"):
+            raise NonFiniteError(new[0], new)
+
+    # -- pass state ----------------------------------------------------------------------------
+
+    def _pass(self) -> "_Pass":
+        state = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = self._last = _Pass()
+        return state
+
+    def _start(self, module, args):
+        # an earlier pass's tensor hooks stay with its graph, disarmed once the context is left
+        self._local.state = self._last = _Pass()
+
+    def _end(self, module, args, output):
+        self._pass().forget()
+
+    # -- forward -------------------------------------------------------------------------------
+
+    def _known(self, state, t):
+        """(counts or None when finite, first time?) for a tensor of this forward pass: a
+        container returns its last child's output, which is then neither checked nor reported
+        twice."""
+        known = state.checked.get(id(t))
+        if known is not None and known[0] is t:
+            return known[1], False
+        described = None if self._checker.finite(t) else self._checker.describe(t)
+        if len(state.checked) >= _RECENT:  # bounded: in inference, activations are freed as
+            del state.checked[next(iter(state.checked))]  # the pass goes on; keep only recent
+        state.checked[id(t)] = (t, described)
+        return described, True
+
+    def _failing(self, state, name, t, argument) -> tuple | None:
+        """(counts, first) when `t` holds a failing class (a mask's -Inf never does), else None."""
+        described, _ = self._known(state, t)
+        if described is None:
+            return None
+        mask = argument is not None and self.masked(name, argument)
+        return described if self.policy.failing(described[0], mask) else None
+
+    def _before(self, name, kind, module, args, kwargs):
+        if not self._active:
+            return
+        state = self._pass()
+        for label, t, argument in tensors(args, kwargs, "input", self._arguments[name]):
+            first = id(t) not in state.checked or state.checked[id(t)][0] is not t
+            bad = self._failing(state, name, t, argument)
+            if bad is not None and first:
+                self._found(state, Finding(name, kind, "forward", label, *bad, True), module, t)
+
+    def _after(self, name, kind, module, args, kwargs, output):
+        if not self._active:
+            return
+        state = self._pass()
+        outputs = list(tensors(output, None, "output"))
+        if self.backward:
+            for label, t, _ in outputs:
+                self._role(state, t, ("output", name, kind, label))
+            for label, t, _ in tensors(args, kwargs, "input"):
+                self._role(state, t, ("input", name, kind, label))
+        for label, t, _ in outputs:
+            described, first = self._known(state, t)
+            if described is None or not first or not self.policy.failing(described[0]):
+                continue
+            inputs = any(self._failing(state, name, i, argument) is not None for _, i, argument
+                         in tensors(args, kwargs, "input", self._arguments[name]))
+            self._found(state, Finding(name, kind, "forward", label, *described, inputs),
+                        module, t)
+
+    # -- backward ------------------------------------------------------------------------------
+
+    def _role(self, state, t, role) -> None:
+        """Note what `t` is to a module; its first role in this pass hooks its gradient."""
+        if not t.requires_grad:
+            return
+        seen = state.seen.get(id(t))
+        if seen is None or seen.tensor is not t:
+            if len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
+                del state.seen[next(iter(state.seen))]
+            seen = state.seen[id(t)] = _Seen(t)
+            # the pass is bound here, not looked up: a device's backward runs on torch's threads
+            t.register_hook(functools.partial(self._gradient, state, seen.roles))
+        seen.roles.append(role)
+
+    def _gradient(self, state, roles, grad):
+        if not self._active or grad is None or self._checker.finite(grad):
+            return
+        described = self._checker.describe(grad)
+        if not self.policy.failing(described[0]):
+            return
+        for r in roles:
+            if r[0] == "output":
+                state.bad_outputs.add(r[1])
+        consumers = [r for r in roles if r[0] == "input"]
+        if consumers:  # computed by the backward of the innermost module that took it
+            _, name, kind, label = max(consumers, key=_depth)
+            inputs = name in state.bad_outputs
+        else:          # arrived from outside the watched modules
+            _, name, kind, label = max(roles, key=_depth)
+            inputs = True
+        self._found(state, Finding(name, kind, "backward", f"gradient of {label}", *described,
+                                   inputs), self._modules.get(name), grad)
+
+    def _parameter_gradient(self, param):
+        grad = param.grad
+        if not self._active or grad is None or self._checker.finite(grad):
+            return
+        described = self._checker.describe(grad)
+        if not self.policy.failing(described[0]):
+            return
+        state = getattr(self._local, "state", None) or self._last or self._pass()
+        name, kind, pname, _ = self._owners[id(param)]
+        inputs = name in state.bad_outputs  # the module's output gradient was non-finite
+        self._found(state, Finding(name, kind, "backward", f"gradient of {pname}", *described,
+                                   inputs), self._modules.get(name), grad,
+                    parameter=_join(name, pname))
+
+    def _step(self, optimizer, args, kwargs):
+        if not self._active:
+            return
+        state = getattr(self._local, "state", None) or self._last or self._pass()
+        for t, owner, label, grad in parameters.step_tensors(optimizer, self._owners):
+            if self._checker.finite(t):
+                continue
+            described = self._checker.describe(t)
+            if not self.policy.failing(described[0]):
+                continue
+            name, kind, pname = owner
+            inputs = grad is not None and not self._checker.finite(grad)
+            self._found(state, Finding(name, kind, "step", label, *described, inputs),
+                        self._modules.get(name), t, parameter=_join(name, pname))
+
+    # -- findings ------------------------------------------------------------------------------
+
+    def _found(self, state, finding: Finding, module, tensor, parameter=None) -> None:
+        policy = self.policy
+        if policy.ignored(finding.module) or (parameter is not None and policy.ignored(parameter)):
+            return
+        finding = _with_thread(finding)
+        first, state.reported = not state.reported, True
+        with self._lock:
+            if len(self.findings) < self.max_findings:
+                self.findings.append(finding)
+        if not first:
+            return
+        if policy.action == "raise":
+            if self.raise_on and not self.collect:
+                raise NonFiniteError(finding)
+        else:
+            policy.act(finding, module, tensor)
+
+
+#: How many recently checked tensors a forward pass remembers (a container's output is its last
+#: child's, checked just before).
+_RECENT = 16
+#: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
+#: the next one's input; the bound only matters when submodules are called outside the model).
+_ROLES = 4096
+
+
+class _Pass:
+    """One thread's forward pass (and the backward and step that follow it): the tensors met,
+    those checked lately, the modules whose output gradients were non-finite, and whether a
+    finding was reported yet."""
+
+    __slots__ = ("seen", "checked", "bad_outputs", "reported")
+
+    def __init__(self):
+        self.seen: dict = {}         # id(tensor) -> _Seen
+        self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None)
+        self.bad_outputs: set = set()
+        self.reported = False
+
+    def forget(self) -> None:
+        """Drop the forward pass's tensors (their gradient hooks hold what they need)."""
+        self.seen.clear()
+        self.checked.clear()
+
+
+class _Seen:
+    """A tensor met in this forward pass and its roles: ("output" | "input", module name,
+    module class, label)."""
+
+    __slots__ = ("tensor", "roles")
+
+    def __init__(self, tensor):
+        self.tensor, self.roles = tensor, []
+
+
+_OPAQUE: dict = {}
+
+
+def _opaque(function):
+    """`function` marked torch.compiler.disable (once per process) when torch._dynamo is loaded:
+    under torch.compile dynamo inlines module hooks, and must not trace into fpclass's kernels
+    (numba's dispatcher). torch.compile and torch.optim load torch._dynamo; before it is loaded
+    nothing can be compiling, and the hooks stay plain functions."""
+    wrapped = _OPAQUE.get(function)
+    if wrapped is None:
+        if "torch._dynamo" not in sys.modules:
+            return function
+        import torch
+        wrapped = _OPAQUE[function] = torch.compiler.disable(function)
+    return wrapped
+
+
+def _depth(role) -> int:
+    name = role[1]
+    return name.count(".") + 1 if name else 0
+
+
+def _join(module: str, parameter: str) -> str:
+    return f"{module}.{parameter}" if module else parameter
+
+
+def _with_thread(finding: Finding) -> Finding:
+    from dataclasses import replace
+    return replace(finding, thread=threading.get_ident())
+
+
+def _is_compiled(module) -> bool:
+    """torch.compile's wrapper (OptimizedModule): its `_orig_mod` is the module that runs."""
+    return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+
+
+def _unwrap(model):
+    while _is_compiled(model):
+        model = model._orig_mod
+    return model
+
+
+def _clean(name: str) -> str:
+    """A module's name as the user wrote the model: without torch.compile's `_orig_mod`."""
+    if "_orig_mod" not in name:
+        return name
+    return ".".join(part for part in name.split(".") if part != "_orig_mod")
