@@ -48,7 +48,8 @@ REVEALED = {
     "report.exit_code": r"fpclass\.results\.exitcodes\.ExitCode",
     "fpclass.scan.scan":
         r"def \(paths: str \| os\.PathLike\[str\] \| .*\) -> fpclass\.results\.report\.ScanReport",
-    "fpclass.torch.watch": r"def \(model: Any, \*, backward: bool =, .*\) -> fpclass\.torch\.watch",
+    "fpclass.torch.watch": r"def \(model: Any, \*, backward: bool =, .*\) -> "
+                           r"fpclass\.torch\.(watching\.)?watch",
 }
 
 
