@@ -203,7 +203,7 @@ def _onnx(out, rng):
     w = numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "W")
     b = numpy_helper.from_array(np.full(4, 0.5, np.float32), "B")
     half = helper.make_tensor("half", TensorProto.FLOAT16, [2],
-                              np.array([1.0, -2.0], np.float16).view(np.uint16).tolist())
+                              [1.0, -2.0])
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["X", "W"], ["XW"]),
          helper.make_node("Add", ["XW", "B"], ["Y0"]),

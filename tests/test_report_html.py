@@ -194,9 +194,10 @@ def test_statistics_columns_appear_when_the_results_carry_them(tmp_path):
     assert (cells["zero"], cells["normal"], cells["min"], cells["absmax"],
             cells["out_of_range"]) == ("1", "2", "-3", "3", "4")
     assert DOM(text).attrs_of["tensors"]["data-sorted"] == "absmax:desc"
-    # without them, no such columns
-    plain = scan(tmp_path, maps=True)
+    # without them (--no-stats), no such columns; the scan's own statistics fill them
+    plain = scan(tmp_path, maps=True, stats=False)
     assert "absmax" not in render(plain)
+    assert "absmax" in render(scan(tmp_path, maps=True))
 
 
 def test_an_unwritable_html_path_fails_before_the_scan(tmp_path):

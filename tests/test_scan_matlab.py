@@ -194,7 +194,10 @@ def test_a_file_that_crashes_scipy_costs_that_file_only(tmp_path):
     crashed = [p.path for p in report.problems if "crashed" in p.reason]
     assert crashed  # the recipe gives some (scipy 1.17)
     for path in crashed:  # the truth: scipy.io itself dies on them
-        done = subprocess.run([sys.executable, "-c", "import sys, scipy.io\ntry:\n"
-                               "    scipy.io.loadmat(sys.argv[1])\nexcept Exception:\n    pass",
-                               path], capture_output=True)
-        assert done.returncode < 0
+        # reading past a buffer does not crash every time (it depends on what lies beyond):
+        # dying in one of five runs shows the crash is scipy's
+        codes = [subprocess.run([sys.executable, "-c", "import sys, scipy.io\ntry:\n"
+                                 "    scipy.io.loadmat(sys.argv[1])\nexcept Exception:\n"
+                                 "    pass", path], capture_output=True).returncode
+                 for _ in range(5)]
+        assert min(codes) < 0, codes

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .report import CLASSES
+#: The classes a map tells apart: where the bit tests place them (a CF out-of-range value is
+#: counted, not mapped).
+MAP_CLASSES = ("nan", "posinf", "neginf", "missing")
+
 
 #: Bins per axis of a map, at most.
 MAX_BINS = 128
@@ -52,7 +55,7 @@ def _smallest(plane: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class DensityMap:
     """The counts of one tensor's map over its (rows, columns) layout, binned: `counts[k]` is class
-    CLASSES[k]; or, when no map could be gathered, `counts` is None and `note` says why. Kept as
+    MAP_CLASSES[k]; or, when no map could be gathered, `counts` is None and `note` says why. Kept as
     the planes of the classes present, each in the smallest unsigned type that holds it (a map
     of NaN alone in a 4096 x 4096 weight: 32 KiB), so a report of many maps stays small."""
 
@@ -63,8 +66,8 @@ class DensityMap:
 
     @classmethod
     def from_counts(cls, rows: int, columns: int, counts: np.ndarray) -> "DensityMap":
-        """The map of `counts` (len(CLASSES), bins(rows), bins(columns))."""
-        return cls(rows, columns, {c: _smallest(counts[k]) for k, c in enumerate(CLASSES)
+        """The map of `counts` (len(MAP_CLASSES), bins(rows), bins(columns))."""
+        return cls(rows, columns, {c: _smallest(counts[k]) for k, c in enumerate(MAP_CLASSES)
                                    if counts[k].any()})
 
     @classmethod
@@ -75,25 +78,25 @@ class DensityMap:
     @property
     def classes(self) -> tuple:
         """The class of each channel of `counts`."""
-        return CLASSES
+        return MAP_CLASSES
 
     @property
     def counts(self) -> np.ndarray | None:
-        """All the counts as int64 (len(CLASSES), bins(rows), bins(columns)); None: no map."""
+        """All the counts as int64 (len(MAP_CLASSES), bins(rows), bins(columns)); None: no map."""
         if self.planes is None:
             return None
-        out = np.zeros((len(CLASSES), bins(self.rows), bins(self.columns)), np.int64)
-        for k, c in enumerate(CLASSES):
+        out = np.zeros((len(MAP_CLASSES), bins(self.rows), bins(self.columns)), np.int64)
+        for k, c in enumerate(MAP_CLASSES):
             if c in self.planes:
                 out[k] = self.planes[c]
         return out
 
     def of(self, cls: str) -> np.ndarray:
-        """The binned counts of class `cls` (one of CLASSES), as int64."""
+        """The binned counts of class `cls` (one of MAP_CLASSES), as int64."""
         if self.planes is None:
             raise ValueError(f"no map was gathered: {self.note}")
-        if cls not in CLASSES:
-            raise ValueError(f"unknown class {cls!r}; accepted: {', '.join(CLASSES)}")
+        if cls not in MAP_CLASSES:
+            raise ValueError(f"unknown class {cls!r}; accepted: {', '.join(MAP_CLASSES)}")
         plane = self.planes.get(cls)
         if plane is None:
             return np.zeros((bins(self.rows), bins(self.columns)), np.int64)
@@ -120,7 +123,7 @@ class DensityMap:
             return out
         row_edges, column_edges = self.bin_edges()
         out["row_edges"], out["column_edges"] = row_edges.tolist(), column_edges.tolist()
-        out["counts"] = {c: self.of(c).tolist() for c in CLASSES}
+        out["counts"] = {c: self.of(c).tolist() for c in MAP_CLASSES}
         return out
 
 

@@ -14,13 +14,11 @@ import numpy as np
 
 from ..formats import Query
 from ..kernels.constants import table
-from ..kernels.density import bin_mask, bin_words, place_array
 from ..operators.inputs import as_source
 from ..results.build import complex_parts
-from ..results.density import DensityMap, bins, edges, layout
-from ..results.report import CLASSES
+from ..results.density import MAP_CLASSES, DensityMap, bins, edges, layout
 
-_NAN, _POSINF, _NEGINF, _MISSING = (CLASSES.index(c) for c in ("nan", "posinf", "neginf",
+_NAN, _POSINF, _NEGINF, _MISSING = (MAP_CLASSES.index(c) for c in ("nan", "posinf", "neginf",
                                                                 "missing"))
 
 
@@ -54,9 +52,9 @@ class Gatherer:
 
     @property
     def counts(self) -> np.ndarray:
-        """The counts gathered so far, (len(CLASSES), bins, bins) int64."""
+        """The counts gathered so far, (len(MAP_CLASSES), bins, bins) int64."""
         if self._counts is None:
-            self._counts = np.zeros((len(CLASSES), bins(self.rows), bins(self.columns)),
+            self._counts = np.zeros((len(MAP_CLASSES), bins(self.rows), bins(self.columns)),
                                     np.int64)
             self._edges = edges(self.rows), edges(self.columns)
         return self._counts
@@ -106,7 +104,7 @@ class Gatherer:
             if parts == 2:
                 mask = np.repeat(mask.reshape(-1), 2)
             counts = self.counts
-            bin_mask(mask.reshape(-1), 0, place, *self._edges, _MISSING, counts)
+            _kernels().bin_mask(mask.reshape(-1), 0, place, *self._edges, _MISSING, counts)
 
     def result(self) -> DensityMap:
         if self.note:
@@ -179,8 +177,8 @@ class Gatherer:
         tests = table([src.test(q) for q in (Query.NAN, Query.POSINF, Query.NEGINF,
                                              Query.NONFINITE)], src.word)
         counts = self.counts
-        bin_words(a.reshape(-1).view(src.word), tests, first, place, *self._edges, self.channel,
-                  counts)
+        _kernels().bin_words(a.reshape(-1).view(src.word), tests, first, place, *self._edges,
+                             self.channel, counts)
 
 
 def _spread(counts: np.ndarray, task, rows: int, columns: int) -> np.ndarray:
@@ -197,5 +195,12 @@ def _spread(counts: np.ndarray, task, rows: int, columns: int) -> np.ndarray:
 
 
 def _place(parts, div_r, mod_r, row0, div_c, mod_c, col_scale, col0, rows, columns):
-    return place_array((parts, div_r, mod_r, row0, div_c, mod_c, col_scale, col0, rows, columns,
-                        bins(rows), bins(columns)))
+    return _kernels().place_array((parts, div_r, mod_r, row0, div_c, mod_c, col_scale, col0,
+                                   rows, columns, bins(rows), bins(columns)))
+
+
+def _kernels():
+    """The binning kernels (numba), imported only when a map is gathered: a scan without maps,
+    and a small one, never loads numba."""
+    from ..kernels import density
+    return density
