@@ -3,7 +3,7 @@ at all (searched in memory order), stopping early.
 
 It owns what surrounds the kernels (kernels/reductions.py's find_range and first_parallel): odd
 layouts searched piece by piece, and the first match searched in rounds over the threads.
-find_order.py builds C-order answers on layouts whose C order is not memory order from these.
+launch_find_order.py builds C-order answers on layouts whose C order is not memory order from these.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ ROUND_BYTES = 32 << 20
 ROUND_GROWTH = 4
 
 
-def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int, within: int | None = None) -> np.ndarray:
+def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int,
+         within: int | None = None) -> np.ndarray:
     """C-order flat positions of the first `limit` elements of `a` matching `test` (int64),
     among its first `within` elements in C order (None: all)."""
     if limit <= 0:
