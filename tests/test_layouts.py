@@ -16,7 +16,7 @@ import pytest
 
 import fpclass
 from fpclass import twin
-from fpclass.kernels import launch_find_order, numpy_bits, threads
+from fpclass.kernels import launch_find, launch_find_order, numpy_bits, threads
 
 DTYPES = [np.dtype(t) for t in (np.float64, np.float32, np.float16, ml_dtypes.bfloat16,
                                 ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.complex64,
@@ -105,6 +105,9 @@ def marked_views(dtype):
         rng = np.random.default_rng(1)
         y[tuple(rng.integers(0, n, 5) for n in y.shape)] = special(dtype, "inf")
         yield f"{name} many", y
+        y = dict(views(clean(dtype)))[name]  # past the early-exit search's prefix, in every round
+        y[np.unravel_index(np.arange(80, y.size, 97), y.shape)] = special(dtype, "nan")
+        yield f"{name} periodic", y
 
 
 LAUNCHERS = ["serial", "threaded", "threaded-deep"]
@@ -117,8 +120,10 @@ def launchers(request, monkeypatch):
     """The numba kernels (never NumPy's small path), serial or on threads; "deep" also narrows
     the C-order search of odd layouts to one axis at a time (the most passes)."""
     monkeypatch.setattr(numpy_bits, "SMALL_BYTES", -1)
-    if request.param != "serial":
+    if request.param != "serial":  # also the early-exit search's rounds, on these small arrays
         monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 8)
+        monkeypatch.setattr(launch_find, "PREFIX", 64)
+        monkeypatch.setattr(launch_find, "ROUND_BYTES", 1 << 10)
     if request.param == "threaded-deep":
         monkeypatch.setattr(launch_find_order, "CELLS", 1)
         monkeypatch.setattr(launch_find_order, "HEAD", 0)
