@@ -111,7 +111,9 @@ def marked_views(dtype):
 
 
 LAUNCHERS = ["serial", "threaded", "threaded-deep"]
-#: The formats also run through the deepest search: one width of each kind of element.
+#: The formats run on threads: every word width and both byte orders ...
+THREADED = [np.dtype(t) for t in (np.float64, np.float16, ml_dtypes.float8_e4m3fn, np.complex64, ">f4")]
+#: ... and through the deepest search: one width of each kind of element.
 DEEP = [np.dtype(t) for t in (np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e5m2, np.complex128)]
 
 
@@ -131,8 +133,8 @@ def launchers(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("dtype, launchers", [(d, k) for k in LAUNCHERS
-                                               for d in (DEEP if k == "threaded-deep" else DTYPES)],
+@pytest.mark.parametrize("dtype, launchers", [(d, k) for k, formats in zip(LAUNCHERS, (DTYPES, THREADED, DEEP))
+                                               for d in formats],
                          ids=str, indirect=["launchers"])
 def test_every_layout_against_the_twin(dtype, launchers):
     for name, x in marked_views(dtype):
