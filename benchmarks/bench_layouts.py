@@ -59,7 +59,7 @@ def rows(mib: int, repeat: int):
             assert ours(x) == ours(c) == peer(x)
             t, t_c, t_np = alternated(lambda: ours(x), lambda: ours(c), lambda: peer(x), repeat=repeat)
             line += [f"{t * 1e3:.2f}", f"{t / t_c:.2f}", f"{t_np / t:.1f}×"]
-        del c
+        c = None  # the copy freed before the next layout is made
         marked = base.copy()  # the same layout, one NaN in the middle of its C order
         hit = view(marked)
         mid = np.unravel_index(hit.size // 2, hit.shape)
