@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = {  # name -> (script, arguments)
     "core": ("bench_core.py", []),
     "queries": ("bench_queries.py", []),
+    "layouts": ("bench_layouts.py", []),
     "onnx": ("bench_onnx.py", []),
     "openvino": ("bench_openvino.py", []),
     "directml": ("bench_directml.py", []),

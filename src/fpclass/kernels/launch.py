@@ -2,7 +2,7 @@
 
 - element-wise (launch_elementwise.py): a mask, one byte per element;
 - reduce (launch_reduce.py): counts and `any`, whole-array or per slice, the class histogram;
-- find (launch_find.py): the first matches in C order.
+- find (launch_find.py, launch_find_order.py): the first matches in C order, on any layout.
 
 Everything there is about *how* to run (odd layouts, threads, early exit); *what* to look for
 arrives as a BitTest from the format table. Importing this module imports numba (kernels compile,
@@ -12,7 +12,7 @@ numpy_bits.py offers the same functions evaluated by NumPy, for small inputs.
 
 from .constants import flat_test_words as test_words
 from .launch_elementwise import mask
-from .launch_find import find
+from .launch_find_order import find
 from .launch_reduce import buffer_counter, count, count_buffers, histogram, reduce
 
 __all__ = ["buffer_counter", "count", "count_buffers", "find", "histogram", "mask", "reduce",

@@ -1,7 +1,9 @@
-"""The find launcher: positions of the first matches in C order, stopping early.
+"""The find launcher: positions of the first matches in C order, and whether there is a match
+at all (searched in memory order), stopping early.
 
 It owns what surrounds the kernels (kernels/reductions.py's find_range and first_parallel): odd
 layouts searched piece by piece, and the first match searched in rounds over the threads.
+launch_find_order.py builds C-order answers on layouts whose C order is not memory order from these.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import numpy as np
 
 from . import reductions
 from .constants import scalars
-from .layout import source_plan
+from .layout import source_plan, without_broadcast
 from .pieces import first_flat, fresh_copy, pieces
 from .threads import parallel, threads_for
 
@@ -25,29 +27,50 @@ ROUND_BYTES = 32 << 20
 ROUND_GROWTH = 4
 
 
-def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndarray:
-    """C-order flat positions of the first `limit` elements of `a` matching `test` (int64)."""
+def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int,
+         within: int | None = None) -> np.ndarray:
+    """C-order flat positions of the first `limit` elements of `a` matching `test` (int64),
+    among its first `within` elements in C order (None: all)."""
     if limit <= 0:
         return np.empty(0, np.int64)
     flat, p = source_plan(a, word, lanes, c_order=True)
     if flat is None:
         hits, found = [], 0
         for ix in pieces(a.shape):
-            more = find(fresh_copy(a[ix]), word, lanes, test, limit - found)
-            hits.append(more + first_flat(ix, a.shape))
+            start = first_flat(ix, a.shape)
+            if within is not None and start >= within:
+                break
+            more = find(fresh_copy(a[ix]), word, lanes, test, limit - found,
+                        None if within is None else within - start)
+            hits.append(more + start)
             found += more.size
             if found == limit:
                 break
         return np.concatenate(hits) if hits else np.empty(0, np.int64)
+    return _search(flat, p, word, lanes, test, limit, p.size if within is None else min(within, p.size))
+
+
+def any_match(a: np.ndarray, word: np.dtype, lanes: int, test) -> bool:
+    """Does any element of `a` match `test`? Searched in memory order whatever the layout (each
+    element of a stride-0 axis once), stopping at the first match."""
+    a, _ = without_broadcast(a)
+    flat, p = source_plan(a, word, lanes)
+    if flat is None:
+        return find(a, word, lanes, test, 1).size > 0
+    return _search(flat, p, word, lanes, test, 1, p.size).size > 0
+
+
+def _search(flat, p, word, lanes, test, limit, stop) -> np.ndarray:
+    """Plan positions of the first `limit` matches among plan positions 0..stop."""
     m, v, m2, v2 = scalars(test, word)
     args = (flat, p.offsets[0], p.strides[0], p.shape)
     if limit == 1:
-        threads = threads_for(p.size)
+        threads = threads_for(stop)
         if threads > 1:
             with parallel(threads):
-                return _first_in_rounds(args, (m, v, m2, v2, lanes), p.size, threads)
-    found = np.empty(min(limit, p.size), np.int64)
-    n = reductions.find_range(*args, 0, p.size, m, v, m2, v2, lanes, found)
+                return _first_in_rounds(args, (m, v, m2, v2, lanes), stop, threads)
+    found = np.empty(min(limit, stop), np.int64)
+    n = reductions.find_range(*args, 0, stop, m, v, m2, v2, lanes, found)
     return found[:n]
 
 

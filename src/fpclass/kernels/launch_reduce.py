@@ -16,8 +16,8 @@ import numpy as np
 from . import buffers, reductions, slices
 from . import histogram as histogram_kernels
 from .constants import scalars, table
-from .launch_find import find
-from .layout import as_words, plan, source_plan
+from .launch_find import any_match
+from .layout import as_words, plan, source_plan, without_broadcast
 from .pieces import fresh_copy, part, pieces
 from .threads import parallel, threads_for
 
@@ -59,6 +59,9 @@ def _whole(a, word, lanes, width, serial, parallel_kernel, args) -> np.ndarray:
     """`width` counts over all of `a` from a counting kernel pair: serial(flat, offset, strides,
     shape, start, stop, *args, counts) and parallel_kernel(flat, offset, strides, shape, *args,
     block, rows), rows holding one row of counts per block."""
+    a, copies = without_broadcast(a)
+    if copies > 1:  # each element of a stride-0 axis counted once
+        return copies * _whole(a, word, lanes, width, serial, parallel_kernel, args)
     flat, p = source_plan(a, word, lanes)
     if flat is None:
         total = np.zeros(width, np.int64)
@@ -86,13 +89,15 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
         return np.zeros(kept, bool if any_mode else np.int64)
     if math.prod(kept) == 1:
         if any_mode:
-            return np.full(kept, find(a, word, lanes, test, 1).size > 0)
+            return np.full(kept, any_match(a, word, lanes, test))
         return np.full(kept, count(a, word, lanes, [test])[0], np.int64)
-    cells = np.zeros(kept, cell_dtype(word, a.size // math.prod(kept), any_mode))
+    # the cells laid out in a's memory order: the pass over a then writes them in order too
+    like = a[tuple(slice(0, 1) if ax in axes else slice(None) for ax in range(a.ndim))]
+    cells = np.zeros_like(like, cell_dtype(word, a.size // math.prod(kept), any_mode), order="K")
     spread = np.lib.stride_tricks.as_strided(
         cells, a.shape, [0 if ax in axes else st for ax, st in enumerate(cells.strides)])
     _reduce_into(a, word, lanes, test, spread, any_mode)
-    return cells.astype(bool if any_mode else np.int64)
+    return cells.astype(bool if any_mode else np.int64, order="C")
 
 
 def cell_dtype(word: np.dtype, slice_size: int, any_mode: bool) -> np.dtype:

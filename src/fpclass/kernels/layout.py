@@ -93,3 +93,21 @@ def source_plan(a: np.ndarray, word: np.dtype, lanes: int = 1, *, c_order: bool 
     if src is None:
         return None, None
     return src.flat, plan(a.shape, [src], reorder=not c_order)
+
+
+def without_broadcast(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """`a` with each stride-0 axis cut to length 1 (a view holding each distinct element once,
+    same ndim, so its indices are indices of `a`), and how many times each element repeats in `a`.
+    Whole-array any/count/first answer from it: a repeat changes no presence, only a count."""
+    if a.size == 0 or all(s != 0 or n <= 1 for n, s in zip(a.shape, a.strides)):
+        return a, 1
+    b = a[tuple(slice(0, 1) if s == 0 and n > 1 else slice(None) for n, s in zip(a.shape, a.strides))]
+    return b, a.size // b.size
+
+
+def c_order_streams(a: np.ndarray) -> bool:
+    """Does a C-order walk of `a` read its memory in order, each axis forwards or backwards: are the
+    strides of its axes longer than 1 non-increasing in size? Then a C-order search is a memory
+    stream; otherwise (transposed, F order, channels_last) it jumps on every step."""
+    strides = [abs(s) for n, s in zip(a.shape, a.strides) if n > 1]
+    return all(outer >= inner for outer, inner in zip(strides, strides[1:]))

@@ -32,8 +32,8 @@ def count_run(src, sp, ss, run, m, v, m2, v2, lanes):
     """How many of the `run` elements from word sp, ss words apart, match the test (with
     lanes == 2 an element is two words and matches if either does)."""
     c = 0
-    if lanes == 1 and ss == 1:
-        s0 = np.uint64(sp)
+    if lanes == 1 and (ss == 1 or ss == -1):  # a reversed run holds as many: count it forwards
+        s0 = np.uint64(sp if ss == 1 else sp - run + 1)
         vectors = np.uint64(run // VECTOR)
         if m2 == 0:  # a one-clause test (Inf, non-finite, zero): half the work per word
             total = _count_vectors(src, s0, vectors, m, v, None, None)

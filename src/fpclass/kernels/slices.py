@@ -37,9 +37,9 @@ def _any_vectors(src, s0, groups, m, v, m2, v2):
 @njit(**JIT)
 def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
     """1 if any of the `run` elements from word sp, ss words apart, matches (either word of an
-    element with lanes == 2), else 0; stops at the first hit."""
-    if lanes == 1 and ss == 1:
-        s0 = np.uint64(sp)
+    element with lanes == 2), else 0; stops at the first hit (a reversed run: searched forwards)."""
+    if lanes == 1 and (ss == 1 or ss == -1):
+        s0 = np.uint64(sp if ss == 1 else sp - run + 1)
         groups = np.uint64(run // (ANY_GROUP * VECTOR))
         if m2 == 0:
             found = _any_vectors(src, s0, groups, m, v, None, None)

@@ -199,7 +199,8 @@ def class_counts(x) -> ClassCounts:
 # -- locate ------------------------------------------------------------------------------------
 
 def first_nan(x):
-    """The N-d index (a tuple) of the first NaN in C order, or None. Stops at the first hit."""
+    """The N-d index (a tuple) of the first NaN in C order, or None. Stops at the first hit (where
+    C order is not memory order, after one pass in memory order: kernels/launch_find_order.py)."""
     if (hit := _small(SMALL_NAN, x, None, False)) is not None:
         return _first_of(hit, True)
     return _first(x, Query.NAN)
