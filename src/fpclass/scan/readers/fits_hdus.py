@@ -151,7 +151,7 @@ def _compressed(path, size, h, info) -> list:
     element = np.dtype(f"f{-bitpix // 8}").str
     return [Task(path, "", label, shape, element=element, grid=shape, missing=True,
                  storage=Grid(path, "fits", math.prod(shape) * (-bitpix // 8), tiles,
-                              offset=info["hdrLoc"]))]
+                              offset=info["hdrLoc"], packed=True))]
 
 
 def _bintable(path, size, hdu, info) -> list:
