@@ -1,0 +1,221 @@
+"""Compressed chunks decoded on every scan thread (issue 22): zarr chunks decoded from their files
+by their codec, HDF5 chunks decoded here, FITS tiles, and large compressed datasets cut into
+parts of whole blocks. Every count and location against the format's own library (zarr, h5py,
+astropy, netCDF4) read whole + numpy, in the order the file stores the values (chunk after chunk,
+C order of the chunk grid, C order inside a chunk), with one scan thread and with several, and
+the thread policy: blosc never starts its own threads under a scan."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from fpclass.scan import scan
+from fpclass.scan.engine import plan
+from fpclass.scan.storage import grids
+
+FEW = 300  # task_bytes: parts of a few chunks each, so every test runs the parts path
+
+
+def planted(shape, dtype="<f4", seed=0):
+    """Finite values with NaN in the first and the last element, +Inf and -Inf between."""
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal(shape) + 3).astype(dtype)
+    flat = a.reshape(-1)
+    flat[0] = flat[-1] = np.nan
+    for k, i in enumerate(rng.integers(1, flat.size - 1, 6)):
+        flat[i] = (np.inf, -np.inf, np.nan)[k % 3]
+    return a
+
+
+def stored_order(a, chunks):
+    """[(index, class)] of the non-finite values of `a` chunk after chunk (C order of the chunk
+    grid), in C order inside each chunk: the order a scan of chunked storage reports them."""
+    out = []
+    f = a.astype(np.float64)
+    for idx in itertools.product(*(range(-(-n // c)) for n, c in zip(a.shape, chunks))):
+        box = tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, chunks))
+        part = f[box]
+        cls = np.full(part.shape, "", dtype=object)
+        cls[np.isnan(part)], cls[np.isposinf(part)], cls[np.isneginf(part)] = \
+            "nan", "posinf", "neginf"
+        for row in np.argwhere(cls != ""):
+            out.append((tuple(int(r + s.start) for r, s in zip(row, box)), cls[tuple(row)]))
+    return out
+
+
+def assert_exact(t, a, chunks, nan_class="nan"):
+    """TensorResult `t` against `a` (the library's read): counts, values checked, and every
+    location with its class in stored order."""
+    f = a.astype(np.float64)
+    assert t.status == "checked", t.reason
+    nan = int(np.isnan(f).sum())
+    assert (t.nan, t.missing) == ((nan, 0) if nan_class == "nan" else (0, nan))
+    assert (t.posinf, t.neginf) == (int(np.isposinf(f).sum()), int(np.isneginf(f).sum()))
+    assert t.values_checked == a.size
+    want = [(i, nan_class if c == "nan" else c) for i, c in stored_order(a, chunks)]
+    assert [(loc.index, loc.cls) for loc in t.locations] == want
+
+
+THREADS = [1, 3]
+
+
+# zarr ------------------------------------------------------------------------------------------
+
+def zarr_codecs():
+    zarr = pytest.importorskip("zarr")
+    numcodecs = pytest.importorskip("numcodecs")
+    return [(3, zarr.codecs.BloscCodec(), "blosc"), (3, zarr.codecs.ZstdCodec(), "zstd"),
+            (3, zarr.codecs.GzipCodec(), "gzip"), (2, numcodecs.Blosc(), "blosc"),
+            (2, numcodecs.Zstd(), "zstd"), (2, numcodecs.GZip(), "gzip"),
+            (2, numcodecs.Zlib(), "zlib")]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("case", range(7))
+def test_zarr_compressed_chunks_decoded_here_match_zarr(tmp_path, case, threads, monkeypatch):
+    zarr = pytest.importorskip("zarr")
+    from fpclass.scan.readers import zarr_chunks
+    fmt, codec, name = zarr_codecs()[case]
+    a = planted((37, 29), ">f8" if fmt == 2 else "<f4", seed=case)
+    path = tmp_path / "a.zarr"
+    z = zarr.create_array(path, shape=a.shape, chunks=(4, 5), dtype=a.dtype, zarr_format=fmt,
+                          compressors=codec, fill_value=0)
+    z[...] = a
+    path.joinpath(*z.metadata.encode_chunk_key((2, 2)).split("/")).unlink()  # never written
+    truth = np.asarray(zarr.open_array(path, mode="r")[...])
+    decoded = []
+    real = zarr_chunks.decode
+    monkeypatch.setattr(zarr_chunks, "decode", lambda c, *r: decoded.append(c) or real(c, *r))
+    report = scan([path], threads=threads, max_locations=10_000, task_bytes=FEW)
+    [t] = report.tensors
+    assert_exact(t, truth, (4, 5))
+    assert set(decoded) == {name} and len(decoded) == 10 * 6 - 1  # every stored chunk, here
+    assert len(plan([path], task_bytes=FEW)) > 3  # parts of whole chunks
+
+
+def test_zarr_corrupt_chunk_is_unchecked_naming_it(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "a.zarr"
+    z = zarr.create_array(path, shape=(8, 8), chunks=(4, 4), dtype="<f4",
+                          compressors=zarr.codecs.ZstdCodec())
+    z[...] = planted((8, 8))
+    chunk = path / "c" / "1" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:-3])
+    [t] = scan([path], threads=2).tensors
+    assert t.status == "unchecked" and "c/1/0" in t.reason
+
+
+def test_blosc_runs_on_one_thread_per_scan_thread(tmp_path, monkeypatch):
+    """numcodecs' blosc uses its own threads when `_get_use_threads()` is True (on the main
+    thread unless use_threads is False): every decode under a scan must see it False."""
+    zarr = pytest.importorskip("zarr")
+    blosc = pytest.importorskip("numcodecs.blosc")
+    a = planted((40, 40))
+    path = tmp_path / "b.zarr"
+    z = zarr.create_array(path, shape=a.shape, chunks=(8, 8), dtype=a.dtype,
+                          compressors=zarr.codecs.BloscCodec())
+    z[...] = a
+    seen = []
+    real = blosc.decompress
+
+    def spy(*args):
+        seen.append(blosc._get_use_threads())
+        return real(*args)
+
+    monkeypatch.setattr(blosc, "decompress", spy)
+    for threads in THREADS:
+        [t] = scan([path], threads=threads, max_locations=10_000, task_bytes=FEW).tensors
+        assert_exact(t, a, (8, 8))
+    assert len(seen) == 2 * 25 and not any(seen)
+    # use_threads changed by the user: read through zarr (which decodes off the main thread)
+    from fpclass.scan.readers import zarr_chunks
+    monkeypatch.setattr(blosc, "use_threads", None)
+    monkeypatch.setattr(zarr_chunks, "decode", None)  # not called
+    seen.clear()
+    [t] = scan([path], threads=1, max_locations=10_000).tensors
+    assert_exact(t, a, (8, 8))
+    assert len(seen) == 25 and not any(seen)
+
+
+# HDF5 and NetCDF-4 -----------------------------------------------------------------------------
+
+H5_FILTERS = {"gzip+shuffle": dict(compression="gzip", shuffle=True),
+              "gzip": dict(compression="gzip", compression_opts=9),
+              "shuffle": dict(shuffle=True),
+              "lzf": dict(compression="lzf"),
+              "fletcher32+gzip": dict(compression="gzip", fletcher32=True)}
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("filters", list(H5_FILTERS))
+def test_hdf5_compressed_chunks_in_parts_match_h5py(tmp_path, filters, threads):
+    h5py = pytest.importorskip("h5py")
+    a = planted((23, 17, 5), "<f8" if "lzf" in filters else ">f4", seed=len(filters))
+    path = tmp_path / "a.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", shape=a.shape, dtype=a.dtype, chunks=(4, 6, 5),
+                             fillvalue=np.nan, **H5_FILTERS[filters])
+        for i in range(0, 23, 4):  # chunk row 4..8 never written: the NaN fill value
+            if i != 4:
+                d[i:i + 4] = a[i:i + 4]
+    with h5py.File(path, "r") as f:
+        truth = f["x"][...]
+    tasks = plan([path], task_bytes=FEW)
+    assert len([t for t in tasks if t.name == "x"]) > 3
+    [t] = scan([path], threads=threads, max_locations=10_000, task_bytes=FEW).tensors
+    assert_exact(t, truth, (4, 6, 5))
+
+
+def test_netcdf4_zlib_variable_in_parts_matches_netcdf4(tmp_path):
+    netCDF4 = pytest.importorskip("netCDF4")
+    a = planted((30, 20))
+    path = tmp_path / "a.nc"
+    with netCDF4.Dataset(path, "w") as d:
+        d.createDimension("y", 30)
+        d.createDimension("x", 20)
+        v = d.createVariable("v", "f4", ("y", "x"), zlib=True, shuffle=True,
+                             chunksizes=(7, 6), fill_value=False)
+        v[...] = a
+    with netCDF4.Dataset(path) as d:
+        d.set_auto_mask(False)
+        truth = d["v"][...]
+    for threads in THREADS:
+        [t] = [t for t in scan([path], threads=threads, max_locations=10_000,
+                               task_bytes=FEW).tensors if t.name == "v"]
+        assert_exact(t, truth, (7, 6))
+
+
+def test_compressed_grids_are_cut_into_parts_uncompressed_ones_are_not(tmp_path, monkeypatch):
+    h5py = pytest.importorskip("h5py")
+    monkeypatch.setattr(grids, "PACKED_PART_BYTES", 4096)
+    a = planted((64, 64))
+    path = tmp_path / "a.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("packed", data=a, chunks=(8, 64), compression="gzip")
+        f.create_dataset("plain", data=a, chunks=(8, 64))
+    tasks = plan([path])  # the default task_bytes: 256 MiB
+    count = {n: sum(t.name == n for t in tasks) for n in ("packed", "plain")}
+    assert count == {"packed": math.ceil(a.nbytes / 4096), "plain": 1}
+    for t in scan([path], threads=3, max_locations=10_000).tensors:
+        assert_exact(t, a, (8, 64))
+
+
+# FITS ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("kind", ["GZIP_1", "GZIP_2", "RICE_1"])
+def test_fits_tile_compressed_in_parts_matches_astropy(tmp_path, kind, threads):
+    fits = pytest.importorskip("astropy.io.fits")
+    a = planted((45, 33), ">f4" if kind != "RICE_1" else ">f4", seed=3)
+    extra = dict(quantize_level=0.0) if kind != "RICE_1" else {}
+    path = tmp_path / "a.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(a, compression_type=kind,
+                                                       tile_shape=(4, 33), **extra)]
+                 ).writeto(path)
+    with fits.open(path) as hdul:
+        truth = np.array(hdul[1].data)
+    [t] = [t for t in scan([path], threads=threads, max_locations=10_000,
+                           task_bytes=FEW).tensors if t.status != "not_applicable"]
+    assert_exact(t, truth, (4, 33), nan_class="missing")
