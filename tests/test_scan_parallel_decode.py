@@ -205,17 +205,44 @@ def test_compressed_grids_are_cut_into_parts_uncompressed_ones_are_not(tmp_path,
 # FITS ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("threads", THREADS)
-@pytest.mark.parametrize("kind", ["GZIP_1", "GZIP_2", "RICE_1"])
-def test_fits_tile_compressed_in_parts_matches_astropy(tmp_path, kind, threads):
+@pytest.mark.parametrize("kind, dtype, tile", [
+    ("GZIP_1", ">f4", (4, 33)), ("GZIP_2", ">f8", (4, 7)), ("GZIP_2", ">f4", (2, 5, 3)),
+    ("RICE_1", ">f4", (4, 33))])
+def test_fits_tile_compressed_in_parts_matches_astropy(tmp_path, kind, dtype, tile, threads,
+                                                        monkeypatch):
     fits = pytest.importorskip("astropy.io.fits")
-    a = planted((45, 33), ">f4" if kind != "RICE_1" else ">f4", seed=3)
-    extra = dict(quantize_level=0.0) if kind != "RICE_1" else {}
+    from fpclass.scan.readers import fits_read
+    shape = (45, 33) if len(tile) == 2 else (5, 9, 7)
+    a = planted(shape, dtype, seed=3)
+    extra = dict(quantize_level=0.0) if kind != "RICE_1" else {}  # GZIP: lossless
     path = tmp_path / "a.fits"
     fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(a, compression_type=kind,
-                                                       tile_shape=(4, 33), **extra)]
+                                                       tile_shape=tile, **extra)]
                  ).writeto(path)
     with fits.open(path) as hdul:
         truth = np.array(hdul[1].data)
+    if kind.startswith("GZIP"):
+        assert np.array_equal(truth, a, equal_nan=True)
+    direct = []
+    real = fits_read.read_tiles
+    monkeypatch.setattr(fits_read, "read_tiles", lambda *r: direct.append(1) or real(*r))
     [t] = [t for t in scan([path], threads=threads, max_locations=10_000,
                            task_bytes=FEW).tensors if t.status != "not_applicable"]
-    assert_exact(t, truth, (4, 33), nan_class="missing")
+    assert_exact(t, truth, tile, nan_class="missing")
+    assert bool(direct) == kind.startswith("GZIP")  # GZIP tiles decoded here, RICE by astropy
+
+
+def test_fits_corrupt_gzip_tile_is_unchecked_naming_it(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    a = planted((16, 8))
+    path = tmp_path / "a.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(a, compression_type="GZIP_1",
+                                                       tile_shape=(4, 8), quantize_level=0.0)]
+                 ).writeto(path)
+    raw = bytearray(path.read_bytes())
+    with fits.open(path, disable_image_compression=True) as hdul:
+        heap = hdul.fileinfo(1)["datLoc"] + hdul[1].header["NAXIS1"] * 4
+    raw[heap + 20:heap + 40] = b"\xff" * 20  # inside the first tile's deflate stream
+    path.write_bytes(bytes(raw))
+    [t] = [t for t in scan([path]).tensors if t.status != "not_applicable"]
+    assert t.status == "unchecked" and "tile 0" in t.reason, t.reason
