@@ -150,9 +150,19 @@ H5_FILTERS = {"gzip+shuffle": dict(compression="gzip", shuffle=True),
 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("filters", list(H5_FILTERS))
-def test_hdf5_compressed_chunks_in_parts_match_h5py(tmp_path, filters, threads):
+def test_hdf5_compressed_chunks_in_parts_match_h5py(tmp_path, filters, threads, monkeypatch):
     h5py = pytest.importorskip("h5py")
+    from fpclass.scan.readers import hdf5_blocks
+    through_h5py = []
+    real = hdf5_blocks._Blocks._read
+    monkeypatch.setattr(hdf5_blocks._Blocks, "_read",
+                        lambda self, *r: through_h5py.append(r) or real(self, *r))
+    lzf = []
+    real_lzf = hdf5_blocks.lzf_decompress
+    monkeypatch.setattr(hdf5_blocks, "lzf_decompress",
+                        lambda *r: lzf.append(1) or real_lzf(*r))
     a = planted((23, 17, 5), "<f8" if "lzf" in filters else ">f4", seed=len(filters))
+    a[8:12] = np.round(a[8:12])  # chunks LZF compresses (random doubles it stores raw)
     path = tmp_path / "a.h5"
     with h5py.File(path, "w") as f:
         d = f.create_dataset("x", shape=a.shape, dtype=a.dtype, chunks=(4, 6, 5),
@@ -166,6 +176,11 @@ def test_hdf5_compressed_chunks_in_parts_match_h5py(tmp_path, filters, threads):
     assert len([t for t in tasks if t.name == "x"]) > 3
     [t] = scan([path], threads=threads, max_locations=10_000, task_bytes=FEW).tensors
     assert_exact(t, truth, (4, 6, 5))
+    # decoded here but for fletcher32; h5py reads one fill value per chunk never written
+    fills = [r for r in through_h5py if r[1] == (1, 1, 1)]
+    assert len(fills) == 3
+    assert (len(through_h5py) > len(fills)) == ("fletcher32" in filters)
+    assert bool(lzf) == (filters == "lzf")
 
 
 def test_netcdf4_zlib_variable_in_parts_matches_netcdf4(tmp_path):
@@ -246,3 +261,21 @@ def test_fits_corrupt_gzip_tile_is_unchecked_naming_it(tmp_path):
     path.write_bytes(bytes(raw))
     [t] = [t for t in scan([path]).tensors if t.status != "not_applicable"]
     assert t.status == "unchecked" and "tile 0" in t.reason, t.reason
+
+
+def test_lzf_kernel_against_h5py_and_corrupt_streams(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    from fpclass.kernels.lzf import lzf_decompress
+    a = np.repeat(np.arange(700, dtype="<f4"), 9)[:6000].reshape(60, 100)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.create_dataset("x", data=a, chunks=(60, 100), compression="lzf")
+    with h5py.File(tmp_path / "a.h5") as f:
+        mask, raw = f["x"].id.read_direct_chunk((0, 0))
+    assert mask == 0
+    out = np.empty(a.nbytes, np.uint8)
+    assert lzf_decompress(raw, out) == a.nbytes
+    assert np.array_equal(out.view("<f4").reshape(a.shape), a)
+    assert lzf_decompress(raw, np.empty(a.nbytes - 1, np.uint8)) == -1  # longer than the chunk
+    assert lzf_decompress(raw[:-1], out) in (-1, ) or lzf_decompress(raw[:-1], out) < a.nbytes
+    assert lzf_decompress(b"\x20\x00", out) == -1  # a reference before the start
+    assert lzf_decompress(b"\x05ab", out) == -1  # a literal run past the end of the stream
