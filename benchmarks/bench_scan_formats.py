@@ -17,7 +17,8 @@ fresh processes are timed alternately, best of --repeat, each reporting its own 
             on a thread pool of all cores, nothing classified: h5py's read_direct_chunk + zlib +
             unshuffle for HDF5 gzip/shuffle, chunk files + numcodecs (blosc on one thread per
             worker; zstd) for zarr (zarr-blosc: blosc-lz4 + shuffle, zarr's BloscCodec();
-            zarr-zstd: zarr 3's default compressor), the tiles' gzip streams + zlib for tile-compressed FITS
+            zarr-zstd: zarr 3's default compressor), the tiles' gzip streams + zlib for
+            tile-compressed FITS
   baseline  (with --baseline SRC) fpclass.scan.scan([path]) of the fpclass sources in SRC (another
             checkout's src/), timed in turn with the others: "not slower than before" in one run
 Targets (issue 22): compressed >= 1.5x the library and >= 80% of decode alone; uncompressed

@@ -276,6 +276,6 @@ def test_lzf_kernel_against_h5py_and_corrupt_streams(tmp_path):
     assert lzf_decompress(raw, out) == a.nbytes
     assert np.array_equal(out.view("<f4").reshape(a.shape), a)
     assert lzf_decompress(raw, np.empty(a.nbytes - 1, np.uint8)) == -1  # longer than the chunk
-    assert lzf_decompress(raw[:-1], out) in (-1, ) or lzf_decompress(raw[:-1], out) < a.nbytes
+    assert lzf_decompress(raw[:-1], out) != a.nbytes  # truncated: -1, or short
     assert lzf_decompress(b"\x20\x00", out) == -1  # a reference before the start
     assert lzf_decompress(b"\x05ab", out) == -1  # a literal run past the end of the stream

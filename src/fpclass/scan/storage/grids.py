@@ -26,9 +26,9 @@ class Grid(Storage):
     `read_blocks(task, chunk_bytes)`: (origin, array) in C order of the block grid, `first` /
     `count` of the task selecting blocks. `offset` locates the dataset where the reader needs it
     (a FITS HDU); `decode` is what the reader applies to the stored values (a CF policy, a FITS
-    scaling, the task's `element` being then the decoded dtype; FITS tiles it decodes itself). `packed`: the blocks are
-    decoded by a codec (compressed chunks or tiles), so the task is cut into parts of about
-    PACKED_PART_BYTES that decode on every scan thread."""
+    scaling, the task's `element` being then the decoded dtype; FITS tiles it decodes itself).
+    `packed`: the blocks are decoded by a codec (compressed chunks or tiles), so the task is cut
+    into parts of about PACKED_PART_BYTES that decode on every scan thread."""
 
     source: str
     reader: str
