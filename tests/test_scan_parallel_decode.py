@@ -95,16 +95,35 @@ def test_zarr_compressed_chunks_decoded_here_match_zarr(tmp_path, case, threads,
     assert len(plan([path], task_bytes=FEW)) > 3  # parts of whole chunks
 
 
-def test_zarr_corrupt_chunk_is_unchecked_naming_it(tmp_path):
+@pytest.mark.parametrize("case", [0, 1, 2])
+@pytest.mark.parametrize("damage", ["truncated", "longer"])
+def test_zarr_corrupt_chunk_is_unchecked_naming_it(tmp_path, case, damage):
     zarr = pytest.importorskip("zarr")
     path = tmp_path / "a.zarr"
     z = zarr.create_array(path, shape=(8, 8), chunks=(4, 4), dtype="<f4",
-                          compressors=zarr.codecs.ZstdCodec())
+                          compressors=zarr_codecs()[case][1])
     z[...] = planted((8, 8))
+    other = path / "c" / "0" / "0"
     chunk = path / "c" / "1" / "0"
-    chunk.write_bytes(chunk.read_bytes()[:-3])
+    if damage == "truncated":
+        chunk.write_bytes(chunk.read_bytes()[:-3])
+    else:  # a valid stream of another chunk size: a 4 x 8 chunk's
+        z2 = zarr.create_array(tmp_path / "b.zarr", shape=(4, 8), chunks=(4, 8), dtype="<f4",
+                               compressors=zarr_codecs()[case][1])
+        z2[...] = 1.0
+        chunk.write_bytes((tmp_path / "b.zarr" / "c" / "0" / "0").read_bytes())
+    assert other.exists()
     [t] = scan([path], threads=2).tensors
-    assert t.status == "unchecked" and "c/1/0" in t.reason
+    assert t.status == "unchecked" and "c/1/0" in t.reason, t.reason
+
+
+def test_zstd_declared_sizes():
+    zstd = pytest.importorskip("numcodecs.zstd")
+    from fpclass.scan.readers.zarr_chunks import zstd_size
+    for n in (0, 1, 255, 256, 300, 65_791, 65_792, 1 << 20):
+        frame = np.frombuffer(zstd.compress(bytes(n), 1), np.uint8)
+        assert zstd_size(frame) == n
+    assert zstd_size(np.frombuffer(b"not a zstd frame", np.uint8)) is None
 
 
 def test_blosc_runs_on_one_thread_per_scan_thread(tmp_path, monkeypatch):

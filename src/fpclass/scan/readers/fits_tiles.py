@@ -96,12 +96,15 @@ def read_tiles(task, tiles: Tiles, first: int, stop: int):
                 if packed.size < length:
                     packed = np.empty(length, np.uint8)
                 read_exactly(fd, memoryview(packed)[:length], begin, task.source)
-                try:  # 47: a gzip or a zlib stream, as cfitsio reads either
-                    data = zlib.decompress(packed[:length], 47, nbytes)
+                try:  # 47: a gzip or a zlib stream, as cfitsio reads either; at most one
+                    # byte more than the tile is inflated
+                    inflate = zlib.decompressobj(47)
+                    data = inflate.decompress(packed[:length], nbytes + 1)
                 except zlib.error as e:
                     raise SourceError(f"{where}: corrupt gzip data ({e})") from None
-                if len(data) != nbytes:
-                    raise SourceError(f"{where} inflates to {len(data)} bytes, {nbytes} "
+                if len(data) != nbytes or not inflate.eof:
+                    raise SourceError(f"{where} inflates to {len(data)} bytes"
+                                      f"{'' if inflate.eof else ' before its end'}, {nbytes} "
                                       "expected")
                 if tiles.method == "GZIP_2":
                     data = unshuffle(data, tiles.itemsize, out[:nbytes])

@@ -79,9 +79,15 @@ def decode(codec: str, frame: np.ndarray, nbytes: int, out: np.ndarray, key: str
             data = out
         elif codec == "zstd":
             import numcodecs.zstd as zstd
-            data = zstd.decompress(frame)
-        else:  # zlib.decompress releases the GIL while it inflates
-            data = zlib.decompress(frame, 31 if codec == "gzip" else 15, nbytes)
+            # into `out` when the frame declares the chunk's size (zstd checks it), so a hostile
+            # frame cannot allocate more; else as numcodecs decodes it, then measured
+            data = zstd.decompress(frame, out) if zstd_size(frame) == nbytes \
+                else zstd.decompress(frame)
+        else:  # inflate releases the GIL; at most one byte more than a chunk is inflated
+            inflate = zlib.decompressobj(31 if codec == "gzip" else 15)
+            data = inflate.decompress(frame, nbytes + 1)
+            if not inflate.eof and len(data) <= nbytes:
+                raise ReaderError(f"chunk {key!r}: its {codec} stream ends early (truncated?)")
     except ReaderError:
         raise
     except Exception as e:  # the codecs raise RuntimeError, ValueError, zlib.error...
@@ -91,6 +97,20 @@ def decode(codec: str, frame: np.ndarray, nbytes: int, out: np.ndarray, key: str
         raise ReaderError(f"chunk {key!r} decodes ({codec}) to {len(data)} bytes, a chunk holds "
                           f"{nbytes} (corrupt?)")
     return np.frombuffer(data, np.uint8)
+
+
+def zstd_size(frame: np.ndarray) -> int | None:
+    """The content size a zstd frame's header declares (None: not declared, or no zstd frame)."""
+    if frame.size < 6 or bytes(frame[:4]) != b"\x28\xb5\x2f\xfd":
+        return None
+    fhd = int(frame[4])
+    single = (fhd >> 5) & 1
+    size = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    if not size or frame.size < at + size:
+        return None
+    value = int.from_bytes(bytes(frame[at:at + size]), "little")
+    return value + 256 if size == 2 else value
 
 
 def packed_blocks(arr, folder: str, shape: tuple, codec: tuple, first: int, stop: int,
