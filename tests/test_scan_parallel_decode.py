@@ -298,3 +298,19 @@ def test_lzf_kernel_against_h5py_and_corrupt_streams(tmp_path):
     assert lzf_decompress(raw[:-1], out) != a.nbytes  # truncated: -1, or short
     assert lzf_decompress(b"\x20\x00", out) == -1  # a reference before the start
     assert lzf_decompress(b"\x05ab", out) == -1  # a literal run past the end of the stream
+
+
+def test_thread_buffers_are_reused_per_thread_and_role_only():
+    import threading
+    from fpclass.scan.storage.buffers import KEEP_BYTES, thread_buffer
+    a = thread_buffer("packed", 1000)
+    assert thread_buffer("packed", 10).base is a.base  # the same memory, next task
+    assert not np.shares_memory(thread_buffer("decoded", 1000), a)  # another role
+    big = thread_buffer("packed", KEEP_BYTES + 1)
+    assert thread_buffer("packed", 10).base is a.base  # a large one is not kept
+    assert big.size == KEEP_BYTES + 1
+    other = []
+    t = threading.Thread(target=lambda: other.append(thread_buffer("packed", 1000)))
+    t.start()
+    t.join()
+    assert not np.shares_memory(other[0], a)  # each thread has its own

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..storage.buffers import thread_buffer
 from ..storage.grids import BlockGrid
 from ..storage.reads import READ_FLAGS, SourceError, read_exactly
 from ...kernels.unshuffle import unshuffle
@@ -73,8 +74,6 @@ def read_tiles(task, tiles: Tiles, first: int, stop: int):
     grid = BlockGrid(task.shape, tiles.tile)
     desc = np.dtype(">i8" if tiles.wide else ">i4")
     value = np.dtype(f">f{tiles.itemsize}")
-    out = np.empty(math.prod(tiles.tile) * tiles.itemsize, np.uint8)
-    packed = np.empty(0, np.uint8)
     fd = os.open(task.source, READ_FLAGS)
     try:
         size = os.fstat(fd).st_size
@@ -93,13 +92,12 @@ def read_tiles(task, tiles: Tiles, first: int, stop: int):
                 if offset < 0 or length < 0 or begin + length > size:
                     raise SourceError(f"{where}: its {length} bytes at heap offset {offset} lie "
                                       f"past the end of the file ({size} bytes; truncated?)")
-                if packed.size < length:
-                    packed = np.empty(length, np.uint8)
-                read_exactly(fd, memoryview(packed)[:length], begin, task.source)
+                packed = thread_buffer("packed", length)
+                read_exactly(fd, memoryview(packed), begin, task.source)
                 try:  # 47: a gzip or a zlib stream, as cfitsio reads either; at most one
                     # byte more than the tile is inflated
                     inflate = zlib.decompressobj(47)
-                    data = inflate.decompress(packed[:length], nbytes + 1)
+                    data = inflate.decompress(packed, nbytes + 1)
                 except zlib.error as e:
                     raise SourceError(f"{where}: corrupt gzip data ({e})") from None
                 if len(data) != nbytes or not inflate.eof:
@@ -107,7 +105,7 @@ def read_tiles(task, tiles: Tiles, first: int, stop: int):
                                       f"{'' if inflate.eof else ' before its end'}, {nbytes} "
                                       "expected")
                 if tiles.method == "GZIP_2":
-                    data = unshuffle(data, tiles.itemsize, out[:nbytes])
+                    data = unshuffle(data, tiles.itemsize, thread_buffer("decoded", nbytes))
                 yield start, np.frombuffer(data, value, math.prod(count)).reshape(count)
     finally:
         os.close(fd)

@@ -28,6 +28,7 @@ from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
+from ..storage.buffers import thread_buffer
 from ..storage.grids import BlockGrid
 from ..storage.reads import READ_FLAGS, SourceError, read_exactly
 from ..dtypes import np_dtype
@@ -149,12 +150,10 @@ class _Blocks:
         self.direct = (self.layout == h5d.CHUNKED
                        and all(_decodes(code, cd) for code, _, cd in self.filters)
                        and sum(code == FILTER_LZF for code, _, _ in self.filters) <= 1)
-        self.packed = self.inflated = None
         self.item = np_dtype(self.element).itemsize
         # Storage never allocated reads as the fill value, unless HDF5 writes none there.
         self.no_fill = (dcpl.get_fill_time() == h5d.FILL_TIME_NEVER
                         or dcpl.fill_value_defined() == h5d.FILL_VALUE_UNDEFINED)
-        self.buf = None
 
     def blocks(self):
         total = math.prod(self.grid)
@@ -186,9 +185,7 @@ class _Blocks:
                 os.close(fd)
 
     def _buffer(self, nbytes: int) -> np.ndarray:
-        if self.buf is None or self.buf.size < nbytes:
-            self.buf = np.empty(nbytes, np.uint8)
-        return self.buf[:nbytes]
+        return thread_buffer("decoded", nbytes)
 
     def _view(self, buf, count, full=None):
         """The leaf's values in records of shape `full` (default `count`) held by `buf`, cut to
@@ -225,9 +222,7 @@ class _Blocks:
             buf = self._buffer(nbytes)
             read_exactly(fd, memoryview(buf), self.raw_start + info.byte_offset, self.raw_path)
             return self._view(buf, count, self.block)
-        if self.packed is None or self.packed.size < info.size:
-            self.packed = np.empty(info.size, np.uint8)
-        data = memoryview(self.packed)[:info.size]
+        data = memoryview(thread_buffer("packed", info.size))
         read_exactly(fd, data, self.raw_start + info.byte_offset, self.raw_path)
         # Filters were applied in pipeline order when written: undone in reverse, skipping
         # those the chunk's filter mask says were not applied.
@@ -241,12 +236,11 @@ class _Blocks:
                 except zlib.error as e:
                     raise SourceError(f"{where}: corrupt deflate data ({e})") from None
             elif code == FILTER_LZF:  # every filter here keeps the chunk's size when decoded
-                if self.inflated is None:
-                    self.inflated = np.empty(nbytes, np.uint8)
-                size = lzf_decompress(data, self.inflated)
+                inflated = thread_buffer("inflated", nbytes)
+                size = lzf_decompress(data, inflated)
                 if size < 0:
                     raise SourceError(f"{where}: corrupt LZF data")
-                data = memoryview(self.inflated)[:size]
+                data = memoryview(inflated)[:size]
             else:
                 data = unshuffle(data, cd[0], self._buffer(len(data)))
         if len(data) != nbytes:

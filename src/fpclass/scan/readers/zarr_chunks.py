@@ -19,6 +19,7 @@ import zlib
 import numpy as np
 
 from . import ReaderError
+from ..storage.buffers import thread_buffer
 from ..storage.grids import BlockGrid
 from ..storage.reads import read_exactly
 from .zarr_blosc import check_blosc_frame
@@ -118,11 +119,10 @@ def packed_blocks(arr, folder: str, shape: tuple, codec: tuple, first: int, stop
     """Yield (origin, block) for chunks [first, stop) of `arr` (chunks of `shape`, C order of the
     chunk grid) read from their files under `folder` and decoded by `codec` (chunk_codec's
     answer), cut to the array at its edges; `missing(idx)` reads a chunk never written (zarr
-    gives its fill value). Memory: one compressed and one decoded chunk, reused."""
+    gives its fill value). Memory: one compressed and one decoded chunk, reused (the thread's
+    buffers)."""
     name, dtype = codec
     nbytes = math.prod(shape) * dtype.itemsize
-    out = np.empty(nbytes, np.uint8)
-    packed = np.empty(0, np.uint8)
     key_of = arr.metadata.encode_chunk_key
     walk = BlockGrid(arr.shape, shape)
     for k in range(first, stop):
@@ -137,10 +137,9 @@ def packed_blocks(arr, folder: str, shape: tuple, codec: tuple, first: int, stop
             continue
         with f:
             size = os.fstat(f.fileno()).st_size
-            if packed.size < size:
-                packed = np.empty(size, np.uint8)
-            read_exactly(f.fileno(), memoryview(packed)[:size], 0, path)
-        data = decode(name, packed[:size], nbytes, out, key)
+            packed = thread_buffer("packed", size)
+            read_exactly(f.fileno(), memoryview(packed), 0, path)
+        data = decode(name, packed, nbytes, thread_buffer("decoded", nbytes), key)
         block = data.view(dtype).reshape(shape)
         inside = tuple(slice(0, min(b, n - o)) for b, n, o in zip(shape, arr.shape, origin))
         yield origin, block[inside]
