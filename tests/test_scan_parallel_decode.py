@@ -314,3 +314,21 @@ def test_thread_buffers_are_reused_per_thread_and_role_only():
     t.start()
     t.join()
     assert not np.shares_memory(other[0], a)  # each thread has its own
+
+
+@pytest.mark.parametrize("stored", ["bomb", "truncated", "lzf-garbage"])
+def test_hdf5_chunk_decoding_to_other_than_a_chunk_is_unchecked(tmp_path, stored):
+    h5py = pytest.importorskip("h5py")
+    import zlib
+    path = tmp_path / "a.h5"
+    packed = {"bomb": zlib.compress(bytes(1 << 24)), "truncated": zlib.compress(bytes(64))[:-4],
+              "lzf-garbage": b"\x1f" + bytes(8)}[stored]
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", shape=(8, 4), dtype="<f4", chunks=(4, 4),
+                             compression="lzf" if stored.startswith("lzf") else "gzip")
+        d[...] = 1.0
+        d.id.write_direct_chunk((4, 0), packed)
+    [t] = scan([path], threads=2).tensors
+    assert t.status == "unchecked" and "chunk at [4, 0]" in t.reason, t.reason
+    if stored == "bomb":  # stopped one byte past the chunk, not inflated to its 16 MiB
+        assert "longer than the chunk" in t.reason

@@ -230,11 +230,15 @@ class _Blocks:
             if info.filter_mask & (1 << i):
                 continue
             code, _, cd = self.filters[i]
-            if code == FILTER_DEFLATE:
-                try:
-                    data = zlib.decompress(data, bufsize=nbytes)
+            if code == FILTER_DEFLATE:  # every stage decodes to at most the chunk's bytes:
+                try:                      # one more is never inflated (a bomb stops there)
+                    inflate = zlib.decompressobj()
+                    data = inflate.decompress(data, nbytes + 1)
                 except zlib.error as e:
                     raise SourceError(f"{where}: corrupt deflate data ({e})") from None
+                if not inflate.eof:
+                    raise SourceError(f"{where}: corrupt deflate data (longer than the chunk, "
+                                      "or cut short)")
             elif code == FILTER_LZF:  # every filter here keeps the chunk's size when decoded
                 inflated = thread_buffer("inflated", nbytes)
                 size = lzf_decompress(data, inflated)
