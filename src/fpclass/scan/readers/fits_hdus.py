@@ -15,6 +15,7 @@ from ..storage.ranges import Range
 from ..tasks import Task
 from .fits_scaling import (BITPIX_DTYPES, FLOAT_COLUMNS, Bad, _line, axes, column_scaling,
                            header_int, header_number, image_scaling)
+from .fits_tiles import direct_tiles
 from .reporting import float_task, not_applicable, unchecked
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -151,7 +152,8 @@ def _compressed(path, size, h, info) -> list:
     element = np.dtype(f"f{-bitpix // 8}").str
     return [Task(path, "", label, shape, element=element, grid=shape, missing=True,
                  storage=Grid(path, "fits", math.prod(shape) * (-bitpix // 8), tiles,
-                              offset=info["hdrLoc"]))]
+                              offset=info["hdrLoc"], packed=True,
+                              decode=direct_tiles(h, info["datLoc"], tile)))]
 
 
 def _bintable(path, size, hdu, info) -> list:

@@ -1,6 +1,7 @@
 """Reading FITS data planned by `fits`: scaled table columns decoded to their physical values
-(their bands of rows read by storage.bands), scaled images decoded per box of elements, and
-tile-compressed images through astropy's `section`, whole tiles at a time.
+(their bands of rows read by storage.bands), scaled images decoded per box of elements, GZIP
+tiles of floats decoded here (`fits_tiles`), and other tile-compressed images through astropy's
+`section`, whole tiles at a time.
 Memory follows `chunk_bytes`, never an HDU's size."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..storage.reads import (SourceError, Window, close_source, open_source, rea
                              source_size)
 from ..tasks import Task
 from .fits_scaling import Scaling, _astropy, _line
+from .fits_tiles import Tiles, read_tiles
 
 _QUIET = threading.Lock()
 
@@ -29,7 +31,9 @@ def read_blocks(task: Task, chunk_bytes: int):
     (read through astropy's `section`)."""
     where = task.storage
     stop = where.nblocks if task.count < 0 else task.first + task.count
-    if where.decode:
+    if isinstance(where.decode, Tiles):  # tiles decoded here, on this thread
+        yield from read_tiles(task, where.decode, task.first, stop)
+    elif where.decode:
         yield from _scaled_image(task, Scaling.decode(where.decode), task.first, stop, chunk_bytes)
     else:
         yield from _sections(task, task.first, stop, chunk_bytes)

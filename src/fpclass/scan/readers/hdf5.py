@@ -302,7 +302,8 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
         blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
         return [Task(path, name, label, tuple(shape), CHECK, element=physical.str,
                      grid=tuple(shape), fields=(Field("", 0, stored),),
-                     storage=Grid(path, "hdf5", n * record, blocks, member, decode=decode))]
+                     storage=Grid(path, "hdf5", n * record, blocks, member, decode=decode,
+                                  packed=_filtered(dset, layout, h5d)))]
     out = []
     for p in leaves:
         full = name + p.suffix
@@ -338,9 +339,15 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
             continue
         blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
         out.append(Task(path, full, p.label, pshape, CHECK,
-                        storage=Grid(path, "hdf5", nbytes, blocks, member),
+                        storage=Grid(path, "hdf5", nbytes, blocks, member,
+                                     packed=_filtered(dset, layout, h5d)),
                         fields=(Field(p.suffix, p.offset, p.element),), **common))
     return out
+
+
+def _filtered(dset, layout, h5d) -> bool:
+    """Whether the dataset's chunks pass through filters (compression): decoded, not only read."""
+    return layout == h5d.CHUNKED and dset.id.get_create_plist().get_nfilters() > 0
 
 
 def _plain_stored(h5py, tid, leaves) -> str:

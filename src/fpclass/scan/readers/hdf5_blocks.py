@@ -2,10 +2,11 @@
 
 Blocks follow the dataset's own chunking (a contiguous or compact one in slabs of about
 SLAB_BYTES), each read with HDF5's file type as the memory type so the bytes come back as stored
-(decompressed, never converted). Chunks that are unfiltered, shuffled or deflated are read with
-positioned reads at the offset HDF5 gives for them and decoded here: faster than through h5py
-(measured 2.5x for shuffle + deflate, 1.4x unfiltered), and outside the lock h5py holds around
-every HDF5 call, so parts of a dataset decompress in parallel. A block whose storage was never
+(decompressed, never converted). Chunks that are unfiltered, shuffled, deflated or LZF-compressed
+(h5py's filter) are read with positioned reads at the offset HDF5 gives for them and decoded here:
+faster than through h5py (measured 2.5x for shuffle + deflate, 1.4x unfiltered), and outside the
+lock h5py holds around every HDF5 call, so the parts of a dataset (storage.grids cuts compressed
+ones small) decompress on every scan thread. A block whose storage was never
 allocated holds the fill value everywhere: it is read as one element through HDF5 (what every
 reader of the file gets); a finite fill value is reported checked from that one value, a NaN or
 Inf one is counted for every element of the block. A task with a CF policy (its Grid storage's
@@ -26,10 +27,12 @@ from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
+from ..storage.buffers import thread_buffer
 from ..storage.grids import BlockGrid
 from ..storage.reads import SourceError, close_source, open_source, source_size, read_exactly
 from ..storage.reads import path_size, zip_file
 from ..dtypes import np_dtype
+from ...kernels.lzf import lzf_decompress
 from ...kernels.unshuffle import unshuffle
 from ..tasks import Field, Task
 
@@ -58,15 +61,17 @@ def block_shape(dset, layout, h5d, record: int) -> tuple:
 
 
 
-#: HDF5 filters decoded here, so that chunks are read without holding h5py's lock.
-FILTER_DEFLATE, FILTER_SHUFFLE = 1, 2
+#: HDF5 filters decoded here, so that chunks are read without holding h5py's lock: deflate,
+#: shuffle, and h5py's LZF (registered filter 32000).
+FILTER_DEFLATE, FILTER_SHUFFLE, FILTER_LZF = 1, 2, 32000
 
 
 def _decodes(code: int, cd: tuple) -> bool:
     """Whether filter `code` with client data `cd` is decoded here: the parameters HDF5's own
     filter accepts (deflate refuses to read with a level outside 0..9)."""
     return ((code == FILTER_DEFLATE and len(cd) == 1 and cd[0] <= 9)
-            or (code == FILTER_SHUFFLE and len(cd) >= 1 and cd[0] > 0))
+            or (code == FILTER_SHUFFLE and len(cd) >= 1 and cd[0] > 0)
+            or code == FILTER_LZF)
 
 
 def _open(h5py, task: Task) -> tuple:
@@ -143,13 +148,12 @@ class _Blocks:
         # without HDF5 (whose lock lets one thread read at a time).
         self.filters = [dcpl.get_filter(i)[:3] for i in range(dcpl.get_nfilters())]
         self.direct = (self.layout == h5d.CHUNKED
-                       and all(_decodes(code, cd) for code, _, cd in self.filters))
-        self.packed = None
+                       and all(_decodes(code, cd) for code, _, cd in self.filters)
+                       and sum(code == FILTER_LZF for code, _, _ in self.filters) <= 1)
         self.item = np_dtype(self.element).itemsize
         # Storage never allocated reads as the fill value, unless HDF5 writes none there.
         self.no_fill = (dcpl.get_fill_time() == h5d.FILL_TIME_NEVER
                         or dcpl.fill_value_defined() == h5d.FILL_VALUE_UNDEFINED)
-        self.buf = None
 
     def blocks(self):
         total = math.prod(self.grid)
@@ -181,9 +185,7 @@ class _Blocks:
                 close_source(fd)
 
     def _buffer(self, nbytes: int) -> np.ndarray:
-        if self.buf is None or self.buf.size < nbytes:
-            self.buf = np.empty(nbytes, np.uint8)
-        return self.buf[:nbytes]
+        return thread_buffer("decoded", nbytes)
 
     def _view(self, buf, count, full=None):
         """The leaf's values in records of shape `full` (default `count`) held by `buf`, cut to
@@ -220,9 +222,7 @@ class _Blocks:
             buf = self._buffer(nbytes)
             read_exactly(fd, memoryview(buf), self.raw_start + info.byte_offset, self.raw_path)
             return self._view(buf, count, self.block)
-        if self.packed is None or self.packed.size < info.size:
-            self.packed = np.empty(info.size, np.uint8)
-        data = memoryview(self.packed)[:info.size]
+        data = memoryview(thread_buffer("packed", info.size))
         read_exactly(fd, data, self.raw_start + info.byte_offset, self.raw_path)
         # Filters were applied in pipeline order when written: undone in reverse, skipping
         # those the chunk's filter mask says were not applied.
@@ -230,11 +230,21 @@ class _Blocks:
             if info.filter_mask & (1 << i):
                 continue
             code, _, cd = self.filters[i]
-            if code == FILTER_DEFLATE:
-                try:
-                    data = zlib.decompress(data, bufsize=nbytes)
+            if code == FILTER_DEFLATE:  # every stage decodes to at most the chunk's bytes:
+                try:                      # one more is never inflated (a bomb stops there)
+                    inflate = zlib.decompressobj()
+                    data = inflate.decompress(data, nbytes + 1)
                 except zlib.error as e:
                     raise SourceError(f"{where}: corrupt deflate data ({e})") from None
+                if not inflate.eof:
+                    raise SourceError(f"{where}: corrupt deflate data (longer than the chunk, "
+                                      "or cut short)")
+            elif code == FILTER_LZF:  # every filter here keeps the chunk's size when decoded
+                inflated = thread_buffer("inflated", nbytes)
+                size = lzf_decompress(data, inflated)
+                if size < 0:
+                    raise SourceError(f"{where}: corrupt LZF data")
+                data = memoryview(inflated)[:size]
             else:
                 data = unshuffle(data, cd[0], self._buffer(len(data)))
         if len(data) != nbytes:

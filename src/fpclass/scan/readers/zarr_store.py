@@ -6,7 +6,9 @@ SHARD_BYTES, its inner chunks otherwise), numbered in C order over that grid; a 
 select blocks. Runs of blocks that form a rectangle are read in one zarr call of up to the
 engine's chunk_bytes (zarr's cost per call is about 0.3 ms). Uncompressed chunks of a directory
 store (no codec but `bytes`) are read straight from their files into one reused buffer, keyed by
-zarr's own chunk-key encoding; everything else is decoded by zarr.
+zarr's own chunk-key encoding; compressed ones of a pipeline known exactly (blosc, zstd, gzip or
+zlib over the elements in C order) are read from their files and decoded here (`zarr_chunks`);
+everything else is decoded by zarr.
 
 Chunks never written read as the fill value, as zarr returns them, and are counted like data: a
 NaN fill value is zarr's blank, so the task is `missing` and those NaN count as missing values.
@@ -38,6 +40,7 @@ from ..tasks import CHECK, Task, problem
 from .bounds import check_count
 from .reporting import marker, not_applicable, unchecked
 from .zarr_blosc import blosc_checked, blosc_frames
+from .zarr_chunks import chunk_codec, packed_blocks
 from .zarr_nodes import Listing, attribute_tasks, head_reader, stored_files, strays
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
@@ -177,7 +180,7 @@ def _array_task(zarr, store, path, name, arr) -> Task:
             return unchecked(path, name, label, shape, f"{count} chunks declared, {stored} "
                              "stored: the others read as the fill value, which zarr gives one "
                              "chunk at a time (about 0.1 ms each): not checked")
-    element = blocks.raw or dt
+    element = blocks.raw or (blocks.codec[1] if blocks.codec else dt)
     grid = shape
     if dt.kind == "c":
         element, grid = component(element), shape + (2,)
@@ -185,24 +188,26 @@ def _array_task(zarr, store, path, name, arr) -> Task:
     valid = cf.range_policy(arr.attrs.asdict(), element.str) if dt.kind == "f" else None
     return Task(path, name, label, shape, CHECK, element=element.str, grid=grid,
                 storage=Grid(path, "zarr_store", int(arr.nbytes), math.prod(blocks.grid), name,
-                             decode=valid),
+                             decode=valid, packed=blocks.raw is None),
                 missing=zarr_fill_is_blank(arr.fill_value))
 
 
 @dataclass(frozen=True)
 class _Blocks:
     """How an array is read: blocks of `shape` (a chunk or a shard), `grid` of them; `raw` is the
-    stored dtype when each block is an uncompressed chunk file read directly, else None."""
+    stored dtype when each block is an uncompressed chunk file read directly, else None; `codec`
+    (zarr_chunks.chunk_codec) when each is a compressed chunk file decoded here, else None."""
 
     shape: tuple
     grid: tuple
     raw: np.dtype | None
     keyed: bool  # each block is one stored key (a chunk or a whole shard)
+    codec: tuple | None = None
 
     @classmethod
     def of(cls, zarr, store, arr) -> "_Blocks":
         itemsize = np.dtype(arr.dtype).itemsize
-        shape, keyed, raw = tuple(arr.chunks), True, None
+        shape, keyed, raw, codec = tuple(arr.chunks), True, None, None
         if arr.shards is not None:
             if math.prod(arr.shards) * itemsize <= SHARD_BYTES:
                 shape = tuple(arr.shards)
@@ -210,7 +215,8 @@ class _Blocks:
                 keyed = False
         elif isinstance(store, zarr.storage.LocalStore):
             raw = _raw_dtype(zarr, arr)
-        return cls(shape, BlockGrid(arr.shape, shape).grid, raw, keyed)
+            codec = None if raw is not None else chunk_codec(zarr, arr)
+        return cls(shape, BlockGrid(arr.shape, shape).grid, raw, keyed, codec)
 
 
 def _raw_dtype(zarr, arr):
@@ -254,6 +260,9 @@ def read_blocks(task: Task, chunk_bytes: int):
         complex_ = np.dtype(arr.dtype).kind == "c"
         if blocks.raw is not None:
             parts = _raw_blocks(arr, task, blocks, end, chunk_bytes)
+        elif blocks.codec is not None:
+            parts = packed_blocks(arr, _folder(where), blocks.shape, blocks.codec, task.first,
+                                  end, lambda idx: _read(arr, blocks, idx, (1,) * len(idx)))
         else:
             parts = _zarr_blocks(arr, blocks, task.first, end, chunk_bytes)
         if where.decode is not None:
@@ -311,6 +320,11 @@ def _block_name(arr, blocks, idx) -> str:
     return f"inner chunk {list(idx)} of shard {md.encode_chunk_key(shard)!r}"
 
 
+def _folder(where) -> str:
+    """The directory of the array a Grid storage names."""
+    return os.path.join(where.source, *where.member.split("/")) if where.member else where.source
+
+
 def _raw_blocks(arr, task, blocks, end, chunk_bytes):
     """Uncompressed chunk files read straight into one reused buffer, `chunk_bytes` at a time
     (whole rows of the chunk's first axis); a chunk never written is read by zarr (fill value)."""
@@ -320,9 +334,7 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
     chunk = math.prod(blocks.shape) * dtype.itemsize
     rows_per_read = max(1, chunk_bytes // max(row, 1))
     buf = np.empty(min(rows_per_read * row, chunk) if ndim else chunk, np.uint8)
-    where = task.storage
-    folder = os.path.join(where.source, *where.member.split("/")) if where.member \
-        else where.source
+    folder = _folder(task.storage)
     key_of = arr.metadata.encode_chunk_key
     walk = BlockGrid(arr.shape, blocks.shape)
     for k in range(task.first, end):

@@ -11,6 +11,12 @@ from importlib import import_module
 from ..._records import stored_through_slots
 from . import Storage, cut
 
+#: Parts of a grid whose blocks are decoded (compressed chunks, tiles) hold about this many
+#: decoded bytes: decoding costs far more than reading, so a large compressed dataset is cut into
+#: parts of whole blocks small enough that every scan thread decodes some (a 1 GiB dataset: 64
+#: parts), each holding one block at a time.
+PACKED_PART_BYTES = 16 << 20
+
 
 @stored_through_slots
 @dataclass(frozen=True, slots=True)
@@ -20,7 +26,9 @@ class Grid(Storage):
     `read_blocks(task, chunk_bytes)`: (origin, array) in C order of the block grid, `first` /
     `count` of the task selecting blocks. `offset` locates the dataset where the reader needs it
     (a FITS HDU); `decode` is what the reader applies to the stored values (a CF policy, a FITS
-    scaling), the task's `element` being then the decoded dtype."""
+    scaling, the task's `element` being then the decoded dtype; FITS tiles it decodes itself).
+    `packed`: the blocks are decoded by a codec (compressed chunks or tiles), so the task is cut
+    into parts of about PACKED_PART_BYTES that decode on every scan thread."""
 
     source: str
     reader: str
@@ -29,6 +37,7 @@ class Grid(Storage):
     member: str = ""
     offset: int = 0
     decode: object = None
+    packed: bool = False
     kind = "dataset"
     flat = False
 
@@ -36,6 +45,8 @@ class Grid(Storage):
         return self.nblocks
 
     def parts(self, task, task_bytes):
+        if self.packed:
+            task_bytes = min(task_bytes, PACKED_PART_BYTES)
         if self.nblocks <= 1 or self.nbytes <= task_bytes:
             return []
         return cut(self.nblocks, self.nbytes, task_bytes)

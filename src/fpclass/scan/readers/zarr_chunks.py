@@ -1,0 +1,145 @@
+"""Compressed zarr chunks of a directory store read from their files and decoded here, by the
+codec their metadata names, on the scan thread that reads them: no trip through zarr's event loop
+per chunk, so the chunks of a large array (cut into parts, storage.grids.PACKED_PART_BYTES)
+decompress on every core. Only pipelines known exactly are taken: the chunk's elements in C order
+(v2: no filters, order "C"; v3: `bytes` then one of blosc, zstd, gzip; no sharding, no storage
+transformer), compressed by blosc, zstd, gzip or zlib; any other array is read through zarr.
+
+Thread policy: blosc decompresses on one thread here, whatever thread calls it (zarr sets
+numcodecs.blosc.use_threads to False when imported; while it is not False, blosc arrays are read
+through zarr), so a scan's threads are the only workers; zstd and zlib have none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zlib
+
+import numpy as np
+
+from . import ReaderError
+from ..storage.buffers import thread_buffer
+from ..storage.grids import BlockGrid
+from ..storage.reads import read_exactly
+from .zarr_blosc import check_blosc_frame
+
+#: Compressors decoded here, by their numcodecs / zarr v3 names.
+CODECS = ("blosc", "zstd", "gzip", "zlib")
+#: Chunks decoding to more bytes than this are read through zarr (a chunk is decoded whole here).
+CHUNK_LIMIT = 256 << 20
+
+
+def chunk_codec(zarr, arr) -> tuple | None:
+    """(codec name, stored dtype) when every stored chunk of `arr` is its elements in C order
+    compressed by one codec of CODECS and decodes to at most CHUNK_LIMIT bytes, else None (the
+    array is read through zarr)."""
+    md = arr.metadata
+    if math.prod(arr.chunks) * np.dtype(arr.dtype).itemsize > CHUNK_LIMIT:
+        return None
+    if md.zarr_format == 2:
+        codec = getattr(md.compressor, "codec_id", None)
+        if md.filters or md.order != "C" or codec not in CODECS or not _one_thread(codec):
+            return None
+        return codec, np.dtype(md.dtype.to_native_dtype())
+    codecs = md.codecs
+    if md.storage_transformers or len(codecs) != 2 \
+            or not isinstance(codecs[0], zarr.codecs.BytesCodec):
+        return None
+    names = {zarr.codecs.BloscCodec: "blosc", zarr.codecs.ZstdCodec: "zstd",
+             zarr.codecs.GzipCodec: "gzip"}
+    codec = names.get(type(codecs[1]))
+    if codec is None or not _one_thread(codec):
+        return None
+    big = codecs[0].endian is not None and codecs[0].endian.value == "big"
+    return codec, np.dtype(arr.dtype).newbyteorder(">" if big else "<")
+
+
+def _one_thread(codec: str) -> bool:
+    """Whether `codec` decodes on the calling thread alone: blosc only while
+    numcodecs.blosc.use_threads is False (zarr's setting; a user who changed it reads through
+    zarr, under their own setting)."""
+    if codec != "blosc":
+        return True
+    import numcodecs.blosc
+    return numcodecs.blosc.use_threads is False
+
+
+def decode(codec: str, frame: np.ndarray, nbytes: int, out: np.ndarray, key: str):
+    """The `nbytes` bytes compressed in `frame` by `codec` (in `out` when the codec writes into a
+    buffer); ReaderError naming chunk `key` when they are corrupt or of another size."""
+    try:
+        if codec == "blosc":
+            import numcodecs.blosc as blosc
+            check_blosc_frame(frame, key)
+            stored = int(frame[4:8].view("<u4")[0])
+            if stored != nbytes:
+                raise ReaderError(f"chunk {key!r}: its blosc header gives {stored} bytes, a chunk "
+                                  f"holds {nbytes} (corrupt?)")
+            blosc.decompress(frame, out)
+            data = out
+        elif codec == "zstd":
+            import numcodecs.zstd as zstd
+            # into `out` when the frame declares the chunk's size (zstd checks it), so a hostile
+            # frame cannot allocate more; else as numcodecs decodes it, then measured
+            data = zstd.decompress(frame, out) if zstd_size(frame) == nbytes \
+                else zstd.decompress(frame)
+        else:  # inflate releases the GIL; at most one byte more than a chunk is inflated
+            inflate = zlib.decompressobj(31 if codec == "gzip" else 15)
+            data = inflate.decompress(frame, nbytes + 1)
+            if not inflate.eof and len(data) <= nbytes:
+                raise ReaderError(f"chunk {key!r}: its {codec} stream ends early (truncated?)")
+    except ReaderError:
+        raise
+    except Exception as e:  # the codecs raise RuntimeError, ValueError, zlib.error...
+        raise ReaderError(f"chunk {key!r} cannot be decoded ({codec}): "
+                          f"{type(e).__name__}: {e}") from None
+    if len(data) != nbytes:
+        raise ReaderError(f"chunk {key!r} decodes ({codec}) to {len(data)} bytes, a chunk holds "
+                          f"{nbytes} (corrupt?)")
+    return np.frombuffer(data, np.uint8)
+
+
+def zstd_size(frame: np.ndarray) -> int | None:
+    """The content size a zstd frame's header declares (None: not declared, or no zstd frame)."""
+    if frame.size < 6 or bytes(frame[:4]) != b"\x28\xb5\x2f\xfd":
+        return None
+    fhd = int(frame[4])
+    single = (fhd >> 5) & 1
+    size = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    if not size or frame.size < at + size:
+        return None
+    value = int.from_bytes(bytes(frame[at:at + size]), "little")
+    return value + 256 if size == 2 else value
+
+
+def packed_blocks(arr, folder: str, shape: tuple, codec: tuple, first: int, stop: int,
+                  missing):
+    """Yield (origin, block) for chunks [first, stop) of `arr` (chunks of `shape`, C order of the
+    chunk grid) read from their files under `folder` and decoded by `codec` (chunk_codec's
+    answer), cut to the array at its edges; `missing(idx)` reads a chunk never written (zarr
+    gives its fill value). Memory: one compressed and one decoded chunk, reused (the thread's
+    buffers)."""
+    name, dtype = codec
+    nbytes = math.prod(shape) * dtype.itemsize
+    key_of = arr.metadata.encode_chunk_key
+    walk = BlockGrid(arr.shape, shape)
+    for k in range(first, stop):
+        idx = walk.index(k)
+        key = key_of(idx)
+        origin = tuple(i * b for i, b in zip(idx, shape))
+        path = os.path.join(folder, *key.split("/"))
+        try:
+            f = open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            yield origin, missing(idx)
+            continue
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            packed = thread_buffer("packed", size)
+            read_exactly(f.fileno(), memoryview(packed), 0, path)
+        data = decode(name, packed, nbytes, thread_buffer("decoded", nbytes), key)
+        block = data.view(dtype).reshape(shape)
+        inside = tuple(slice(0, min(b, n - o)) for b, n, o in zip(shape, arr.shape, origin))
+        yield origin, block[inside]
