@@ -9,7 +9,6 @@ columns, a scaling or blank keyword) is read through astropy's `section` (fits_r
 from __future__ import annotations
 
 import math
-import os
 import re
 import zlib
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ import numpy as np
 
 from ..storage.buffers import thread_buffer
 from ..storage.grids import BlockGrid
-from ..storage.reads import READ_FLAGS, SourceError, read_exactly
+from ..storage.reads import (SourceError, close_source, open_source, read_exactly,
+                             source_size)
 from ...kernels.unshuffle import unshuffle
 from .fits_scaling import Bad, header_int
 
@@ -74,9 +74,9 @@ def read_tiles(task, tiles: Tiles, first: int, stop: int):
     grid = BlockGrid(task.shape, tiles.tile)
     desc = np.dtype(">i8" if tiles.wide else ">i4")
     value = np.dtype(f">f{tiles.itemsize}")
-    fd = os.open(task.source, READ_FLAGS)
+    fd = open_source(task.source)
     try:
-        size = os.fstat(fd).st_size
+        size = source_size(fd)
         for at in range(first, stop, DESCRIPTORS):
             n = min(DESCRIPTORS, stop - at)
             table = np.empty(n * tiles.row, np.uint8)
@@ -108,4 +108,4 @@ def read_tiles(task, tiles: Tiles, first: int, stop: int):
                     data = unshuffle(data, tiles.itemsize, thread_buffer("decoded", nbytes))
                 yield start, np.frombuffer(data, value, math.prod(count)).reshape(count)
     finally:
-        os.close(fd)
+        close_source(fd)
