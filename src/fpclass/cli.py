@@ -275,20 +275,14 @@ def _scan(args, out, err, env) -> int:
     except ValueError as e:
         _error(err, f"fpclass scan: error: {e}")
         return ExitCode.USAGE
-    if args.output is not None:
+    for option, path in (("--output", args.output), ("--html", args.html)):
+        if path is None:
+            continue
         # Fail before a long scan, not after it. Append mode: nothing is truncated yet.
         try:
-            open(args.output, "a").close()
+            open(path, "a").close()
         except OSError as e:
-            _error(err, f"fpclass scan: error: --output {args.output}: cannot write: "
-                   f"{describe(e)}")
-            return ExitCode.USAGE
-    if args.html is not None:
-        try:
-            open(args.html, "a").close()
-        except OSError as e:
-            _error(err, f"fpclass scan: error: --html {args.html}: cannot write: "
-                   f"{describe(e)}")
+            _error(err, f"fpclass scan: error: {option} {path}: cannot write: {describe(e)}")
             return ExitCode.USAGE
     execute_on = None
     if args.scheduler:
