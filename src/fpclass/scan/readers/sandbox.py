@@ -38,7 +38,7 @@ def plan_in_child(module: str, path: str, what: str) -> list:
     try:
         done = subprocess.run([sys.executable, "-m", __name__, module, path],
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=TIME_LIMIT,
-                              env=env, preexec_fn=_limit if os.name == "posix" else None)
+                              env=env, preexec_fn=limit_memory if os.name == "posix" else None)
     except subprocess.TimeoutExpired:
         raise ReaderError(f"{what} took over {TIME_LIMIT} s reading the file; not checked") \
             from None
@@ -58,7 +58,9 @@ def plan_in_child(module: str, path: str, what: str) -> list:
     raise ReaderError(f"{what} failed reading the file: {message}")
 
 
-def _limit() -> None:
+def limit_memory() -> None:
+    """Limit this process's address space to MEMORY_LIMIT beyond what it has now (POSIX; run
+    in the reading process before it starts)."""
     import resource
     try:
         with open("/proc/self/statm") as f:  # the address space it starts with (Linux)
