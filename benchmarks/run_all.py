@@ -33,6 +33,7 @@ SCRIPTS = {  # name -> (script, arguments)
     "watch": ("bench_watch.py", ["--threads", "1"]),
     "callbacks": ("bench_callbacks.py", ["--threads", "1"]),
     "maps": ("bench_maps.py", []),
+    "verify": ("bench_verify.py", []),
     "remote": ("bench_remote.py", ["--size-mib", "1024"]),
     "remote-memory": ("bench_remote.py", ["--size-mib", "4096", "--only", "scan", "--repeat", "1"]),
 }
