@@ -205,3 +205,34 @@ def test_bad_gate_text_names_what_is_accepted(bad):
 def test_check_takes_gates():
     report = fpclass.check({"w": np.zeros(3, np.float32), "b": np.ones(2)}, fail_on="all-zero")
     assert [t.name for t in report.failing] == ["w"] and report.exit_code == ExitCode.FOUND
+
+
+def test_gates_from_the_command_line(tmp_path):
+    """The command line hands its parsed gates to the scan (they used to be refused there)."""
+    import io
+    from fpclass.cli import main
+    w = np.array([0.5, -2.5, 1.0], np.float32)
+    np.save(tmp_path / "w.npy", w)
+    out = io.StringIO()
+    code = main(["scan", str(tmp_path / "w.npy"), "--fail-on", "absmax>2"], stdout=out,
+                stderr=io.StringIO())
+    assert code == 1
+    (gate,) = [line for line in out.getvalue().splitlines() if line.startswith("gate:")]
+    assert f"({float(np.abs(w).max()):g})" in gate
+    code = main(["scan", str(tmp_path / "w.npy"), "--fail-on", "absmax>3"],
+                stdout=io.StringIO(), stderr=io.StringIO())
+    assert code == 0
+
+
+def test_a_nan_fill_value_attribute_is_no_zero(tmp_path):
+    """A NaN _FillValue attribute declares the blank: it is not counted, and it is no zero for
+    the all-zero gate (its statistics are left out)."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    with netCDF4.Dataset(tmp_path / "a.nc", "w") as d:
+        d.createDimension("x", 3)
+        v = d.createVariable("t", "f4", ("x",), fill_value=np.float32("nan"))
+        v[:] = np.array([1.0, 2.0, 3.0], np.float32)
+    report = scan([tmp_path / "a.nc"], fail_on="all-zero")
+    assert not report.gate_findings and int(report.exit_code) == 0
+    (attr,) = [t for t in report.tensors if t.name == "t@_FillValue"]
+    assert attr.stats is None and attr.nan == 0

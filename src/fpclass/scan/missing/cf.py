@@ -298,6 +298,12 @@ def too_many_attributes(dropped: int) -> str:
             "checked")
 
 
+def blank_attribute(name: str, values: np.ndarray) -> bool:
+    """Whether attribute `name` declares a NaN blank (a NaN `_FillValue` / `missing_value`): its
+    values are then not counted (attribute_values) and give no statistics (a blank is no zero)."""
+    return name in BLANKS and values.dtype.kind == "f" and bool(np.isnan(values).any())
+
+
 def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
     """The values of float attribute `name` as they are classified: a NaN `_FillValue` or
     `missing_value` is the declared blank, not a finding, so it is not counted (given as 0);
@@ -307,5 +313,6 @@ def attribute_values(name: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
-__all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "Policy", "attribute_values", "decode_blocks",
-           "declared_range", "out_of_range", "range_policy", "with_declared_range", "policy", "too_many_attributes", "unwritten_value"]
+__all__ = ["ATTRIBUTE_LIMIT", "BLANKS", "RESERVED", "Policy", "attribute_values", "blank_attribute",
+           "decode_blocks", "declared_range", "out_of_range", "range_policy",
+           "with_declared_range", "policy", "too_many_attributes", "unwritten_value"]

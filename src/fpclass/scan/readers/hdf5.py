@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import zipfile
 import zlib
+from dataclasses import replace
 
 import numpy as np
 
@@ -209,9 +210,11 @@ def _attributes(h5py, obj, path, owner, names) -> list:
             aid.read(raw, mtype=tid)
             for p in leaves:
                 values = leaf_values(raw, shape, tid.get_size(), p)
+                blank = not p.suffix and cf.blank_attribute(attr, values)
                 if not p.suffix:
                     values = cf.attribute_values(attr, values)
-                out.append(values_task(path, full + p.suffix, values, p.label))
+                task = values_task(path, full + p.suffix, values, p.label)
+                out.append(replace(task, stats=False) if blank else task)
         except Exception as e:
             out.append(unchecked(path, full, "?", (), f"cannot be read: {e}"))
     return out

@@ -20,7 +20,7 @@ are checked as "variable@attribute" ("@attribute" for the file's).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -256,10 +256,13 @@ def attribute_tasks(path: str, owner: str, attrs: dict) -> list:
     """Tasks for the floating-point attributes in `attrs` of variable `owner` ("" for the file),
     named "owner@attribute" (cf.attribute_values: a NaN fill value is not counted). Attributes
     of other types hold no float and are not listed."""
-    return [values_task(path, f"{owner}@{name}", cf.attribute_values(name, values),
-                        values.dtype.newbyteorder("=").name)
-            for name, values in attrs.items()
-            if isinstance(values, np.ndarray) and values.dtype.kind == "f"]
+    tasks = []
+    for name, values in attrs.items():
+        if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+            task = values_task(path, f"{owner}@{name}", cf.attribute_values(name, values),
+                               values.dtype.newbyteorder("=").name)
+            tasks.append(replace(task, stats=False) if cf.blank_attribute(name, values) else task)
+    return tasks
 
 
 def _variable(path, v, shape, is_rec, label, item, element, recsize, size, header_end):
