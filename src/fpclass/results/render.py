@@ -80,7 +80,8 @@ def plural(n: int, word: str, many: str = "") -> str:
 
 
 #: The classes of report.fail_on, as the summary names them.
-_CLASS_NAMES = {"nan": "NaN", "posinf": "+Inf", "neginf": "-Inf", "missing": "missing"}
+_CLASS_NAMES = {"nan": "NaN", "posinf": "+Inf", "neginf": "-Inf", "missing": "missing",
+                "out_of_range": "out of range"}
 
 
 def _verdict(report: "ScanReport", s: dict) -> str:
@@ -91,7 +92,9 @@ def _verdict(report: "ScanReport", s: dict) -> str:
     ignored = [_CLASS_NAMES[c] for c in _CLASS_NAMES if s[c] and c not in report.fail_on]
     if not ignored or report.failing:
         return end
-    failing = ", ".join(_CLASS_NAMES[c] for c in _CLASS_NAMES if c in report.fail_on) or "none"
+    gates = sorted(str(g) for g in report.fail_on if not isinstance(g, str))
+    failing = ", ".join([_CLASS_NAMES[c] for c in _CLASS_NAMES if c in report.fail_on]
+                        + gates) or "none"
     return f"no --fail-on class ({failing}) found, {', '.join(ignored)} found but not in " \
         f"--fail-on: {end}"
 
