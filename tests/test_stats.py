@@ -236,3 +236,36 @@ def test_a_nan_fill_value_attribute_is_no_zero(tmp_path):
     assert not report.gate_findings and int(report.exit_code) == 0
     (attr,) = [t for t in report.tensors if t.name == "t@_FillValue"]
     assert attr.stats is None and attr.nan == 0
+
+
+def test_sarif_carries_gates_and_out_of_range_values(tmp_path):
+    """Gate findings and CF out-of-range values are SARIF results (the log stays valid SARIF)."""
+    import io
+    import pathlib
+    jsonschema = pytest.importorskip("jsonschema")
+    netCDF4 = pytest.importorskip("netCDF4")
+    from fpclass.cli import main
+    with netCDF4.Dataset(tmp_path / "a.nc", "w") as d:
+        d.createDimension("x", 4)
+        v = d.createVariable("t", "f4", ("x",))
+        v.valid_max = np.float32(10)
+        v[:] = np.array([1.0, 50.0, 3.0, 70.0], np.float32)
+    out = io.StringIO()
+    code = main(["scan", str(tmp_path / "a.nc"), "--format", "sarif", "--fail-on",
+                 "out-of-range,absmax>2"], stdout=out, stderr=io.StringIO())
+    log = json.loads(out.getvalue())
+    schema = pathlib.Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+    jsonschema.Draft4Validator(json.loads(schema.read_text())).validate(log)
+    results = {(r["ruleId"], r["message"]["text"].split(":")[0]): r
+               for r in log["runs"][0]["results"]}
+    # the data's in-range values (out-of-range ones have no statistics) and the attribute
+    assert code == 1 and set(results) == {("out_of_range", "t"), ("gate", "t"),
+                                          ("gate", "t@valid_max")}
+    truth = v_truth()
+    assert results["out_of_range", "t"]["properties"]["count"] == int(np.sum(truth > 10)) == 2
+    gate = results["gate", "t"]
+    assert gate["level"] == "error" and f"({truth[truth <= 10].max():g})" in gate["message"]["text"]
+
+
+def v_truth():
+    return np.array([1.0, 50.0, 3.0, 70.0], np.float32)

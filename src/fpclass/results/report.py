@@ -26,7 +26,8 @@ CLASSES = CLASSES + ("out_of_range",)
 #: --fail-on spellings and the classes they stand for.
 FAIL_ON_NAMES = {"nan": {"nan"}, "inf": {"posinf", "neginf"}, "posinf": {"posinf"},
                  "+inf": {"posinf"}, "neginf": {"neginf"}, "-inf": {"neginf"},
-                 "missing": {"missing"}, "out-of-range": {"out_of_range"}, "any": set(CLASSES)}
+                 "missing": {"missing"}, "out-of-range": {"out_of_range"},
+                 "out_of_range": {"out_of_range"}, "any": set(CLASSES)}
 
 
 def parse_fail_on(spec) -> frozenset:

@@ -30,6 +30,12 @@ RULES = {
     "missing": ("TensorHoldsNaNBlanks", "NaN blanks in a tensor",
                 "A tensor holds NaN where its format declares NaN a blank (a CF _FillValue, a "
                 "zarr fill_value, a FITS image)."),
+    "out_of_range": ("TensorOutOfValidRange", "Values outside a CF valid range",
+                     "A variable holds values outside its valid_min / valid_max / valid_range "
+                     "(CF), which a CF reader masks."),
+    "gate": ("TensorFailsGate", "A --fail-on gate fires on a tensor",
+             "A gate on the tensor's statistics (absmax>X, absmax>=X, all-zero, subnormal) "
+             "named by --fail-on fires."),
     "unchecked": ("TensorNotChecked", "Tensor not checked",
                   "A tensor could not be checked for NaN and Inf; the scan is inconclusive."),
     "problem": ("FileNotRead", "File not read",
@@ -41,7 +47,8 @@ RULES = {
                         "LFS pointer, a SHA256SUMS file)."),
 }
 #: How the class is named in a message.
-_SHOWN = {"nan": "NaN", "posinf": "+Inf", "neginf": "-Inf", "missing": "missing (NaN blank)"}
+_SHOWN = {"nan": "NaN", "posinf": "+Inf", "neginf": "-Inf", "missing": "missing (NaN blank)",
+          "out_of_range": "out of range (CF valid range)"}
 
 
 def _uri(path: str) -> str:
@@ -113,6 +120,15 @@ def to_sarif(report) -> dict:
             "locations": [_location(p.path, None)],
             "partialFingerprints": _fingerprint("problem", p.path),
         })
+    for t, gate, value in report.gate_findings:
+        results.append({
+            "ruleId": "gate", "level": "error",
+            "message": {"text": f"{t.name or '(array)'}: {t.dtype}"
+                        f"[{', '.join(map(str, t.shape))}]: {gate} ({value:g})"},
+            "locations": [_location(t.file, t.name)],
+            "partialFingerprints": _fingerprint("gate", str(gate), t.file, t.name),
+            "properties": {"gate": str(gate), "value": value},
+        })
     for item in report.integrity or ():
         for c in item.mismatches:
             results.append({
@@ -127,7 +143,7 @@ def to_sarif(report) -> dict:
               "fullDescription": {"text": full},
               "defaultConfiguration": {"level": "warning" if rid in ("unchecked", "problem")
                                        else "error" if rid in report.fail_on
-                                       or rid == "sha256-mismatch" else "note"}}
+                                       or rid in ("sha256-mismatch", "gate") else "note"}}
              for rid, (name, short, full) in RULES.items()]
     notes = [{"level": "note", "message": {"text": f"skipped: {p.reason}"},
               "locations": [_location(p.path, None)]} for p in report.skipped]
