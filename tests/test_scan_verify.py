@@ -274,3 +274,19 @@ def test_json_with_verify_and_gates_follows_the_shipped_schema(tmp_path):
     ((text, absmax),) = gates.items()
     assert text.startswith("absmax>") and float(text[7:]) == 1e4 and absmax["value"] == 5e5
     assert doc["integrity"]["summary"]["mismatch"] == 1
+
+
+def test_files_the_tensors_are_stored_in_are_hashed_once(tmp_path):
+    """External data and shards are read, so they are hashed too, once each however they are
+    named (a shard named directly and through its index)."""
+    root = Path(__file__).resolve().parent.parent / "examples"
+    report = engine.scan([str(root / "tiny.onnx")], verify=True)
+    by = {os.path.basename(i.path): i.sha256 for i in report.integrity}
+    assert by == {n: sha256(root / n) for n in ("tiny.onnx", "tiny.onnx.data")}
+    safetensors_numpy.save_file({"a": np.ones(3, np.float32)}, str(tmp_path / "m-1.safetensors"))
+    (tmp_path / "m.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "m-1.safetensors"}}))
+    report = engine.scan([str(tmp_path / "m.safetensors.index.json"),
+                          str(tmp_path / "m-1.safetensors")], verify=True)
+    names = sorted(os.path.basename(i.path) for i in report.integrity)
+    assert names == ["m-1.safetensors", "m.safetensors.index.json"]

@@ -22,7 +22,6 @@ from ..results.fail_on import fail_on_parameter
 from ..results.report import Problem, ScanReport, TensorResult
 from .run import DEFAULT_MAX_LOCATIONS, Interrupted, interrupted_result, needs_reading, run_task
 from .tasks import CHECK, FILE, PROBLEM, SKIPPED, Task
-from .verifying import execute_verified
 
 __all__ = ["DEFAULT_MAX_LOCATIONS", "TASK_BYTES", "Interrupted", "PlanInterrupted", "ScanReport",
            "assemble", "execute", "interrupted_result", "needs_reading", "plan", "run_task", "scan",
@@ -131,6 +130,7 @@ def scan(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
             on_planned(tasks)
         integrity = None
         if verify:
+            from .verifying import execute_verified  # its hashing and git lookups: on demand
             results, integrity, interrupted = execute_verified(
                 tasks, paths, threads=threads, max_locations=max_locations,
                 chunk_bytes=chunk_bytes, progress=progress, debug=debug, **extra)

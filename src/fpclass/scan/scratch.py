@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import shutil
 import tempfile
 import threading
@@ -38,6 +39,12 @@ def directory() -> str:
         if not getattr(_local, "in_session", False):
             _outside.append(made)
     return made
+
+
+def holds(path: str) -> bool:
+    """Whether `path` is a file of this thread's scratch directory (a decompressed copy)."""
+    made = getattr(_local, "directory", None)
+    return made is not None and os.path.abspath(path).startswith(made + os.sep)
 
 
 @atexit.register

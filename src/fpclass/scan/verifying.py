@@ -11,19 +11,25 @@ from .executing import execute
 from .references import find_references
 from .run import DEFAULT_MAX_LOCATIONS, interrupted_result
 from .storage import CHUNK_BYTES
-from .storage.source import is_url
+from . import scratch
+from .storage.source import is_url, real
 from .streaming import hash_files, streams_with
 from .tasks import FILE, PROBLEM
 
 
-def hashed_files(tasks) -> list:
-    """The regular files a scan's tasks read (or failed to), each once, in task order."""
+def hashed_files(tasks) -> dict:
+    """{real path: the name it is reported by} of the files a scan's tasks read (or failed to),
+    each once, in task order: the files scanned and those their tensors are stored in (external
+    data, shards), not a scan's own decompressed copies."""
     seen: dict = {}
+    looked: set = set()  # a header of many tensors names its file many times: look once
     for t in tasks:
-        if t.status in (FILE, PROBLEM) and t.file not in seen and (
-                is_url(t.file) or os.path.isfile(t.file)):
-            seen[t.file] = None
-    return list(seen)
+        for path in (t.file if t.status in (FILE, PROBLEM) else "", t.source):
+            if path and path not in looked:
+                looked.add(path)
+                if (is_url(path) or os.path.isfile(path)) and not scratch.holds(path):
+                    seen.setdefault(real(path), path)
+    return seen
 
 
 def execute_verified(tasks, roots, *, threads: int | None = None,
@@ -33,12 +39,13 @@ def execute_verified(tasks, roots, *, threads: int | None = None,
     """(results in task order, [FileIntegrity] per file read, interrupted?) for `tasks` planned
     from `roots`: as `execute`, with each file's SHA-256 from the bytes the scan reads."""
     threads = threads or os.cpu_count() or 1
-    files = hashed_files(tasks)
-    known = set(files)
+    named = hashed_files(tasks)
+    files = list(named.values())
+    name_of = {path: named.get(real(path)) for path in {t.source for t in tasks if t.source}}
     tasks_of: dict = {}
     for i, t in enumerate(tasks):
-        if t.source in known and streams_with(t, t.source):
-            tasks_of.setdefault(t.source, []).append((i, t))
+        if name_of.get(t.source) and streams_with(t, t.source):
+            tasks_of.setdefault(name_of[t.source], []).append((i, t))
     streamed = {i for pairs in tasks_of.values() for i, _ in pairs}
     stop = threading.Event()
     interrupted = False
