@@ -211,6 +211,15 @@ def moto_s3():
         server.stop()
 
 
+def found_by_file(report, base: str) -> dict:
+    """{file name below `base` (a prefix of every file): {tensor: (nan, posinf, neginf)}}."""
+    out: dict = {}
+    for t in report.tensors:
+        assert t.file.startswith(base), t.file
+        out.setdefault(t.file[len(base):], {})[t.name] = (t.nan, t.posinf, t.neginf)
+    return out
+
+
 def write_json(path: str, doc) -> None:
     with open(path, "w") as f:
         json.dump(doc, f)

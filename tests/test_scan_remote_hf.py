@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from remote_servers import HubServer  # noqa: E402
+from remote_servers import HubServer, found_by_file  # noqa: E402
 
 pytest.importorskip("huggingface_hub", reason="the remote extra (huggingface_hub) is not installed")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -51,19 +51,11 @@ def hub():
         yield server, truth
 
 
-def _found(report, base: str) -> dict:
-    out: dict = {}
-    for t in report.tensors:
-        assert t.file.startswith(base), t.file
-        out.setdefault(t.file[len(base):], {})[t.name] = (t.nan, t.posinf, t.neginf)
-    return out
-
-
 def test_a_hub_repo_scans_as_numpy_counts(hub):
     server, truth = hub
     report = scan(["hf://org/model"], storage_options={"endpoint": server.url})
     assert not report.problems, report.problems
-    assert _found(report, "hf://org/model/") == truth
+    assert found_by_file(report, "hf://org/model/") == truth
     assert all(t.status == "checked" for t in report.tensors)
     assert sorted(s.path for s in report.skipped) == ["hf://org/model/README.md",
                                                       "hf://org/model/config.json"]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from remote_servers import FaultProxy, nginx, nginx_missing  # noqa: E402
+from remote_servers import FaultProxy, found_by_file, nginx, nginx_missing  # noqa: E402
 
 pytest.importorskip("aiohttp", reason="the remote extra (aiohttp) is not installed")
 pytest.importorskip("fsspec", reason="the remote extra (fsspec) is not installed")
@@ -87,25 +87,17 @@ def fast_retries(monkeypatch):
     monkeypatch.setattr(remote, "READ_TIMEOUT", 0.5)
 
 
-def _found(report, base: str) -> dict:
-    out: dict = {}
-    for t in report.tensors:
-        assert t.file.startswith(base + "/"), t.file
-        out.setdefault(t.file[len(base) + 1:], {})[t.name] = (t.nan, t.posinf, t.neginf)
-    return out
-
-
 def test_a_served_folder_scans_as_its_local_copy_and_as_numpy_counts(served):
     url, root, truth = served
     report = scan([url + "/"], include=["*.safetensors", "*.npy", "*.h5", "*.json"])
     assert not report.problems, report.problems
-    found = _found(report, url)
+    found = found_by_file(report, url + "/")
     expected = {k: v for k, v in truth.items()}
     expected["clean.safetensors"] = {"big": (0, 0, 0)}
     assert found == expected
     assert all(t.status == "checked" for t in report.tensors)
     local = scan([str(root)], include=["*.safetensors", "*.npy", "*.h5", "*.json"])
-    assert _found(local, str(root)) == found
+    assert found_by_file(local, str(root) + "/") == found
     assert [t.locations for t in report.tensors] == [t.locations for t in local.tensors]
     assert int(report.exit_code) == 1
 
@@ -195,7 +187,7 @@ def test_a_transient_reset_is_retried_and_the_scan_is_complete(served, fast_retr
         report = scan([f"{proxy.url}/model.safetensors"])
         assert proxy.hits == 2
     assert not report.problems
-    assert _found(report, proxy.url) == {"model.safetensors": truth["model.safetensors"]}
+    assert found_by_file(report, proxy.url + "/") == {"model.safetensors": truth["model.safetensors"]}
     assert all(t.status == "checked" for t in report.tensors)
 
 

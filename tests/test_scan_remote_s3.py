@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from remote_servers import moto_s3  # noqa: E402
+from remote_servers import found_by_file, moto_s3  # noqa: E402
 
 pytest.importorskip("s3fs", reason="the remote extra (s3fs) is not installed")
 pytest.importorskip("moto.server", reason="moto[server] is not installed")
@@ -78,24 +78,16 @@ def bucket(tmp_path_factory):
         yield fs, options, local, truth
 
 
-def _found(report, base: str) -> dict:
-    out: dict = {}
-    for t in report.tensors:
-        assert t.file.startswith(base), t.file
-        out.setdefault(t.file[len(base):], {})[t.name] = (t.nan, t.posinf, t.neginf)
-    return out
-
-
 def test_a_bucket_prefix_scans_as_its_local_copy_and_as_numpy_counts(bucket):
     _, options, local, truth = bucket
     report = scan(["s3://bkt/"], storage_options=options)
     assert not report.problems, report.problems
-    assert _found(report, "s3://bkt/") == truth
+    assert found_by_file(report, "s3://bkt/") == truth
     assert all(t.status == "checked" for t in report.tensors)
     assert [(s.path, s.reason) for s in report.skipped] == [
         ("s3://bkt/arrays/notes.txt", "text file")]
     here = scan([str(local)])
-    assert _found(here, str(local) + "/") == truth
+    assert found_by_file(here, str(local) + "/") == truth
     assert sorted((t.file[len(str(local)):], t.name, t.locations) for t in here.tensors) == \
         sorted((t.file[len("s3://bkt"):], t.name, t.locations) for t in report.tensors)
 
@@ -103,7 +95,7 @@ def test_a_bucket_prefix_scans_as_its_local_copy_and_as_numpy_counts(bucket):
 def test_include_and_exclude_filter_a_prefix_as_a_directory(bucket):
     _, options, _, truth = bucket
     report = scan(["s3://bkt/models"], storage_options=options, exclude=["m-2.*", "*.json"])
-    assert _found(report, "s3://bkt/") == {"models/llm/m-1.safetensors": truth[
+    assert found_by_file(report, "s3://bkt/") == {"models/llm/m-1.safetensors": truth[
         "models/llm/m-1.safetensors"]}
     assert ("s3://bkt/models/llm/m-2.safetensors", "excluded by --exclude m-2.*") in [
         (s.path, s.reason) for s in report.skipped]
@@ -113,7 +105,7 @@ def test_options_keyed_by_protocol_reach_their_filesystem(bucket):
     _, options, _, truth = bucket
     report = scan(["s3://bkt/arrays/deep/er/x.npy"],
                   storage_options={"s3": options, "https": {"headers": {"X-Other": "1"}}})
-    assert _found(report, "s3://bkt/") == {"arrays/deep/er/x.npy": truth["arrays/deep/er/x.npy"]}
+    assert found_by_file(report, "s3://bkt/") == {"arrays/deep/er/x.npy": truth["arrays/deep/er/x.npy"]}
 
 
 def test_a_missing_key_is_a_problem_naming_its_url(bucket):
@@ -187,7 +179,7 @@ def test_cluster_workers_read_the_bucket_themselves(bucket):
         report = cluster_scan(["s3://bkt/models/", "s3://bkt/stores/"], client,
                               storage_options=options, no_workers_timeout=60)
     assert not report.problems
-    assert _found(report, "s3://bkt/") == {k: v for k, v in truth.items()
+    assert found_by_file(report, "s3://bkt/") == {k: v for k, v in truth.items()
                                            if k.startswith(("models/", "stores/"))}
     assert sent and all(t.source.startswith("s3://") for t in sent)
     # the tasks name byte ranges; no tensor bytes travel from the client
