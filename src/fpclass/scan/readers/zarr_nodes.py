@@ -80,7 +80,7 @@ class Listing:
                        if f.rpartition("/")[2] in MARKERS})
 
     def _directory(self, root: str) -> list:
-        nodes, seen = [], {os.path.realpath(root)}
+        nodes, seen = [], {_identity(root)}
         stack = [""]
         while stack:
             prefix = stack.pop()
@@ -98,7 +98,10 @@ class Listing:
                     self.files.append(f"{prefix}/{entry.name}" if prefix else entry.name)
                     continue
                 name = f"{prefix}/{entry.name}" if prefix else entry.name
-                real = os.path.realpath(entry.path)
+                try:
+                    real = _identity(entry.path)
+                except OSError:  # a broken link: zarr cannot read below it either
+                    real = os.path.realpath(entry.path)
                 if real in seen:
                     self.loops.append((name, "a folder already read through another path "
                                        "(symbolic link): not read twice"))
@@ -106,6 +109,12 @@ class Listing:
                 seen.add(real)
                 stack.append(name)
         return sorted(nodes)
+
+
+def _identity(folder: str) -> tuple:
+    """The folder `folder` resolves to, as one stat (not realpath's one per path component)."""
+    st = os.stat(folder)
+    return st.st_dev, st.st_ino
 
 
 def strays(files, nodes, arrays, covered, head) -> list:

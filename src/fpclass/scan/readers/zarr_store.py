@@ -33,6 +33,7 @@ from . import ReaderError, require
 from ..._optional import install_hint
 from ..dtypes import component
 from ..missing import cf, zarr_fill_is_blank
+from ..storage.buffers import thread_buffer
 from ..storage.grids import BlockGrid, Grid, boxes
 from ..storage.reads import close_source, open_source, read_exactly, source_size
 from ..storage.source import is_url
@@ -42,6 +43,7 @@ from .reporting import marker, not_applicable, unchecked
 from .zarr_blosc import blosc_checked, blosc_frames
 from .zarr_chunks import chunk_codec, packed_blocks
 from .zarr_nodes import Listing, attribute_tasks, head_reader, stored_files, strays
+from .zarr_open import open_array, open_nodes
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
 #: the shard file, 9x less overhead per inner chunk in benchmarks), by inner chunk otherwise.
@@ -112,10 +114,10 @@ def plan(path: str) -> list:
                               "zarr.json) in it or below it")
         tasks = [marker(path, "zarr")]
         arrays, covered = set(), set()
-        for name in listing.nodes:
-            try:
-                node = _open_node(zarr, store, name)
-            except ReaderError as e:
+        folder = path if isinstance(store, zarr.storage.LocalStore) else None
+        for name, node in open_nodes(zarr, store, listing.nodes, folder):
+            if isinstance(node, Exception):
+                e = _one_line(node)
                 if not name:
                     raise ReaderError(f"zarr cannot open the store: {e}") from None
                 tasks.append(unchecked(path, name, "?", (),
@@ -243,8 +245,10 @@ def read_blocks(task: Task, chunk_bytes: int):
     where = task.storage
     with _opened(where.source) as (zarr, store):
         checked = blosc_checked(zarr)(store)
+        folder = where.source if isinstance(store, zarr.storage.LocalStore) else None
         try:
-            arr = _open_node(zarr, checked, where.member)
+            arr = open_array(zarr, checked, folder, where.member,
+                             lambda: _open_node(zarr, checked, where.member))
         except ReaderError as e:
             raise ReaderError(f"zarr cannot open the array: {e}") from None
         if blosc_frames(arr.metadata.to_dict()):
@@ -333,7 +337,7 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
     row = math.prod(blocks.shape[1:]) * dtype.itemsize
     chunk = math.prod(blocks.shape) * dtype.itemsize
     rows_per_read = max(1, chunk_bytes // max(row, 1))
-    buf = np.empty(min(rows_per_read * row, chunk) if ndim else chunk, np.uint8)
+    buf = thread_buffer("read", min(rows_per_read * row, chunk) if ndim else chunk)
     folder = _folder(task.storage)
     key_of = arr.metadata.encode_chunk_key
     walk = BlockGrid(arr.shape, blocks.shape)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..._records import stored_through_slots
 from . import Storage
+from .buffers import thread_buffer
 from .reads import SourceError, open_binary
 
 #: Compressed bytes read at a time from a deflate member.
@@ -45,7 +44,7 @@ class Member(Storage):
             f.seek(self.offset)
             member = _MemberReader(f, self)
             member.skip(self.skip + first * item_bytes)
-            buf = np.empty(min(per_chunk, count) * item_bytes, np.uint8)
+            buf = thread_buffer("read", min(per_chunk, count) * item_bytes)
             done = 0
             while done < count:
                 n = min(per_chunk, count - done)

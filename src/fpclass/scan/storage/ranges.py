@@ -12,6 +12,7 @@ from ..._records import stored_through_slots
 from . import Storage, cut
 from ..dtypes import np_dtype
 from .reads import SourceError, close_source, open_source, source_size, read_exactly
+from .buffers import thread_buffer
 
 #: Largest protobuf varint field decoded (ONNX int32_data is held in the model anyway).
 VARINT_LIMIT = 256 << 20
@@ -49,7 +50,7 @@ class Range(Storage):
             if end > size:
                 raise SourceError(f"data ends at byte {end} but {path} has {size} bytes "
                                   "(truncated?)")
-            buf = np.empty(min(per_chunk, count) * item_bytes, np.uint8)
+            buf = thread_buffer("read", min(per_chunk, count) * item_bytes)
             done = 0
             while done < count:
                 n = min(per_chunk, count - done)
