@@ -14,11 +14,15 @@ fresh processes are timed alternately, best of --repeat, each reporting its own 
             zarr a[...] + np.isnan for zarr; astropy hdu.data for FITS (memmap off); netCDF4
             v[...] (auto-mask off) for NetCDF
   decode    (compressed files) "decode alone": every stored chunk read and decoded by its codec
-            on a thread pool of all cores, nothing classified: h5py's read_direct_chunk + zlib +
-            unshuffle for HDF5 gzip/shuffle, chunk files + numcodecs (blosc on one thread per
-            worker; zstd) for zarr (zarr-blosc: blosc-lz4 + shuffle, zarr's BloscCodec();
-            zarr-zstd: zarr 3's default compressor), the tiles' gzip streams + zlib for
-            tile-compressed FITS
+            on a thread pool of all cores, nothing classified: h5py's read_direct_chunk, then the
+            dataset's filters undone, for HDF5 (h5-gzip: gzip level 1 + shuffle; h5-shuffle:
+            shuffle alone; h5-lzf: shuffle + LZF), by zlib, fpclass's unshuffle kernel and, for
+            LZF, fpclass's LZF kernel (kernels/lzf.py: no other LZF decoder is installed, and
+            h5py's C filter runs only inside ds[...], under HDF5's lock, so decode alone is the
+            decoder the scan uses, without classifying); chunk files + numcodecs (blosc on one
+            thread per worker; zstd) for zarr (zarr-blosc: blosc-lz4 + shuffle, zarr's
+            BloscCodec(); zarr-zstd: zarr 3's default compressor), the tiles' gzip streams + zlib
+            for tile-compressed FITS
   baseline  (with --baseline SRC) fpclass.scan.scan([path]) of the fpclass sources in SRC (another
             checkout's src/), timed in turn with the others: "not slower than before" in one run
 Targets (issue 22): compressed >= 1.5x the library and >= 80% of decode alone; uncompressed
@@ -74,8 +78,10 @@ elif mode == "decode":
     pool = ThreadPoolExecutor(os.cpu_count())
     if kind.startswith("h5"):
         import h5py
+        from fpclass.kernels.lzf import lzf_decompress
         from fpclass.kernels.unshuffle import unshuffle
-        unshuffle(b"abcd" * 8, 4, np.empty(32, np.uint8))  # compiled before timing
+        unshuffle(b"abcd" * 8, 4, np.empty(32, np.uint8))  # loaded before timing
+        lzf_decompress(b"\x00a", np.empty(1, np.uint8))
     elif kind.startswith("fits"):
         from astropy.io import fits
     else:
@@ -94,17 +100,38 @@ if mode == "read":
     found = 0
 elif mode == "decode":
     if kind.startswith("h5"):
-        def chunk(ds, offset, nbytes):
+        import threading
+        kept = threading.local()  # each worker's output buffers, reused (as the scan's are)
+
+        def buffer(role, nbytes):
+            buf = getattr(kept, role, None)
+            if buf is None or buf.size < nbytes:
+                buf = np.empty(nbytes, np.uint8)
+                setattr(kept, role, buf)
+            return buf[:nbytes]
+
+        def chunk(ds, filters, offset, nbytes):
             mask, data = ds.id.read_direct_chunk(offset)
-            data = zlib.decompress(data, bufsize=nbytes)
-            return len(unshuffle(data, ds.dtype.itemsize, np.empty(len(data), np.uint8)))
+            for i in reversed(range(len(filters))):  # HDF5's pipeline undone, as it applies it
+                if mask & (1 << i):
+                    continue
+                if filters[i] == 1:  # deflate
+                    data = zlib.decompress(data, bufsize=nbytes)
+                elif filters[i] == 2:  # shuffle
+                    data = unshuffle(data, ds.dtype.itemsize, buffer("shuffle", len(data)))
+                else:  # 32000, LZF
+                    out = buffer("lzf", nbytes)
+                    data = out[:lzf_decompress(data, out)]
+            return len(data)
         with h5py.File(path, "r") as f:
             jobs = []
             for n in f:
                 ds = f[n]
                 nbytes = int(np.prod(ds.chunks)) * ds.dtype.itemsize
+                dcpl = ds.id.get_create_plist()
+                filters = [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
                 for i in range(ds.id.get_num_chunks()):
-                    jobs.append((ds, ds.id.get_chunk_info(i).chunk_offset, nbytes))
+                    jobs.append((ds, filters, ds.id.get_chunk_info(i).chunk_offset, nbytes))
             # HDF5's lock: the raw reads one at a time (as h5py allows), the decoding in parallel
             found = sum(pool.map(lambda j: chunk(*j), jobs))
     elif kind.startswith("fits"):
@@ -155,16 +182,12 @@ def make_pt(path, count):
                 .to(torch.bfloat16 if i % 2 else torch.float32) for i in range(count)}, path)
 
 
-def make_h5(path, count, compression):
+def make_h5(path, count, filters):
     import h5py
     with h5py.File(path, "w") as f:
         for i in range(count):
             a = _values(i, TENSOR // 4).reshape(-1, 1024)
-            if compression:
-                f.create_dataset(f"w{i}", data=a, chunks=(1024, 1024), compression="gzip",
-                                 compression_opts=1, shuffle=True)
-            else:
-                f.create_dataset(f"w{i}", data=a, chunks=(1024, 1024))
+            f.create_dataset(f"w{i}", data=a, chunks=(1024, 1024), **filters)
 
 
 def make_zarr(path, count, compression):
@@ -201,10 +224,15 @@ def make_nc(path, count, fmt):
             d.createVariable(f"w{i}", "f4", (f"row{i}", "col"), fill_value=False)[...] = a
 
 
+H5_GZIP = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
 FILES = {  # kind -> (file name, maker)
     "pt": ("bench.pt", make_pt),
-    "h5": ("bench.h5", lambda p, c: make_h5(p, c, False)),
-    "h5-gzip": ("bench-gzip.h5", lambda p, c: make_h5(p, c, True)),
+    "h5": ("bench.h5", lambda p, c: make_h5(p, c, {})),
+    "h5-gzip": ("bench-gzip.h5", lambda p, c: make_h5(p, c, H5_GZIP)),
+    "h5-shuffle": ("bench-shuffle.h5", lambda p, c: make_h5(p, c, {"shuffle": True})),
+    # LZF alone cannot shrink random float32 chunks: h5py then stores them unfiltered
+    "h5-lzf": ("bench-lzf.h5", lambda p, c: make_h5(p, c, {"compression": "lzf",
+                                                           "shuffle": True})),
     "zarr": ("bench.zarr", lambda p, c: make_zarr(p, c, "")),
     "zarr-blosc": ("bench-blosc.zarr", lambda p, c: make_zarr(p, c, "blosc")),
     "zarr-zstd": ("bench-zstd.zarr", lambda p, c: make_zarr(p, c, "zstd")),
@@ -214,13 +242,22 @@ FILES = {  # kind -> (file name, maker)
     "nc4": ("bench-4.nc", lambda p, c: make_nc(p, c, "NETCDF4")),
 }
 #: Kinds whose chunks are compressed: timed against "decode alone" too.
-PACKED = ("h5-gzip", "zarr-blosc", "zarr-zstd", "fits-gzip")
+PACKED = ("h5-gzip", "h5-shuffle", "h5-lzf", "zarr-blosc", "zarr-zstd", "fits-gzip")
+
+
+#: Where the children keep the bytecode of what they import (set by main: in --dir).
+PYCACHE = None
 
 
 def run(mode, kind, path, src=None) -> dict:
-    """One child's report; `src`: the fpclass sources it imports (the installed ones if None)."""
+    """One child's report; `src`: the fpclass sources it imports (the installed ones if None).
+    Children write and reuse bytecode (under PYCACHE), as an installed package has it, even
+    where PYTHONDONTWRITEBYTECODE is set: else every child compiles fpclass's modules again."""
     import json
-    env = dict(os.environ, PYTHONPATH=src) if src else None
+    env = dict(os.environ, **({"PYTHONPATH": src} if src else {}))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if PYCACHE:
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE
     out = subprocess.run([sys.executable, "-c", CHILD, mode, kind, path], capture_output=True,
                          text=True, env=env)
     if out.returncode:
@@ -263,7 +300,7 @@ def memory(args, count) -> int:
 
 
 def main(argv=None) -> int:
-    global TENSOR
+    global TENSOR, PYCACHE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
@@ -278,12 +315,16 @@ def main(argv=None) -> int:
                         help="only fpclass's peak RSS per file (bounded memory: 2 GiB files)")
     args = parser.parse_args(argv)
     TENSOR = args.tensor_mib << 20
+    PYCACHE = os.path.join(args.dir, "fpclass-formats-pycache")
     count = max(1, (args.mib << 20) // TENSOR)
     if args.memory:
         return memory(args, count)
 
     def measure(kind, path):
         run("read", kind, path)  # warm the page cache
+        run("fpclass", kind, path)  # and the bytecode of what it imports
+        if args.baseline:
+            run("fpclass", kind, path, args.baseline)
         modes = ("read", "fpclass", "library") + (("decode",) if kind in PACKED else ()) \
             + (("baseline",) if args.baseline else ())
         best = {m: None for m in modes}

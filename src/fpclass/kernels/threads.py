@@ -87,6 +87,18 @@ def threads_for(elements: int) -> int:
     return get_num_threads()
 
 
+def pool_threads() -> int:
+    """How many threads a pool fpclass starts itself may run (the scan's readers and decoders,
+    when the caller names no count): one inside a foreign worker, as for a kernel call (the
+    pool it runs in already spreads work over the cores), else one per core, at most the
+    user's cap (set_num_threads, FPCLASS_NUM_THREADS)."""
+    if in_foreign_worker():
+        return 1
+    cores = os.cpu_count() or 1
+    cap = _cap if _cap is not None else _env_cap()
+    return cores if cap is None else min(cap, cores)
+
+
 @contextlib.contextmanager
 def parallel(n: int):
     """Numba's thread count for this thread lowered to `n` (from threads_for) for the duration,

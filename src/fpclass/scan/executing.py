@@ -3,9 +3,9 @@ task as they finish, progress callbacks, and Ctrl-C (the unfinished tasks come b
 
 from __future__ import annotations
 
-import os
 import threading
 
+from ..kernels.threads import pool_threads
 from .storage import CHUNK_BYTES
 from .run import DEFAULT_MAX_LOCATIONS, interrupted_result, needs_reading, run_task
 
@@ -14,11 +14,12 @@ def execute(tasks, *, threads: int | None = None, max_locations: int = DEFAULT_M
             chunk_bytes: int = CHUNK_BYTES, progress=None,
             debug: bool = False, maps: bool = False) -> tuple[list, bool]:
     """(results in task order, interrupted?) for `tasks`, the reading ones run on `threads`
-    threads (None: one per core). `progress(task, result)` is called as each reading task
+    threads (None: kernels.threads.pool_threads: one per core, one inside a foreign worker, at
+    most the user's cap). `progress(task, result)` is called as each reading task
     finishes (the others are answered first, without I/O).
     Ctrl-C stops the work and the unfinished tasks come back unchecked. `maps`: gather each
     tensor's density map (run_task)."""
-    threads = threads or os.cpu_count() or 1
+    threads = threads or pool_threads()
     stop = threading.Event()
     results: list = [None] * len(tasks)
     options = dict(chunk_bytes=chunk_bytes, stop=stop, debug=debug, maps=maps)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 
+from ..kernels.threads import pool_threads
 from .executing import execute
 from .references import find_references
 from .run import DEFAULT_MAX_LOCATIONS, interrupted_result
@@ -38,7 +39,7 @@ def execute_verified(tasks, roots, *, threads: int | None = None,
                      maps: bool = False) -> tuple[list, list, bool]:
     """(results in task order, [FileIntegrity] per file read, interrupted?) for `tasks` planned
     from `roots`: as `execute`, with each file's SHA-256 from the bytes the scan reads."""
-    threads = threads or os.cpu_count() or 1
+    threads = threads or pool_threads()
     named = hashed_files(tasks)
     files = list(named.values())
     name_of = {path: named.get(real(path)) for path in {t.source for t in tasks if t.source}}
