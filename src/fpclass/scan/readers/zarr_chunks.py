@@ -80,10 +80,15 @@ def decode(codec: str, frame: np.ndarray, nbytes: int, out: np.ndarray, key: str
             data = out
         elif codec == "zstd":
             import numcodecs.zstd as zstd
-            # into `out` when the frame declares the chunk's size (zstd checks it), so a hostile
-            # frame cannot allocate more; else as numcodecs decodes it, then measured
-            data = zstd.decompress(frame, out) if zstd_size(frame) == nbytes \
-                else zstd.decompress(frame)
+            # Always into `out`, so no frame decodes to more than a chunk (streamed, a frame
+            # declaring no size grows to whatever it holds: a bomb). numcodecs checks the size
+            # decoded against `out` when the frame declares none, but fills a part of `out`
+            # silently when it declares less: a declared size is checked here.
+            declared = zstd_size(frame)
+            if declared is not None and declared != nbytes:
+                raise ReaderError(f"chunk {key!r}: its zstd frame declares {declared} bytes, a "
+                                  f"chunk holds {nbytes} (corrupt?)")
+            data = zstd.decompress(frame, out)
         else:  # inflate releases the GIL; at most one byte more than a chunk is inflated
             inflate = zlib.decompressobj(31 if codec == "gzip" else 15)
             data = inflate.decompress(frame, nbytes + 1)
