@@ -236,6 +236,30 @@ def test_compressed_grids_are_cut_into_parts_uncompressed_ones_are_not(tmp_path,
         assert_exact(t, a, (8, 64))
 
 
+def test_large_uncompressed_grids_are_cut_into_parts_too(tmp_path, monkeypatch):
+    """Chunks read as stored (HDF5, zarr chunk files) in parts of about RAW_PART_BYTES, so one
+    large array is classified on every scan thread; answers as the libraries read them."""
+    h5py = pytest.importorskip("h5py")
+    zarr = pytest.importorskip("zarr")
+    monkeypatch.setattr(grids, "RAW_PART_BYTES", 4096)
+    a = planted((64, 64))
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.create_dataset("plain", data=a, chunks=(8, 64))
+    z = zarr.create_array(tmp_path / "a.zarr", shape=a.shape, chunks=(8, 64), dtype=a.dtype,
+                          compressors=None)
+    z[...] = a
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        truth = {"plain": f["plain"][...],
+                 "": np.asarray(zarr.open_array(tmp_path / "a.zarr", mode="r")[...])}
+    paths = [tmp_path / "a.h5", tmp_path / "a.zarr"]
+    counts = {}
+    for t in plan(paths):
+        counts[t.name] = counts.get(t.name, 0) + (t.status == "check")
+    assert counts == {"plain": 4, "": 4}  # 16 KiB in parts of 4 KiB of whole chunks
+    for t in scan(paths, threads=3, max_locations=10_000).tensors:
+        assert_exact(t, truth[t.name], (8, 64))
+
+
 # FITS ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("threads", THREADS)

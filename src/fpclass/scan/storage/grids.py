@@ -16,6 +16,10 @@ from . import Storage, cut
 #: parts of whole blocks small enough that every scan thread decodes some (a 1 GiB dataset: 64
 #: parts), each holding one block at a time.
 PACKED_PART_BYTES = 16 << 20
+#: Parts of a grid whose blocks are read as stored hold about this many bytes: a large chunked
+#: array (zarr chunk files, HDF5 chunks) is classified on every scan thread, each part opening
+#: its dataset once.
+RAW_PART_BYTES = 64 << 20
 
 
 @stored_through_slots
@@ -28,7 +32,8 @@ class Grid(Storage):
     (a FITS HDU); `decode` is what the reader applies to the stored values (a CF policy, a FITS
     scaling, the task's `element` being then the decoded dtype; FITS tiles it decodes itself).
     `packed`: the blocks are decoded by a codec (compressed chunks or tiles), so the task is cut
-    into parts of about PACKED_PART_BYTES that decode on every scan thread."""
+    into parts of about PACKED_PART_BYTES that decode on every scan thread (RAW_PART_BYTES
+    otherwise)."""
 
     source: str
     reader: str
@@ -45,8 +50,7 @@ class Grid(Storage):
         return self.nblocks
 
     def parts(self, task, task_bytes):
-        if self.packed:
-            task_bytes = min(task_bytes, PACKED_PART_BYTES)
+        task_bytes = min(task_bytes, PACKED_PART_BYTES if self.packed else RAW_PART_BYTES)
         if self.nblocks <= 1 or self.nbytes <= task_bytes:
             return []
         return cut(self.nblocks, self.nbytes, task_bytes)
