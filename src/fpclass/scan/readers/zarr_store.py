@@ -153,9 +153,9 @@ def _label(arr, md: dict) -> str:
     return name if isinstance(name, str) else str(arr.dtype)
 
 
-def _array_task(zarr, store, path, name, arr) -> Task:
+def _array_task(zarr, store, path, name, arr, md: dict | None = None) -> Task:
     dt = np.dtype(arr.dtype)
-    md = arr.metadata.to_dict()
+    md = arr.metadata.to_dict() if md is None else md  # (0.3 ms each time)
     label, shape = _label(arr, md), tuple(arr.shape)
     if dt.kind in "UST":
         return not_applicable(path, name, label, shape, "strings: not a floating-point type")
@@ -251,9 +251,10 @@ def read_blocks(task: Task, chunk_bytes: int):
                              lambda: _open_node(zarr, checked, where.member))
         except ReaderError as e:
             raise ReaderError(f"zarr cannot open the array: {e}") from None
-        if blosc_frames(arr.metadata.to_dict()):
+        md = arr.metadata.to_dict()
+        if blosc_frames(md):
             checked.prefix = f"{where.member}/" if where.member else ""
-        now = _array_task(zarr, store, task.file, task.name, arr)
+        now = _array_task(zarr, store, task.file, task.name, arr, md)
         if (now.status, now.shape, now.element) != (CHECK, task.shape, task.element) \
                 or now.storage.nblocks != where.nblocks:
             blocks = now.storage.nblocks if now.storage is not None else 0
