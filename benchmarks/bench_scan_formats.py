@@ -22,9 +22,9 @@ scan costs beside decode alone's shows what the wall time cannot):
             LZF, fpclass's LZF kernel (kernels/lzf.py: no other LZF decoder is installed, and
             h5py's C filter runs only inside ds[...], under HDF5's lock, so decode alone is the
             decoder the scan uses, without classifying); chunk files + numcodecs (blosc on one
-            thread per worker; zstd) for zarr (zarr-blosc: blosc-lz4 + shuffle, zarr's
-            BloscCodec(); zarr-zstd: zarr 3's default compressor), the tiles' gzip streams + zlib
-            for tile-compressed FITS
+            thread per worker; zstd), into a buffer each worker reuses, for zarr (zarr-blosc:
+            blosc-lz4 + shuffle, zarr's BloscCodec(); zarr-zstd: zarr 3's default compressor),
+            the tiles' gzip streams + zlib for tile-compressed FITS
   baseline  (with --baseline SRC) fpclass.scan.scan([path]) of the fpclass sources in SRC (another
             checkout's src/), timed in turn with the others: "not slower than before" in one run
 Targets (issue 22): compressed >= 1.5x the library and >= 80% of decode alone; uncompressed
@@ -141,14 +141,28 @@ elif mode == "decode":
             tiles = [bytes(t) for h in hdul[1:] for t in h.data["COMPRESSED_DATA"]]
         found = sum(pool.map(lambda t: len(zlib.decompress(t, 31)), tiles))
     else:
-        files = [os.path.join(r, n) for r, _, ns in os.walk(path) for n in ns
-                 if not n.startswith((".", "zarr.json"))]
-        def chunk(name):
+        import json, threading
+        jobs = []  # (chunk file, its decoded bytes), from each array's zarr.json
+        for r, _, ns in os.walk(path):
+            if "zarr.json" in ns and r != path:
+                with open(os.path.join(r, "zarr.json")) as f:
+                    md = json.load(f)
+                nbytes = int(np.prod(md["chunk_grid"]["configuration"]["chunk_shape"])) \
+                    * np.dtype(md["data_type"]).itemsize
+                jobs += [(os.path.join(rr, n), nbytes) for rr, _, nn in os.walk(r)
+                         for n in nn if n != "zarr.json"]
+        codec = numcodecs.zstd if kind == "zarr-zstd" else numcodecs.blosc
+        kept = threading.local()  # each worker's output buffer, reused (as the scan's is)
+
+        def chunk(job):
+            name, nbytes = job
             with open(name, "rb") as f:
                 frame = f.read()
-            codec = numcodecs.zstd if kind == "zarr-zstd" else numcodecs.blosc
-            return len(codec.decompress(frame))
-        found = sum(pool.map(chunk, files))
+            out = getattr(kept, "out", None)
+            if out is None or out.size < nbytes:
+                out = kept.out = np.empty(nbytes, np.uint8)
+            return len(codec.decompress(frame, out[:nbytes]))
+        found = sum(pool.map(chunk, jobs))
 elif mode == "fpclass":
     r = scan([path])
     assert r.exit_code == 0, r.exit_code
