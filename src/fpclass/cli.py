@@ -118,7 +118,8 @@ def _parser(out, err) -> _Parser:
     scan.add_argument("--max-locations", type=int, default=None, metavar="N",
                       help="first bad locations listed per tensor (default: 5)")
     scan.add_argument("--threads", type=int, default=None, metavar="N",
-                      help="worker threads (default: one per core; 8 streams for URLs)")
+                      help="worker threads (default: one per core, at most "
+                           "FPCLASS_NUM_THREADS; 8 streams for URLs)")
     scan.add_argument("--include", action="append", default=None, metavar="GLOB",
                       help="in directories, read only files whose name or path below the "
                       "directory matches GLOB (repeatable); the others are listed as skipped")
