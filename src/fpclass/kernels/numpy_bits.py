@@ -17,8 +17,16 @@ SMALL_BYTES = 1 << 14
 
 def matches(a: np.ndarray, word: np.dtype, lanes: int, test) -> np.ndarray:
     """Bool array of a's shape: test(w) for each element's stored words `w` (any lane, for the
-    two words of a complex element). Any layout; the words are viewed, or copied when their
-    strides do not allow a view."""
+    two words of a complex element). Any layout. As fast as NumPy's own expression: its ufunc
+    where it defines the class as the format table does, a table of every pattern for words of
+    at most 16 bits, else the bit test on the words (viewed, or copied where strides do not
+    allow a view)."""
+    fast = _fast(a, word, lanes, test)
+    return bits(a, word, lanes, test) if fast is None else fast(a)
+
+
+def bits(a: np.ndarray, word: np.dtype, lanes: int, test) -> np.ndarray:
+    """matches() computed from the bit test itself, for any format."""
     if lanes == 1 and a.dtype.itemsize == word.itemsize:
         w = a.view(word)
     else:
@@ -32,7 +40,16 @@ def matches(a: np.ndarray, word: np.dtype, lanes: int, test) -> np.ndarray:
 
 def mask(a, word, lanes, test, negate, out) -> None:
     """out[...] = test(a) ^ negate element-wise; `out` is a uint8 array of a's shape."""
-    hit = matches(a, word, lanes, test)
+    fast = _fast(a, word, lanes, test)
+    if fast is _nonfinite and negate:
+        np.isfinite(a, out=out.view(np.bool_))
+        return
+    if fast is not None:
+        hit = fast(a, out=out.view(np.bool_))
+        if negate:
+            np.logical_not(hit, out=hit)
+        return
+    hit = bits(a, word, lanes, test)
     if negate:
         hit = ~hit
     np.copyto(out, hit, casting="unsafe")
@@ -68,3 +85,46 @@ def find(a, word, lanes, test, limit) -> np.ndarray:
     if limit <= 0:
         return np.empty(0, np.int64)
     return np.flatnonzero(matches(a, word, lanes, test))[:limit].astype(np.int64, copy=False)
+
+
+def _nonfinite(a, out=None):
+    hit = np.isfinite(a, out=out)
+    return np.logical_not(hit, out=hit)
+
+
+#: Where NumPy stores the format natively and IEEE defines it, numpy's ufuncs are the format
+#: table's definitions (as operators/elementwise._one_call).
+_IEEE = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64,
+                                    np.complex128))
+_FAST: dict = {}   # (id(dtype), lanes, test) -> (dtype, function or None); the dtype keeps the id
+
+
+def _fast(a, word, lanes, test):
+    """The one-call function for `a`'s dtype and `test` (taking out=), or None (bits())."""
+    if a.ndim == 0:
+        return None   # a ufunc or take() would give a scalar, not an array
+    dtype = a.dtype
+    key = (id(dtype), lanes, test)
+    entry = _FAST.get(key)
+    if entry is None or entry[0] is not dtype:
+        if len(_FAST) > 1024:
+            _FAST.clear()
+        entry = _FAST[key] = (dtype, _plan(dtype, word, lanes, test))
+    return entry[1]
+
+
+def _plan(dtype, word, lanes, test):
+    if dtype.isnative and dtype in _IEEE:
+        from ..formats import NaN, Query, bit_test, component_format, format_of
+        fmt = format_of(dtype)
+        wf = component_format(fmt) if lanes == 2 else fmt
+        if wf.inf and wf.nan is NaN.IEEE:
+            for query, ufunc in ((Query.NAN, np.isnan), (Query.INF, np.isinf),
+                                 (Query.NONFINITE, _nonfinite)):
+                if bit_test(wf, query) == tuple(test):
+                    return ufunc
+    if lanes == 1 and word.itemsize <= 2 and dtype.itemsize == word.itemsize:
+        table = bits(np.arange(1 << (8 * word.itemsize), dtype=word), word, 1, test)
+        # take's out= is buffered (mode "raise"): safe whatever the layouts
+        return lambda a, out=None: table.take(a.view(word), out=out)
+    return None
