@@ -15,6 +15,7 @@ Importing this module does not import numba.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.util
@@ -111,15 +112,12 @@ def _find_cache_dir(root: str) -> Path:
     subpath = cache_subpath()
     if root:
         return Path(root) / subpath
-    import tempfile
     in_tree = _KERNELS / "__pycache__"
-    try:
-        in_tree.mkdir(exist_ok=True)
-        tempfile.TemporaryFile(dir=in_tree).close()
+    # numba writes a temporary file there to know; a first call cannot afford that
+    if os.access(in_tree if in_tree.is_dir() else _KERNELS, os.W_OK):
         return in_tree
-    except OSError:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-        return Path(base) / "numba" / subpath
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "numba" / subpath
 
 
 def cache_subpath() -> str:
@@ -152,8 +150,8 @@ def is_warm() -> bool:
     """Does a valid stamp say every kernel is in numba's cache? (The stamp's first line is the
     key: read without a parser, as a cold first call pays for every import.)"""
     try:
-        with open(cache_dir() / STAMP, encoding="utf-8") as f:
-            return f.readline().strip() == source_key()
+        with open(os.path.join(cache_dir(), STAMP), "rb") as f:
+            return f.readline().strip() == source_key().encode()
     except (OSError, ValueError):
         return False
 
@@ -209,24 +207,37 @@ def _lock_free(folder: Path) -> bool:
         return True
 
 
-#: The background warm-up starts this long after the call that found the cache cold, from a
-#: thread: starting a process costs milliseconds of the interpreter, more than that call's work.
-SPAWN_DELAY = 0.05
-
-
 def start_background() -> None:
-    """Start `fpclass warmup` (one worker, quiet) in a detached background process, unless this
-    process did already or another warm-up holds the lock. Started SPAWN_DELAY seconds later
-    from a thread, so the call that asked is not held up (the interpreter waits for it at
-    exit)."""
+    """Start `fpclass warmup` (one worker, quiet) in a detached background process, once per
+    process, unless another warm-up holds the lock: from a thread at the first cold check after
+    this one (RECHECK_SECONDS or more later), or at exit if none comes. Starting a process costs
+    milliseconds of the interpreter, more than the first call's own work."""
     global _started
     with _start_lock:
         if _started:
             return
+        if not _asked:
+            _asked.append(time.monotonic())
+            atexit.register(_spawn_at_exit)
+            return
         _started = True
-    timer = threading.Timer(SPAWN_DELAY, _spawn)
-    timer.name = "fpclass-warmup-start"
-    timer.start()
+    thread = threading.Thread(target=_spawn, name="fpclass-warmup-start", daemon=True)
+    thread.start()
+    _threads.append(thread)
+
+
+_asked: list = []     # when the first cold check asked for a background warm-up
+_threads: list = []   # the starting thread, waited for at exit
+
+
+def _spawn_at_exit() -> None:
+    global _started
+    with _start_lock:
+        started, _started = _started, True
+    if not started and not is_warm() and policy() == "background":
+        _spawn()
+    for thread in _threads:
+        thread.join(5)
 
 
 def _spawn():
@@ -253,3 +264,10 @@ def reset() -> None:
     """Forget what this process learnt (warm, started, the next check): for tests."""
     global _warm, _next_check, _started
     _warm, _next_check, _started = False, 0.0, False
+    _asked.clear()
+    _dirs.clear()
+
+
+# Found at import (string work and at most one access() call), not by a cold first call.
+with contextlib.suppress(Exception):
+    cache_dir()

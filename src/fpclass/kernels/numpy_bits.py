@@ -18,9 +18,8 @@ SMALL_BYTES = 1 << 14
 def matches(a: np.ndarray, word: np.dtype, lanes: int, test) -> np.ndarray:
     """Bool array of a's shape: test(w) for each element's stored words `w` (any lane, for the
     two words of a complex element). Any layout. As fast as NumPy's own expression: its ufunc
-    where it defines the class as the format table does, a table of every pattern for words of
-    at most 16 bits, else the bit test on the words (viewed, or copied where strides do not
-    allow a view)."""
+    where it defines the class as the format table does, else the bit test on the words
+    (viewed, or copied where strides do not allow a view)."""
     fast = _fast(a, word, lanes, test)
     return bits(a, word, lanes, test) if fast is None else fast(a)
 
@@ -32,9 +31,17 @@ def bits(a: np.ndarray, word: np.dtype, lanes: int, test) -> np.ndarray:
     else:
         w = np.ascontiguousarray(a).reshape(a.shape + (1,)).view(word)
     mask, value, mask2, value2 = test
-    hit = (w & mask) == value
-    if (mask2, value2) != (0, 1):
-        hit &= (w & mask2) != value2
+    if (mask2, value2) == (0, 1):
+        hit = (w & mask) == value
+    elif value == mask and value2 == 0 and mask2 and mask2 < (mask & -mask):
+        # "these bits all set, some of the lower ones set" (NaN: exponent all ones, mantissa
+        # not zero) is one comparison: w & (mask | mask2) > mask
+        hit = (w & (mask | mask2)) > mask
+    else:
+        t = w & mask
+        hit = t == value
+        np.bitwise_and(w, mask2, out=t)
+        hit &= t != value2
     return hit.any(axis=-1) if w.ndim > a.ndim else hit
 
 
@@ -75,6 +82,11 @@ def reduce(a, word, lanes, test, axes, any_mode) -> np.ndarray:
 def reduce_mask(hit: np.ndarray, axes: tuple, any_mode: bool) -> np.ndarray:
     """A bool mask reduced along `axes` with kept dimensions: int64 counts, or with `any_mode`
     bool "one is set"."""
+    if len(axes) == hit.ndim:   # whole array: numpy's fast paths take no axis
+        kept = (1,) * hit.ndim
+        if any_mode:
+            return np.full(kept, hit.any())
+        return np.full(kept, np.count_nonzero(hit), np.int64)
     if any_mode:
         return hit.any(axis=axes, keepdims=True)
     return np.count_nonzero(hit, axis=axes, keepdims=True).astype(np.int64, copy=False)
@@ -123,8 +135,6 @@ def _plan(dtype, word, lanes, test):
                                  (Query.NONFINITE, _nonfinite)):
                 if bit_test(wf, query) == tuple(test):
                     return ufunc
-    if lanes == 1 and word.itemsize <= 2 and dtype.itemsize == word.itemsize:
-        table = bits(np.arange(1 << (8 * word.itemsize), dtype=word), word, 1, test)
-        # take's out= is buffered (mode "raise"): safe whatever the layouts
-        return lambda a, out=None: table.take(a.view(word), out=out)
+    # (a table of every pattern, as the small path's, is slower here: take() makes its indices
+    # intp, 4-8x the words; the vectorised bit test on 8- or 16-bit words runs 3-7x faster)
     return None

@@ -88,6 +88,15 @@ def compile_kernels(progress=None, workers: int = 1, todo=None) -> float:
     return time.perf_counter() - start
 
 
+def work(share: str) -> None:
+    """A warm-up worker process's main (warmup_workers.py): compile the units of the JSON list
+    `share`, printing a JSON line [name, mode, seconds] as each ends."""
+    import json
+    for name, mode in json.loads(share):
+        seconds = compile_unit(name, mode)
+        print(json.dumps([name, mode, seconds]), flush=True)
+
+
 def default_workers() -> int:
     """The worker processes `fpclass warmup` uses unless told: the cores this process may run
     on, at most 4 (beyond, the units' shared kernels are compiled once per worker for nothing)."""

@@ -97,7 +97,7 @@ def _start(share: list, private: Path, errors: Path) -> subprocess.Popen:
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(private), compile_cache.ENV: "inline",
            "PYTHONPATH": src if not path else src + os.pathsep + path}
-    code = "import sys; from fpclass.operators.warmup_workers import work; work(sys.argv[1])"
+    code = "import sys; from fpclass.operators.warmup import work; work(sys.argv[1])"
     with open(errors, "wb") as err:
         return subprocess.Popen([sys.executable, "-c", code, json.dumps(share)], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
@@ -122,11 +122,3 @@ def _last_line(path: Path) -> str:
     except OSError:
         return ""
     return text.splitlines()[-1] if text else ""
-
-
-def work(share: str) -> None:
-    """A worker's main: compile the units of the JSON list `share`, a JSON line as each ends."""
-    from .warmup import compile_unit
-    for name, mode in json.loads(share):
-        seconds = compile_unit(name, mode)
-        print(json.dumps([name, mode, seconds]), flush=True)
