@@ -38,7 +38,7 @@ def bits(a: np.ndarray, word: np.dtype, lanes: int, test) -> np.ndarray:
         # not zero) is one comparison: w & (mask | mask2) > mask
         hit = (w & (mask | mask2)) > mask
     else:
-        t = w & mask
+        t = np.asarray(w & mask)   # (0-d input gives a scalar)
         hit = t == value
         np.bitwise_and(w, mask2, out=t)
         hit &= t != value2
