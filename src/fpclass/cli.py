@@ -242,7 +242,12 @@ def _warmup(args, out, err) -> int:
         out.write(f"fpclass warmup: [{done}/{total}] {what}: {seconds:.1f} s\n")
         out.flush()
 
-    seconds = compile_kernels(None if args.quiet else progress, workers=workers)
+    def wait(lock):
+        if not args.quiet:
+            out.write(f"fpclass warmup: waiting for another warm-up of this cache ({lock})\n")
+            out.flush()
+
+    seconds = compile_kernels(None if args.quiet else progress, workers=workers, wait=wait)
     if not args.quiet:
         out.write(f"fpclass: every kernel compiled or loaded from numba's cache in {seconds:.1f} s\n")
     return 0

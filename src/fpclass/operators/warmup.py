@@ -66,16 +66,17 @@ def compile_unit(name: str, mode: str) -> float:
     return time.perf_counter() - start
 
 
-def compile_kernels(progress=None, workers: int = 1, todo=None) -> float:
+def compile_kernels(progress=None, workers: int = 1, todo=None, wait=None) -> float:
     """Compile (or load) every kernel into numba's cache, unit by unit (`todo`: those units
     only, for tests; no stamp is written then); `progress(done, total, unit, seconds)` is
     called as each unit ends. With `workers` > 1 and a cold cache, units are compiled in that
-    many processes and merged into the cache. Returns the seconds it took."""
+    many processes and merged into the cache. Another warm-up of the same cache is waited for
+    (`wait(lock_path)` called first). Returns the seconds it took."""
     from . import warmup_workers
     start = time.perf_counter()
     every = todo is None
     todo = units() if every else list(todo)
-    with compile_cache.warmup_lock():
+    with compile_cache.warmup_lock(wait):
         if workers > 1 and not compile_cache.is_warm():
             warmup_workers.compile_in_workers(todo, workers, progress)
         else:
