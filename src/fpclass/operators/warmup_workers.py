@@ -57,6 +57,7 @@ def compile_in_workers(todo: list, workers: int, progress=None) -> int:
     the worker's error if one fails (nothing of it is merged)."""
     target = compile_cache.cache_dir()
     shares = assign(todo, workers)
+    worker_cpu_seconds.clear()
     lines: queue.Queue = queue.Queue()
     with tempfile.TemporaryDirectory(prefix="fpclass-warmup-") as scratch:
         procs = []
@@ -76,11 +77,25 @@ def compile_in_workers(todo: list, workers: int, progress=None) -> int:
             if progress is not None:
                 progress(done, len(todo), tuple(item[:2]), item[2])
         failed = [_last_line(Path(scratch) / f"worker{k}.err") or f"exit status {p.returncode}"
-                  for k, p in enumerate(procs) if p.wait() != 0]
+                  for k, p in enumerate(procs) if _wait(p) != 0]
         if failed or done < len(todo):
             raise RuntimeError("a warm-up worker failed: " + "; ".join(failed or ["no answer"]))
         return sum(cache_merge.merge_into(Path(scratch) / f"worker{k}", target)
                    for k in range(len(procs)))
+
+
+#: The CPU seconds (user + system) of each worker of the last compile_in_workers, for the
+#: benchmark: on a busy machine the workers' CPU time, not the wall time, shows the balance.
+worker_cpu_seconds: list = []
+
+
+def _wait(proc: subprocess.Popen) -> int:
+    """proc's exit status, its CPU time appended to worker_cpu_seconds (os.wait4 where there)."""
+    if hasattr(os, "wait4") and proc.returncode is None:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        worker_cpu_seconds.append(usage.ru_utime + usage.ru_stime)
+    return proc.wait()
 
 
 def _seed(real: Path, private: Path) -> None:
