@@ -9,12 +9,11 @@ import subprocess
 import sys
 import time
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import fpclass
-from fpclass import cli, twin
+from fpclass import cli
 from fpclass.kernels import cache_merge, compile_cache
 from fpclass.operators.statistics import value_stats
 
@@ -178,7 +177,8 @@ def test_the_background_warmup_is_a_detached_quiet_one_worker_warmup(tmp_path, m
 def test_the_policy_is_checked(monkeypatch):
     monkeypatch.setattr(compile_cache, "_forced", None)
     monkeypatch.setenv(compile_cache.ENV, "later")
-    with pytest.raises(ValueError, match="FPCLASS_COMPILE must be one of background, numpy, inline"):
+    accepted = "FPCLASS_COMPILE must be one of background, numpy, inline"
+    with pytest.raises(ValueError, match=accepted):
         compile_cache.policy()
     with pytest.raises(ValueError, match="policy must be one of"):
         compile_cache.set_policy("eager")
@@ -188,7 +188,8 @@ def test_the_cache_folder_is_the_one_numba_uses(tmp_path):
     code = ("from fpclass.kernels import compile_cache as c\n"
             "before = c.cache_dir()\n"
             "from fpclass.kernels import elementwise\n"
-            "print(before == c.cache_dir() and str(before) == elementwise.mask_flat._cache.cache_path)")
+            "print(before == c.cache_dir()\n"
+            "      and str(before) == elementwise.mask_flat._cache.cache_path)")
     assert python(code, tmp_path / "cache").split() == ["True"]
 
 

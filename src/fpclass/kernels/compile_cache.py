@@ -32,7 +32,8 @@ STAMP, LOCK, LOG = "fpclass-warm.txt", "fpclass-warmup.lock", "fpclass-warmup.lo
 #: While cold, the stamp is looked for at most this often (a stat per large call would show).
 RECHECK_SECONDS = 0.2
 
-_KERNELS = Path(os.path.dirname(os.path.abspath(__file__)))  # as numba spells it: no symlinks resolved
+# the kernels' folder as numba spells it (abspath: symlinks not resolved)
+_KERNELS = Path(os.path.dirname(os.path.abspath(__file__)))
 _forced: str | None = None   # set_policy's
 _warm = False                # sticky: once warm, a process stays on the kernels
 _next_check = 0.0
@@ -133,7 +134,8 @@ def source_key() -> str:
     spec = importlib.util.find_spec("numba")
     if spec is not None and spec.origin:
         numba_dir = Path(spec.origin).parent
-        parts += [str(numba_dir)] + [_file_stamp(numba_dir / n) for n in ("__init__.py", "_version.py")]
+        parts += [str(numba_dir)] + [_file_stamp(numba_dir / n)
+                                     for n in ("__init__.py", "_version.py")]
     parts += [f"{p.name}:{_file_stamp(p)}" for p in sorted(_KERNELS.glob("*.py"))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
