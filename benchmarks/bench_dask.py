@@ -35,6 +35,8 @@ import threading
 import time
 
 import dask
+
+os.environ.setdefault("FPCLASS_COMPILE", "inline")  # time the kernels (docs/startup.md)
 import dask.array as da
 import numpy as np
 import psutil

@@ -8,9 +8,15 @@ whatever it is compared with are timed by `alternated`: the same repeat count, i
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import numpy as np
+
+# The benchmarks time the kernels: compiled on first use (their warm-up rounds), never the NumPy
+# answers a cold cache gets by default, and no background warm-up competing for the cores
+# (docs/startup.md). bench_startup's cold rows set their own policy.
+os.environ.setdefault("FPCLASS_COMPILE", "inline")
 
 
 def best_time(fn, repeat=5, warmup=1) -> float:

@@ -2,6 +2,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+# The kernel tests test the kernels: compile on first use, never NumPy answers while numba's cache
+# is cold, and never a background warm-up started by the suite (also in its subprocesses, which
+# inherit this). tests/test_compile_policy.py sets its own policy in its own subprocesses.
+os.environ["FPCLASS_COMPILE"] = "inline"
 
 import pytest  # noqa: E402
 

@@ -54,7 +54,7 @@ def test_exit_codes_are_documented_everywhere():
 def test_warmup_help_lists_only_its_options():
     code, out, _ = run("warmup", "--help")
     options = set(re.findall(r"(?<![\w-])--?[a-z][\w-]*", out.split("options:", 1)[1]))
-    assert code == 0 and options == {"-h", "--help", "-q", "--quiet", "--traceback"}, options
+    assert code == 0 and options == {"-h", "--help", "-q", "--quiet", "--traceback", "--workers"}, options
 
 
 def normalized(text: str) -> str:

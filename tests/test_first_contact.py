@@ -24,8 +24,9 @@ def test_first_scan_with_an_empty_numba_cache_needs_no_compile(tmp_path):
 
 
 def test_warmup_fills_an_empty_numba_cache_once(tmp_path):
+    # the one full cold warm-up of the suite: in two worker processes, merged into one cache
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    run = [sys.executable, "-m", "fpclass", "warmup"]
+    run = [sys.executable, "-m", "fpclass", "warmup", "--workers", "2"]
     first = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, env=env, timeout=1200)
     assert first.returncode == 0, first.stderr
     assert "every kernel compiled or loaded" in first.stdout
@@ -35,9 +36,20 @@ def test_warmup_fills_an_empty_numba_cache_once(tmp_path):
     assert [s.split("[")[1].split("]")[0] for s in steps] == [
         f"{k}/{len(steps)}" for k in range(1, len(steps) + 1)]
     assert any("float16" in s and "threaded" in s for s in steps)
+    assert any("codecs" in s for s in steps) and any("density" in s for s in steps)
     cached = sorted(p.name for p in (tmp_path / "cache").rglob("*.nbi"))
     assert cached   # numba's index files: the kernels are in the cache
-    again = subprocess.run(run + ["-q"], capture_output=True, text=True, cwd=ROOT, env=env,
-                           timeout=600)
-    assert again.returncode == 0 and again.stdout == ""
+    assert list((tmp_path / "cache").rglob("fpclass-warm.txt"))   # the cache is said warm
+    # a fresh process running every unit (every kernel the warm-up knows) compiles nothing:
+    # numba's own count of cache misses, over every kernel dispatcher
+    code = ("import gc\n"
+            "from numba.core.dispatcher import Dispatcher\n"
+            "from fpclass.operators import warmup\n"
+            "for unit in warmup.units():\n"
+            "    warmup.compile_unit(*unit)\n"
+            "print(sum(sum(d.stats.cache_misses.values()) for d in gc.get_objects()\n"
+            "          if isinstance(d, Dispatcher) and d.py_func.__module__.startswith('fpclass')))")
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=ROOT, env=env, timeout=600)
+    assert again.returncode == 0 and again.stdout.split() == ["0"], again.stderr
     assert sorted(p.name for p in (tmp_path / "cache").rglob("*.nbi")) == cached

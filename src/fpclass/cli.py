@@ -93,12 +93,16 @@ def _parser(out, err) -> _Parser:
     scan = sub.add_parser("scan", out=out, err=err, parents=[common],
                           help="check checkpoints and array files for NaN and Inf",
                           description=_scan_description)
-    sub.add_parser("warmup", out=out, err=err, parents=[_global_options(scan=False)],
-                   help="compile every kernel into numba's on-disk cache (for images and CI)",
-                   description="Compile (or load) every numba kernel fpclass uses, so that no "
-                   "later process on this machine compiles: run it once when building an image, "
-                   "or cache NUMBA_CACHE_DIR between CI runs. Small inputs never need it. "
-                   "Prints a line as each part is done (-q: only errors).")
+    warmup = sub.add_parser(
+        "warmup", out=out, err=err, parents=[_global_options(scan=False)],
+        help="compile every kernel into numba's on-disk cache (for images and CI)",
+        description="Compile (or load) every numba kernel fpclass uses, so that no later process "
+        "on this machine compiles: run it once when building an image, or cache NUMBA_CACHE_DIR "
+        "between CI runs. Small inputs never need it; until it has run, large inputs are "
+        "answered by NumPy while it runs once in the background (FPCLASS_COMPILE, see "
+        "docs/startup.md). Prints a line as each part is done (-q: only errors).")
+    warmup.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="compile in N processes (default: the cores, at most 4)")
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     scan.add_argument("--json", action="store_true", help="print the report as JSON (schema "
                       "fpclass.scan/3, see docs/scan.md); the same as --format json")
@@ -214,7 +218,7 @@ def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
         return ExitCode.USAGE
     try:
         if args.command == "warmup":
-            return _warmup(args, out)
+            return _warmup(args, out, err)
         return _scan(args, out, err, env)
     except KeyboardInterrupt:
         err.write("fpclass: interrupted\n")
@@ -226,18 +230,40 @@ def main(argv=None, *, stdout=None, stderr=None, env=None) -> int:
         return ExitCode.INCONCLUSIVE
 
 
-def _warmup(args, out) -> int:
-    from .operators.warmup import compile_kernels
+def _warmup(args, out, err) -> int:
+    from .operators.warmup import compile_kernels, default_workers
+
+    workers = default_workers() if args.workers is None else args.workers
+    if workers < 1:
+        _error(err, f"fpclass warmup: error: --workers must be >= 1, got {workers}")
+        return ExitCode.USAGE
 
     def progress(done, total, unit, seconds):
         what = f"{unit[0]} kernels ({unit[1]})"
         out.write(f"fpclass warmup: [{done}/{total}] {what}: {seconds:.1f} s\n")
         out.flush()
 
-    seconds = compile_kernels(None if args.quiet else progress)
+    def wait(lock):
+        if not args.quiet:
+            out.write(f"fpclass warmup: waiting for another warm-up of this cache ({lock})\n")
+            out.flush()
+
+    seconds = compile_kernels(None if args.quiet else progress, workers=workers, wait=wait)
     if not args.quiet:
         out.write(f"fpclass: every kernel compiled or loaded from numba's cache in {seconds:.1f} s\n")
     return 0
+
+
+def _cold_cache_notice(err, quiet: bool) -> None:
+    """One line on stderr when the scan first meets a large array while numba's cache is cold."""
+    from .kernels import compile_cache
+
+    def notice(policy):
+        if not quiet:
+            err.write("fpclass: numba's kernel cache is cold: large arrays are checked with NumPy"
+                      + (" while `fpclass warmup` runs in the background" if policy == "background"
+                         else "; run `fpclass warmup` once") + " (docs/startup.md)\n")
+    compile_cache.set_notice(notice)
 
 
 def _scan(args, out, err, env) -> int:
@@ -285,6 +311,7 @@ def _scan(args, out, err, env) -> int:
         except OSError as e:
             _error(err, f"fpclass scan: error: {option} {path}: cannot write: {describe(e)}")
             return ExitCode.USAGE
+    _cold_cache_notice(err, args.quiet)
     execute_on = None
     if args.scheduler:
         try:

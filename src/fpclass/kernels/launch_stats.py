@@ -1,5 +1,6 @@
 """The statistics launcher: kernels/stats.py over any layout and thread count, or the same
-answer from NumPy for small inputs (no compile, no dispatch cost).
+answer from NumPy for small inputs (no compile, no dispatch cost) and while numba's cache is cold
+(compile_cache.py).
 
 The answer is an int64 row (slots as stats.py names them): non-finite, tiny and zero counts, then
 the smallest and largest order key among the finite words. Rows of parts merge with `merge_rows`.
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import compile_cache, numpy_bits
 from .layout import source_plan
-from .numpy_bits import SMALL_BYTES
 from .pieces import fresh_copy, pieces
 from .threads import parallel, threads_for
 
@@ -45,7 +46,7 @@ def stats(a: np.ndarray, word: np.dtype, tests: np.ndarray, consts: np.ndarray,
         consts[:2] <<= pad
         consts[2] = 0
     signed = np.dtype(f"i{word.itemsize}")
-    if a.nbytes <= SMALL_BYTES:
+    if a.nbytes <= numpy_bits.SMALL_BYTES or not compile_cache.kernels_ready():
         w = np.ascontiguousarray(a).reshape(-1).view(word)
         return _numpy_row(w, signed, tests, consts, swap)
     from . import stats as kernels  # imports numba

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import twin
 from ..formats import Kind, NaN, Query, format_of
-from ..kernels import numpy_bits
+from ..kernels import compile_cache, numpy_bits
 from ..kernels.numpy_bits import matches
 from .inputs import as_source, check_flag, check_out
 from .outputs import empty_mask
@@ -156,6 +156,8 @@ def _small(x, fast: SmallPath, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarra
         hit = matches(x, word, entry.lanes, entry.test)
         np.copyto(result, ~hit if fast.negate else hit, casting="unsafe")
         return result
+    if tiny or not compile_cache.kernels_ready():
+        return None   # out over x's memory, or a cold cache: the general path's NumPy answers
     words = entry.words
     if words is None:
         words = entry.words = _launch().test_words(entry.test, word, fast.negate, entry.lanes)
@@ -200,10 +202,13 @@ def _classify(x, query: Query | None, negate: bool, out):
     return result[()] if a.ndim == 0 else result
 
 
-def launcher(a: np.ndarray):
+def launcher(a: np.ndarray, _ready=compile_cache.kernels_ready):
     """What classifies `a`: NumPy for inputs of at most numpy_bits.SMALL_BYTES (no compile, no
-    dispatch cost), the numba kernels above."""
-    return numpy_bits if a.nbytes <= numpy_bits.SMALL_BYTES else _launch()
+    dispatch cost) and, by the compile policy, while numba's cache is cold (kernels/
+    compile_cache.py); the numba kernels otherwise."""
+    if a.nbytes <= numpy_bits.SMALL_BYTES or not _ready():
+        return numpy_bits
+    return _launch()
 
 
 def _launch():

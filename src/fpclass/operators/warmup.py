@@ -1,14 +1,17 @@
 """Compile every numba kernel fpclass uses, ahead of time, into numba's on-disk cache: for images
 and CI caches, so that no later process pays a compile (`fpclass warmup`).
-The work is cut into units (one dtype's kernels, serial or threaded), each reported as it ends."""
+The work is cut into units (one dtype's kernels, serial or threaded; the decoders and density
+maps), each reported as it ends; with several workers the units are compiled in parallel
+processes (warmup_workers.py). A complete warm-up leaves a stamp (kernels/compile_cache.py)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
-from ..kernels import numpy_bits
+from ..kernels import compile_cache, numpy_bits
 
 #: One dtype per kernel specialisation: the word widths (1, 2, 4, 8 bytes), complex (two words an
 #: element) and a byte-swapped input.
@@ -16,11 +19,14 @@ _DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "comple
            "complex128", ">f4")
 #: The kernels' two launch modes: serial, and threaded (every input over the threshold).
 _MODES = ("serial", "threaded")
+#: The units of the kernels no dtype selects: the scan's decoders (LZF, unshuffle), the density
+#: maps (scan --html).
+CODECS, DENSITY = ("codecs", "serial"), ("density", "serial")
 
 
 def units() -> list:
     """The (dtype name, mode) units the warm-up is made of."""
-    return [(name, mode) for mode in _MODES for name in _DTYPES]
+    return [(name, mode) for mode in _MODES for name in _DTYPES] + [CODECS, DENSITY]
 
 
 def compile_unit(name: str, mode: str) -> float:
@@ -29,12 +35,16 @@ def compile_unit(name: str, mode: str) -> float:
     and threading thresholds for its duration)."""
     import ml_dtypes
     from ..kernels import threads
-    from . import elementwise as ops, queries as q
+    from . import buffers, elementwise as ops, queries as q, statistics
 
     start = time.perf_counter()
+    if (name, mode) in (CODECS, DENSITY):
+        _codec_kernels() if (name, mode) == CODECS else _density_kernels()
+        return time.perf_counter() - start
     small, parallel = numpy_bits.SMALL_BYTES, threads.PARALLEL_MIN
     numpy_bits.SMALL_BYTES = -1
     threads.PARALLEL_MIN = parallel if mode == "serial" else 0
+    policy = compile_cache.set_policy("inline")   # a warm-up compiles: never the NumPy answers
     try:
         # per-column counts of 300 rows of 1-byte words take 2-byte cells, of 70,000 rows of 1-
         # or 2-byte words 4-byte cells (wider words: cells as wide as the word)
@@ -46,23 +56,64 @@ def compile_unit(name: str, mode: str) -> float:
             q.count_nan(x), q.count_nonfinite(x, axis=1), q.count_nonfinite(x, axis=0)
             q.any_nan(x, axis=0), q.any_nan(x, axis=1)
             if x.dtype.kind != "c":
-                ops.isposinf(x), q.class_counts(x)
+                ops.isposinf(x), q.class_counts(x), statistics.value_stats(x)
+            # the scan's statistics above; fpclass.check and torch.watch count raw buffers
+            buffers.count_nonfinite_words(x.dtype, [x.ctypes.data], [x.size])
+            buffers.nonfinite_counter(x.dtype)(x.ctypes.data, x.size)
     finally:
         numpy_bits.SMALL_BYTES, threads.PARALLEL_MIN = small, parallel
-    _density_kernels()
+        compile_cache.set_policy(policy)
     return time.perf_counter() - start
 
 
-def compile_kernels(progress=None) -> float:
-    """Compile (or load) every kernel into numba's cache, unit by unit; `progress(done, total,
-    unit, seconds)` is called as each unit ends. Returns the seconds it took."""
+def compile_kernels(progress=None, workers: int = 1, todo=None, wait=None) -> float:
+    """Compile (or load) every kernel into numba's cache, unit by unit (`todo`: those units
+    only, for tests; no stamp is written then); `progress(done, total, unit, seconds)` is
+    called as each unit ends. With `workers` > 1 and a cold cache, units are compiled in that
+    many processes and merged into the cache. Another warm-up of the same cache is waited for
+    (`wait(lock_path)` called first). Returns the seconds it took."""
+    from . import warmup_workers
     start = time.perf_counter()
-    todo = units()
-    for done, u in enumerate(todo, 1):
-        seconds = compile_unit(*u)
-        if progress is not None:
-            progress(done, len(todo), u, seconds)
+    every = todo is None
+    todo = units() if every else list(todo)
+    with compile_cache.warmup_lock(wait):
+        if workers > 1 and not compile_cache.is_warm():
+            warmup_workers.compile_in_workers(todo, workers, progress)
+        else:
+            for done, u in enumerate(todo, 1):
+                seconds = compile_unit(*u)
+                if progress is not None:
+                    progress(done, len(todo), u, seconds)
+        if every:
+            compile_cache.write_stamp(len(todo))
     return time.perf_counter() - start
+
+
+def work(share: str) -> None:
+    """A warm-up worker process's main (warmup_workers.py): compile the units of the JSON list
+    `share`, printing a JSON line [name, mode, seconds] as each ends."""
+    import json
+    for name, mode in json.loads(share):
+        seconds = compile_unit(name, mode)
+        print(json.dumps([name, mode, seconds]), flush=True)
+
+
+def default_workers() -> int:
+    """The worker processes `fpclass warmup` uses unless told: the cores this process may run
+    on, at most 4 (beyond, the units' shared kernels are compiled once per worker for nothing)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
+def _codec_kernels() -> None:
+    """The scan's decoders: LZF (HDF5) and unshuffle (HDF5, FITS)."""
+    from ..kernels.lzf import lzf_decompress
+    from ..kernels.unshuffle import unshuffle
+    lzf_decompress(b"\x01ab", np.zeros(4, np.uint8))
+    unshuffle(b"abcd", 2, np.zeros(4, np.uint8))
 
 
 def _density_kernels() -> None:
