@@ -21,6 +21,8 @@ fresh processes are timed alternately, best of --repeat, each reporting its own 
             tile-compressed FITS
   baseline  (with --baseline SRC) fpclass.scan.scan([path]) of the fpclass sources in SRC (another
             checkout's src/), timed in turn with the others: "not slower than before" in one run
+Each child finds fpclass's modules compiled (in a private pycache, made by one untimed run per
+file), as an installed package has them and as the libraries' are.
 Targets (issue 22): compressed >= 1.5x the library and >= 80% of decode alone; uncompressed
 zarr, FITS and NetCDF >= 70% of read and >= 2x the library. (Issue 13: .pt >= 3x the library and
 >= 70% of read; HDF5 and zarr >= 1.5x uncompressed.)
@@ -29,10 +31,12 @@ zarr, FITS and NetCDF >= 70% of read and >= 2x the library. (Issue 13: .pt >= 3x
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -217,10 +221,19 @@ FILES = {  # kind -> (file name, maker)
 PACKED = ("h5-gzip", "zarr-blosc", "zarr-zstd", "fits-gzip")
 
 
+#: Where the children keep their compiled modules (set by main), as an installed package has
+#: them: with PYTHONDONTWRITEBYTECODE set (as in some sandboxes), every fresh process would
+#: compile fpclass's sources again (15-20 ms of a first scan) while the libraries' come compiled.
+PYCACHE = None
+
+
 def run(mode, kind, path, src=None) -> dict:
     """One child's report; `src`: the fpclass sources it imports (the installed ones if None)."""
     import json
-    env = dict(os.environ, PYTHONPATH=src) if src else None
+    env = dict(os.environ, **({"PYTHONPATH": src} if src else {}))
+    if PYCACHE is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE
     out = subprocess.run([sys.executable, "-c", CHILD, mode, kind, path], capture_output=True,
                          text=True, env=env)
     if out.returncode:
@@ -263,7 +276,7 @@ def memory(args, count) -> int:
 
 
 def main(argv=None) -> int:
-    global TENSOR
+    global TENSOR, PYCACHE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
@@ -278,12 +291,17 @@ def main(argv=None) -> int:
                         help="only fpclass's peak RSS per file (bounded memory: 2 GiB files)")
     args = parser.parse_args(argv)
     TENSOR = args.tensor_mib << 20
+    PYCACHE = tempfile.mkdtemp(prefix="fpclass-formats-pycache-", dir=args.dir)
+    atexit.register(shutil.rmtree, PYCACHE, True)
     count = max(1, (args.mib << 20) // TENSOR)
     if args.memory:
         return memory(args, count)
 
     def measure(kind, path):
         run("read", kind, path)  # warm the page cache
+        run("fpclass", kind, path)  # and compile the modules (kept in PYCACHE)
+        if args.baseline:
+            run("fpclass", kind, path, args.baseline)
         modes = ("read", "fpclass", "library") + (("decode",) if kind in PACKED else ()) \
             + (("baseline",) if args.baseline else ())
         best = {m: None for m in modes}
