@@ -12,7 +12,8 @@ fresh processes are timed alternately, best of --repeat, each reporting its own 
   library   the format's own reader loading every tensor, then `isnan(t).any()` per tensor:
             torch.load(weights_only=True) + torch.isnan for .pt; h5py ds[...] + np.isnan for HDF5;
             zarr a[...] + np.isnan for zarr; astropy hdu.data for FITS (memmap off); netCDF4
-            v[...] (auto-mask off) for NetCDF
+            v[...] (auto-mask off) for NetCDF (nc4-records: each variable along an unlimited
+            dimension, in netCDF's default chunks there, one 4 KiB record each)
   decode    (compressed files) "decode alone": every stored chunk read and decoded by its codec
             on a thread pool of all cores, nothing classified: h5py's read_direct_chunk + zlib +
             unshuffle for HDF5 gzip/shuffle, chunk files + numcodecs (blosc on one thread per
@@ -195,14 +196,17 @@ def make_fits(path, count, compression):
     fits.HDUList(hdus).writeto(path)
 
 
-def make_nc(path, count, fmt):
+def make_nc(path, count, fmt, records=False):
+    """NetCDF variables of 1024 columns, contiguous; `records`: along an unlimited dimension
+    each, in netCDF's default chunks there (one 4 KiB record a chunk)."""
     import netCDF4
     with netCDF4.Dataset(path, "w", format=fmt) as d:
         d.createDimension("col", 1024)
         for i in range(count):
             a = _values(i, TENSOR // 4).reshape(-1, 1024)
-            d.createDimension(f"row{i}", a.shape[0])
-            d.createVariable(f"w{i}", "f4", (f"row{i}", "col"), fill_value=False)[...] = a
+            d.createDimension(f"row{i}", None if records else a.shape[0])
+            d.createVariable(f"w{i}", "f4", (f"row{i}", "col"),
+                             fill_value=False)[0:a.shape[0]] = a
 
 
 FILES = {  # kind -> (file name, maker)
@@ -216,6 +220,7 @@ FILES = {  # kind -> (file name, maker)
     "fits-gzip": ("bench-gzip.fits", lambda p, c: make_fits(p, c, True)),
     "nc-classic": ("bench-classic.nc", lambda p, c: make_nc(p, c, "NETCDF3_64BIT_OFFSET")),
     "nc4": ("bench-4.nc", lambda p, c: make_nc(p, c, "NETCDF4")),
+    "nc4-records": ("bench-4-records.nc", lambda p, c: make_nc(p, c, "NETCDF4", True)),
 }
 #: Kinds whose chunks are compressed: timed against "decode alone" too.
 PACKED = ("h5-gzip", "zarr-blosc", "zarr-zstd", "fits-gzip")
