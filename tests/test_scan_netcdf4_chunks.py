@@ -180,3 +180,30 @@ def test_runs_join_only_whole_unfiltered_chunks_back_to_back():
                       ((8, 0), (2, 4), 1)]
     alone = list(hdf5_runs.runs(table, walk, 0, 5, 32, False))
     assert [n for *_, n in alone] == [1] * 5
+
+
+def test_dimension_scales_are_matched_to_their_variables(tmp_path):
+    """The variables a NetCDF-4 dimension scale lists (REFERENCE_LIST) are found among the
+    datasets walked, by their identity in the file (what says a variable reads longer than it
+    is stored), and a variable shorter than its unlimited dimension with a masked fill is
+    checked."""
+    import h5py
+    from fpclass.scan.readers.hdf5_netcdf import Dimensions
+    path = tmp_path / "short.nc"
+    with netCDF4.Dataset(path, "w") as d:
+        d.createDimension("time", None)
+        d.createDimension("x", 8)
+        d.createVariable("long", "f4", ("time", "x"), fill_value=False)[0:300] = \
+            np.ones((300, 8), np.float32)
+        d.createVariable("short", "f4", ("time", "x"),
+                         fill_value=np.float32(np.nan))[0:100] = np.ones((100, 8), np.float32)
+    assert np.isnan(library(path)["short"][100:]).all()  # as netCDF4 reads it: masked
+    with h5py.File(path, "r") as f:
+        dims = Dimensions(h5py, f)
+        for name in ("time", "x", "long", "short"):
+            dims.add(f[name], name, 0, 0)
+        attached = {a for _, pairs in dims.scales for a, _ in pairs}
+        names = {dims.variables[a].name for a in attached if a in dims.variables}
+    assert len(dims.scales) == 2 and names == {"long", "short"}
+    got = tensors(path)
+    assert got["long"].status == got["short"].status == "checked"
