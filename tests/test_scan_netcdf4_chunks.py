@@ -207,3 +207,28 @@ def test_dimension_scales_are_matched_to_their_variables(tmp_path):
     assert len(dims.scales) == 2 and names == {"long", "short"}
     got = tensors(path)
     assert got["long"].status == got["short"].status == "checked"
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_parts_of_a_compressed_variable_read_through_the_table(records, threads, monkeypatch):
+    """A compressed variable cut into parts (each a quarter of its chunks or more, so each reads
+    the index in one pass from its own first chunk) is the whole, chunk for chunk."""
+    firsts = []
+    real = hdf5_runs.chunk_table
+
+    def spy(*a):
+        table = real(*a)
+        if table is not None:
+            firsts.append(a[3])
+        return table
+    monkeypatch.setattr("fpclass.scan.readers.hdf5_blocks.chunk_table", spy)
+    monkeypatch.setattr(hdf5_runs, "MIN_CHUNKS", 1)
+    task_bytes = 200 * 37 * 4 // 3 + 1
+    parts = [t for t in plan([records], task_bytes=task_bytes) if t.name == "packed"]
+    assert 2 <= len(parts) <= 4 and parts[1].first > 0  # each at least a quarter
+    got = tensors(records, threads=threads, task_bytes=task_bytes)
+    assert_exact(got["packed"], library(records)["packed"], (1, 37))
+    # each part holding a quarter of the chunks read its own table (a small tail part: HDF5's
+    # lookup, chunk by chunk)
+    big = {t.first for t in parts if 4 * t.count >= 200}
+    assert len(big) >= 2 and big <= set(firsts)
