@@ -14,6 +14,7 @@ names a chunk twice or off the grid, leaves the chunks to HDF5's own lookup.
 from __future__ import annotations
 
 import math
+from array import array
 from typing import NamedTuple
 
 import numpy as np
@@ -21,9 +22,11 @@ import numpy as np
 #: Bytes of back-to-back chunks read and classified as one block.
 RUN_BYTES = 4 << 20
 #: Chunk counts for which the index is read in one pass: from this many chunks in a task, up to
-#: a table of 32 bytes a chunk (128 MiB), and only where the task holds at least a quarter of the
-#: dataset's chunks (a part of a larger dataset would read the whole index again).
-MIN_CHUNKS, MAX_CHUNKS = 64, 1 << 22
+#: a million (a table of 24 bytes a chunk and the index as read, 8 bytes a value: about 64 MB
+#: for a 2-D dataset), and only where the task holds at least a quarter of the dataset's chunks
+#: (a part of a larger dataset would read the whole index again). Other tasks look their chunks
+#: up one at a time.
+MIN_CHUNKS, MAX_CHUNKS = 64, 1 << 20
 
 
 class ChunkInfo(NamedTuple):
@@ -49,12 +52,12 @@ def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int):
             return None
     except Exception:
         return None
-    found: list = []  # the callback only collects: the checks below run on arrays
+    found = array("q")  # the callback only collects, 8 bytes a value: the checks run on arrays
     try:
-        dsid.chunk_iter(lambda info: found.append(
+        dsid.chunk_iter(lambda info: found.extend(
             (*info.chunk_offset, -1 if info.byte_offset is None else info.byte_offset,
              info.size, info.filter_mask)))
-        rows = np.array(found, np.int64).reshape(len(found), len(grid) + 3)
+        rows = np.frombuffer(found, np.int64).reshape(-1, len(grid) + 3)
     except Exception:  # an index h5py cannot iterate, values past int64
         return None
     at, (off, size, mask) = rows[:, :len(grid)], rows[:, len(grid):].T
