@@ -14,7 +14,8 @@ scan costs beside decode alone's shows what the wall time cannot):
   library   the format's own reader loading every tensor, then `isnan(t).any()` per tensor:
             torch.load(weights_only=True) + torch.isnan for .pt; h5py ds[...] + np.isnan for HDF5;
             zarr a[...] + np.isnan for zarr; astropy hdu.data for FITS (memmap off); netCDF4
-            v[...] (auto-mask off) for NetCDF
+            v[...] (auto-mask off) for NetCDF (nc4-records: each variable along an unlimited
+            dimension, in netCDF's default chunks there, one 4 KiB record each)
   decode    (compressed files) "decode alone": every stored chunk read and decoded by its codec
             on a thread pool of all cores, nothing classified: h5py's read_direct_chunk, then the
             dataset's filters undone, for HDF5 (h5-gzip: gzip level 1 + shuffle; h5-shuffle:
@@ -27,6 +28,8 @@ scan costs beside decode alone's shows what the wall time cannot):
             the tiles' gzip streams + zlib for tile-compressed FITS
   baseline  (with --baseline SRC) fpclass.scan.scan([path]) of the fpclass sources in SRC (another
             checkout's src/), timed in turn with the others: "not slower than before" in one run
+Each child finds fpclass's modules compiled (in a private pycache, made by one untimed run per
+file), as an installed package has them and as the libraries' are.
 Targets (issue 22): compressed >= 1.5x the library and >= 80% of decode alone; uncompressed
 zarr, FITS and NetCDF >= 70% of read and >= 2x the library. (Issue 13: .pt >= 3x the library and
 >= 70% of read; HDF5 and zarr >= 1.5x uncompressed.)
@@ -35,10 +38,12 @@ zarr, FITS and NetCDF >= 70% of read and >= 2x the library. (Issue 13: .pt >= 3x
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -231,14 +236,17 @@ def make_fits(path, count, compression):
     fits.HDUList(hdus).writeto(path)
 
 
-def make_nc(path, count, fmt):
+def make_nc(path, count, fmt, records=False):
+    """NetCDF variables of 1024 columns, contiguous; `records`: along an unlimited dimension
+    each, in netCDF's default chunks there (one 4 KiB record a chunk)."""
     import netCDF4
     with netCDF4.Dataset(path, "w", format=fmt) as d:
         d.createDimension("col", 1024)
         for i in range(count):
             a = _values(i, TENSOR // 4).reshape(-1, 1024)
-            d.createDimension(f"row{i}", a.shape[0])
-            d.createVariable(f"w{i}", "f4", (f"row{i}", "col"), fill_value=False)[...] = a
+            d.createDimension(f"row{i}", None if records else a.shape[0])
+            d.createVariable(f"w{i}", "f4", (f"row{i}", "col"),
+                             fill_value=False)[0:a.shape[0]] = a
 
 
 H5_GZIP = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
@@ -257,12 +265,15 @@ FILES = {  # kind -> (file name, maker)
     "fits-gzip": ("bench-gzip.fits", lambda p, c: make_fits(p, c, True)),
     "nc-classic": ("bench-classic.nc", lambda p, c: make_nc(p, c, "NETCDF3_64BIT_OFFSET")),
     "nc4": ("bench-4.nc", lambda p, c: make_nc(p, c, "NETCDF4")),
+    "nc4-records": ("bench-4-records.nc", lambda p, c: make_nc(p, c, "NETCDF4", True)),
 }
 #: Kinds whose chunks are compressed: timed against "decode alone" too.
 PACKED = ("h5-gzip", "h5-shuffle", "h5-lzf", "zarr-blosc", "zarr-zstd", "fits-gzip")
 
 
-#: Where the children keep the bytecode of what they import (set by main: in --dir).
+#: Where the children keep their compiled modules (set by main), as an installed package has
+#: them: with PYTHONDONTWRITEBYTECODE set (as in some sandboxes), every fresh process would
+#: compile fpclass's sources again (15-20 ms of a first scan) while the libraries' come compiled.
 PYCACHE = None
 
 
@@ -272,8 +283,8 @@ def run(mode, kind, path, src=None) -> dict:
     where PYTHONDONTWRITEBYTECODE is set: else every child compiles fpclass's modules again."""
     import json
     env = dict(os.environ, **({"PYTHONPATH": src} if src else {}))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if PYCACHE:
+    if PYCACHE is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = PYCACHE
     out = subprocess.run([sys.executable, "-c", CHILD, mode, kind, path], capture_output=True,
                          text=True, env=env)
@@ -332,14 +343,15 @@ def main(argv=None) -> int:
                         help="only fpclass's peak RSS per file (bounded memory: 2 GiB files)")
     args = parser.parse_args(argv)
     TENSOR = args.tensor_mib << 20
-    PYCACHE = os.path.join(args.dir, "fpclass-formats-pycache")
+    PYCACHE = tempfile.mkdtemp(prefix="fpclass-formats-pycache-", dir=args.dir)
+    atexit.register(shutil.rmtree, PYCACHE, True)
     count = max(1, (args.mib << 20) // TENSOR)
     if args.memory:
         return memory(args, count)
 
     def measure(kind, path):
         run("read", kind, path)  # warm the page cache
-        run("fpclass", kind, path)  # and the bytecode of what it imports
+        run("fpclass", kind, path)  # and compile the modules (kept in PYCACHE)
         if args.baseline:
             run("fpclass", kind, path, args.baseline)
         modes = ("read", "fpclass", "library") + (("decode",) if kind in PACKED else ()) \

@@ -1,6 +1,6 @@
 """The statistics kernel: class counts and the finite extremes of a real array, in one pass.
 
-A run of at most RUN_BYTES of words one apart, in native byte order (nearly every run), is read
+A run of at most RUN_BYTES of words one apart (nearly every run), in either byte order, is read
 once by stats_vectors.count_and_extremes: the three bit-test counts (non-finite, tiny, zero) and
 the raw extremes of the words (smallest and largest unsigned, largest signed), from which the
 two extreme values follow where the run holds no non-finite word (_fold_raw). Any other run (a
@@ -23,7 +23,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from .reductions import count_run
-from .stats_vectors import count_and_extremes
+from .stats_vectors import count_and_extremes, count_and_extremes_swapped
 from .vectors import VECTOR
 from .walk import JIT, advance, plan_size, run_length, seek, word_at
 
@@ -135,17 +135,26 @@ def stats_range(src, keys, s_off, s_str, shape, start, stop, tests, c, swap, acc
         run = min(run_length(idx, shape, pos, stop), longest)
         sp = word_at(idx, s_str, s_off)
         done = 0
-        if ss == 1 and not swap and run >= VECTOR:  # the common case: one fused loop
+        if ss == 1 and run >= VECTOR:  # the common case: one fused loop
             done = run - run % VECTOR
-            bad, tiny, zero, umin, umax, smax = count_and_extremes(
-                src, np.uint64(sp), np.uint64(done // VECTOR), tests[0, 0], tests[0, 1],
-                tests[1, 0], tests[1, 1], tests[1, 2], tests[1, 3], tests[2, 0], tests[2, 1])
+            if swap:  # big-endian FITS / NetCDF classic data: the same loop, swapping words
+                bad, tiny, zero, umin, umax, smax = count_and_extremes_swapped(
+                    src, np.uint64(sp), np.uint64(done // VECTOR), tests[0, 0], tests[0, 1],
+                    tests[1, 0], tests[1, 1], tests[1, 2], tests[1, 3], tests[2, 0],
+                    tests[2, 1])
+            else:
+                bad, tiny, zero, umin, umax, smax = count_and_extremes(
+                    src, np.uint64(sp), np.uint64(done // VECTOR), tests[0, 0], tests[0, 1],
+                    tests[1, 0], tests[1, 1], tests[1, 2], tests[1, 3], tests[2, 0],
+                    tests[2, 1])
             acc[NONFINITE] += np.int64(bad)
             acc[TINY] += np.int64(tiny)
             acc[ZERO] += np.int64(zero)
             if bad == 0:
                 _fold_raw(umin, umax, smax, c, acc)
-            else:  # a non-finite word would win: the masked loop, over the same words
+            elif swap:  # a non-finite word would win: the masked loop, over the same words
+                _swapped(keys, sp, 1, done, c, acc)
+            else:
                 _native(keys, sp, 1, done, c, acc)
         if done < run:
             at, rest = sp + done * ss, run - done

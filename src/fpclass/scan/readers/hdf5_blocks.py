@@ -25,6 +25,7 @@ import numpy as np
 from . import ReaderError
 from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
+from .hdf5_runs import chunk_table, runs
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
 from ..storage.buffers import thread_buffer
@@ -162,6 +163,11 @@ class _Blocks:
         h5d = self.h5py.h5d
         unallocated = (self.layout == h5d.CONTIGUOUS
                        and self.id.get_space_status() != h5d.SPACE_STATUS_ALLOCATED)
+        table = chunk_table(self.id, self.grid, self.block, first, last) \
+            if self.layout == h5d.CHUNKED and self.direct else None
+        if table is not None:  # many chunks: one pass over the index, runs read at once
+            yield from self._runs(table, first, last)
+            return
         fd = None
         try:
             for _, start, count in self.walk.each(first, last):
@@ -183,6 +189,37 @@ class _Blocks:
         finally:
             if fd is not None:
                 close_source(fd)
+
+    def _runs(self, table, first, last):
+        """The chunks [first, last) as hdf5_runs groups them: back-to-back unfiltered chunks
+        along the first axis read at once, every other chunk as `blocks` reads it."""
+        nbytes = math.prod(self.block) * self.record
+        whole = not self.filters and all(g == 1 for g in self.grid[1:])
+        fd = open_source(self.raw_path)
+        try:
+            for start, count, info, chunks in runs(table, self.walk, first, last, nbytes,
+                                                   whole):
+                origin = start + (0,) * len(self.part.grid_tail)
+                if info is None:
+                    yield origin, self._fill(start, count)
+                elif chunks == 1:
+                    yield origin, self._chunk_at(fd, info, count)
+                else:
+                    yield origin, self._run_at(fd, info, count, chunks, nbytes)
+        finally:
+            close_source(fd)
+
+    def _run_at(self, fd, info, count, chunks, nbytes):
+        """`chunks` unfiltered chunks of `nbytes` each from the one `info` describes, back to
+        back in the file along the first axis (`count` records of the array), read at once."""
+        at = self.raw_start + info.byte_offset
+        end = at + chunks * nbytes
+        if end > source_size(fd):
+            raise SourceError(f"chunks from {list(info.chunk_offset)} end at byte {end}, past "
+                              "the end of the file (truncated or corrupt)")
+        buf = self._buffer(end - at)
+        read_exactly(fd, memoryview(buf), at, self.raw_path)
+        return self._view(buf, count, (chunks * self.block[0],) + self.block[1:])
 
     def _buffer(self, nbytes: int) -> np.ndarray:
         return thread_buffer("decoded", nbytes)

@@ -1,0 +1,109 @@
+"""Many small HDF5 chunks read without a lookup and a classification each (hdf5_blocks uses it).
+
+NetCDF-4 variables along an unlimited dimension are chunked one record or a few at a time by
+default (chunks of a few KiB): read one by one, each chunk cost about 150 us of Python (a lookup
+in HDF5's chunk index, a read, a classification call), some 30 times its reading. Here the
+chunk index of a task's chunks is read in one pass (HDF5's chunk iteration), and unfiltered
+chunks that span the dataset's trailing axes and lie back to back in the file, in the order of
+the chunk grid, are read with one positioned read as one block of up to RUN_BYTES. Whatever the
+index says is checked as for a chunk read alone: a chunk of another size, bytes past the end of
+the file, a chunk never written (read as the fill value); an index that cannot be read here, or
+names a chunk twice or off the grid, leaves the chunks to HDF5's own lookup.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import NamedTuple
+
+import numpy as np
+
+#: Bytes of back-to-back chunks read and classified as one block.
+RUN_BYTES = 4 << 20
+#: Chunk counts for which the index is read in one pass: from this many chunks in a task, up to
+#: a million (a table of 24 bytes a chunk and the index as read, 8 bytes a value: about 64 MB
+#: for a 2-D dataset), and only where the task holds at least a quarter of the dataset's chunks
+#: (a part of a larger dataset would read the whole index again). Other tasks look their chunks
+#: up one at a time.
+MIN_CHUNKS, MAX_CHUNKS = 64, 1 << 20
+
+
+class ChunkInfo(NamedTuple):
+    """What HDF5's index says of one chunk (as h5py's StoreInfo)."""
+
+    chunk_offset: tuple
+    filter_mask: int
+    byte_offset: int | None
+    size: int
+
+
+def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int):
+    """int64 array (last - first, 3): byte offset (-1: never written), stored size and filter
+    mask of the chunks [first, last) in C order of `grid` (chunks of shape `block`), read in one
+    pass over the chunk index of dataset `dsid`; None where the chunks are better looked up one
+    at a time (see MIN_CHUNKS) or the index is not one this reads (the lookup then decides)."""
+    n = last - first
+    if not hasattr(dsid, "chunk_iter") or not MIN_CHUNKS <= n <= MAX_CHUNKS or not grid \
+            or math.prod(grid) >= 1 << 62:  # chunk numbers as int64
+        return None
+    try:
+        if dsid.get_num_chunks() > 4 * n:
+            return None
+    except Exception:
+        return None
+    found = array("q")  # the callback only collects, 8 bytes a value: the checks run on arrays
+    try:
+        dsid.chunk_iter(lambda info: found.extend(
+            (*info.chunk_offset, -1 if info.byte_offset is None else info.byte_offset,
+             info.size, info.filter_mask)))
+        rows = np.frombuffer(found, np.int64).reshape(-1, len(grid) + 3)
+    except Exception:  # an index h5py cannot iterate, values past int64
+        return None
+    at, (off, size, mask) = rows[:, :len(grid)], rows[:, len(grid):].T
+    index, r = np.divmod(at, np.array(block, np.int64))
+    if r.any() or (index < 0).any() or (index >= np.array(grid, np.int64)).any() \
+            or (off < 0).any():
+        return None  # a chunk off the grid, or listed without storage
+    k = index @ np.array([math.prod(grid[a + 1:]) for a in range(len(grid))], np.int64) - first
+    if np.unique(k).size != k.size:
+        return None  # a chunk listed twice
+    mine = (k >= 0) & (k < n)
+    table = np.full((n, 3), -1, np.int64)
+    table[k[mine]] = np.stack([off[mine], size[mine], mask[mine]], axis=1)
+    return table
+
+
+def runs(table, walk, first: int, last: int, nbytes: int, whole: bool):
+    """Yield (start, count, ChunkInfo or None: never written, chunks) over the chunks
+    [first, last) of BlockGrid `walk`, from `table` (chunk_table): `chunks` > 1 for a run of
+    chunks back to back in the file, `nbytes` each and unfiltered (RUN_BYTES at most; only where
+    `whole`: chunks spanning the trailing axes, so that a run is rows of the first axis),
+    `count` then the run's."""
+    if not whole:
+        for k, (_, start, count) in enumerate(walk.each(first, last)):
+            yield start, count, _info(table[k], start), 1
+        return
+    off, size, mask = table[:, 0], table[:, 1], table[:, 2]
+    ok = (off >= 0) & (size == nbytes) & (mask == 0)
+    link = np.zeros(len(table), bool)
+    link[1:] = ok[1:] & ok[:-1] & (off[1:] == off[:-1] + nbytes)
+    # a new run where the chain breaks, and every RUN_BYTES along one chain
+    per_run = max(1, RUN_BYTES // max(nbytes, 1))
+    chain = np.flatnonzero(~link)
+    at = np.arange(len(table)) - chain[np.cumsum(~link) - 1]
+    heads = np.flatnonzero(~link | (at % per_run == 0)).tolist() + [len(table)]
+    rows, rest = walk.block[0], tuple(walk.shape[1:])
+    zeros = (0,) * len(rest)
+    for a, b in zip(heads, heads[1:]):
+        start = ((first + a) * rows,) + zeros
+        count = (min((first + b) * rows, walk.shape[0]) - start[0],) + rest
+        yield start, count, _info(table[a], start), b - a
+
+
+def _info(row, start) -> ChunkInfo | None:
+    offset, size, mask = (int(v) for v in row)
+    return None if offset < 0 else ChunkInfo(start, mask, offset, size)
+
+
+__all__ = ["ChunkInfo", "MAX_CHUNKS", "MIN_CHUNKS", "RUN_BYTES", "chunk_table", "runs"]
