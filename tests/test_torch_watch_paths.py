@@ -1,7 +1,8 @@
 """fpclass.torch.watch's direct paths (a hook's tensor read straight by its dtype's counter, a
-module's positional tensors read without the generic walk, parameter owners from one
-named_parameters() walk) report what torch itself says of the same tensors: every float dtype and
-layout, large finite values whose sum would overflow, argument labels, shared and tied weights."""
+module's positional tensors read without the generic walk) report what torch itself says of the
+same tensors: every float dtype and layout, large finite values whose sum would overflow,
+argument labels; parameters are named by their first holder (shared, tied, or under a wrapper
+that renames them)."""
 
 import math
 
@@ -176,3 +177,32 @@ def test_shared_and_tied_weights_are_named_by_their_first_holder():
     found = {(f.module, f.module_type, f.tensor) for f in w.findings
              if f.tensor in ("gradient of weight", "gradient of bias")}
     assert found == bad
+
+
+class Renaming(nn.Module):
+    """A wrapper whose named_parameters() drops its own prefix (as FSDP's does): owners are then
+    read module by module, under the names named_modules() gives."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.inner(x)
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        for name, p in super().named_parameters(prefix, recurse, remove_duplicate):
+            yield name.replace("inner.", ""), p
+
+
+def test_a_wrapper_renaming_its_parameters_keeps_their_owners():
+    model = Renaming()
+    x = torch.ones(2, 4)
+    x[0, 2] = math.inf  # the weight's gradient (g^T x) holds it in a column
+    with ft.watch(model, raise_on=False) as w:
+        model(x).sum().backward()
+    truth = model.inner.weight.grad
+    assert not torch.isfinite(truth).all()
+    grads = [(f.module, f.tensor, f.counts) for f in w.findings
+             if f.tensor in ("gradient of weight", "gradient of bias")]
+    assert ("inner", "gradient of weight", counts(truth)) in grads

@@ -4,19 +4,15 @@ gradient once accumulated, and the tensors an optimizer step leaves behind."""
 from __future__ import annotations
 
 
-def owners(root, modules, clean=lambda name: name) -> dict:
+def owners(modules) -> dict:
     """id(parameter) -> (owning module's name, its class name, the parameter's own name, the
-    parameter), for `root` and its (name, module) pairs in named_modules() order (names as
-    `clean` writes them): a parameter shared by several modules belongs to the first that holds
-    it. One walk of root.named_parameters(), which keeps that order and that first holder."""
-    by_name = dict(modules)
+    parameter), from (name, module) pairs in named_modules() order: a parameter shared by
+    several modules belongs to the first that holds it."""
     out: dict = {}
-    for full, p in root.named_parameters():
-        prefix, _, pname = full.rpartition(".")
-        name = clean(prefix)
-        module = by_name.get(name)
-        if module is not None:
-            out[id(p)] = (name, type(module).__name__, pname, p)
+    for name, module in modules:
+        for pname, p in module.named_parameters(recurse=False):
+            if id(p) not in out:
+                out[id(p)] = (name, type(module).__name__, pname, p)
     return out
 
 

@@ -81,7 +81,7 @@ class watch:
         register.append(root.register_forward_pre_hook(
             functools.partial(_opaque(watch._start), self), prepend=True))
         register.append(root.register_forward_hook(functools.partial(_opaque(watch._end), self)))
-        self._owners = parameters.owners(root, every, _clean)
+        self._owners = parameters.owners(every)
         if self.grads:
             register += parameters.hook_gradients(
                 self._owners, self._modules,
