@@ -3,6 +3,7 @@
     python benchmarks/bench_watch.py                      # the three models, batches 128 and 16
     python benchmarks/bench_watch.py --threads 1          # torch on one thread (a shared machine)
     python benchmarks/bench_watch.py --models mlp --steps 50
+    python benchmarks/bench_watch.py --threads 1 --clock cpu --batch 16,4  # a loaded machine
 
 A step: zero the grads, forward, mean-square loss, backward, SGD update. The models: the README's
 8-layer 512-wide MLP, a two-layer transformer encoder with a causal float mask, and a small
@@ -11,7 +12,12 @@ channels_last CNN (conv, batch norm, ReLU, pooling). Four ways of running a step
 `with fpclass.torch.watch(model)`: also every parameter's gradient; inside
 `with torch.autograd.detect_anomaly(check_nan=True)`) take turns step by step, entered and left
 every step as in the README, so drift in the machine's speed reaches all alike; each row is the
-median over --steps steps.
+median over --steps steps. A fifth mode, "hooks alone", registers the hooks watch registers (a
+forward hook on every module, a gradient hook on each module output that requires grad, a
+post-accumulate hook on every parameter) with empty bodies and removes them after the step:
+torch's own cost of calling hooks, the floor under any watch of this kind. `--clock cpu` times
+the stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
+work runs on that thread): time lost to other processes on a shared machine is left out.
 """
 
 from __future__ import annotations
@@ -91,6 +97,8 @@ def main() -> int:
     ap.add_argument("--models", default="mlp,transformer,cnn", help="mlp, transformer, cnn")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall clock, or the stepping thread's CPU time (use with --threads 1)")
     args = ap.parse_args()
     args.models = args.models.split(",")
     if args.threads:
@@ -115,6 +123,21 @@ def run(args, name, what, model, inputs) -> None:
     def plain():
         step()
 
+    def nothing(*_):
+        return None
+
+    def on_output(module, args, kwargs, output):
+        for t in output if isinstance(output, (tuple, list)) else (output,):
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                t.register_hook(nothing)
+
+    def hooks_alone():
+        handles = [m.register_forward_hook(on_output, with_kwargs=True) for m in model.modules()]
+        handles += [p.register_post_accumulate_grad_hook(nothing) for p in model.parameters()]
+        step()
+        for handle in handles:
+            handle.remove()
+
     def watched():
         with ft.watch(model, grads=False):
             step()
@@ -129,24 +152,27 @@ def run(args, name, what, model, inputs) -> None:
             with torch.autograd.detect_anomaly(check_nan=True):
                 step()
 
-    modes = {"plain": plain, "watch(grads=False)": watched, "watch (+ parameter grads)":
-             watched_grads, "detect_anomaly(check_nan=True)": anomaly}
+    modes = {"plain": plain, "hooks alone (empty bodies)": hooks_alone,
+             "watch(grads=False)": watched, "watch (+ parameter grads)": watched_grads,
+             "detect_anomaly(check_nan=True)": anomaly}
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     times = {mode: [] for mode in modes}
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled
         for mode in modes.values():
             mode()
     for _ in range(args.steps):
         for mode, fn in modes.items():
-            t = time.perf_counter()
+            t = clock()
             fn()
-            times[mode].append(time.perf_counter() - t)
+            times[mode].append(clock() - t)
     median = {mode: statistics.median(ts) for mode, ts in times.items()}
     base = median["plain"]
     hooked = sum(1 for _ in model.modules())
     params = sum(1 for _ in model.parameters())
+    clocked = "thread CPU time" if args.clock == "cpu" else "wall clock"
     print(f"### {name}: {what}\n\n{hooked} modules and {params} parameters hooked, float32 on "
-          f"CPU, torch threads {torch.get_num_threads()}; median of {args.steps} steps each, the "
-          "four modes alternating\n")
+          f"CPU, torch threads {torch.get_num_threads()}; median of {args.steps} steps each "
+          f"({clocked}), the five modes alternating\n")
     rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}"]
             for mode, m in median.items()]
     print(table(["step", "median", "overhead"], rows))

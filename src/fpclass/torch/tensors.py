@@ -65,6 +65,24 @@ def tensors(value, kwargs, label, names=()):
     yield from _walk(value, label, None)
 
 
+#: Labels of the first positional arguments, made once ("input[0]", ...).
+_LABELS = tuple(f"input[{i}]" for i in range(16))
+
+
+def input_tensors(args, kwargs, tensor_type) -> list:
+    """tensors(args, kwargs, "input") as a list; a call with positional tensors only (nearly
+    every module call) is read without the generic walk."""
+    if not kwargs and len(args) <= len(_LABELS):
+        out = []
+        for i, item in enumerate(args):
+            if isinstance(item, tensor_type):
+                out.append((_LABELS[i], item, None))
+            elif isinstance(item, (tuple, list, dict)) or hasattr(item, "data_ptr"):
+                return list(tensors(args, kwargs, "input"))
+        return out
+    return list(tensors(args, kwargs, "input"))
+
+
 def _walk(value, label, argument):
     if hasattr(value, "data_ptr") and hasattr(value, "requires_grad"):
         yield label, value, argument
@@ -99,8 +117,25 @@ class Checker:
         from ..adapters import torch as adapter
         self.torch, self.adapter = torch, adapter
         self.counters = _COUNTERS  # one per dtype and process: a watch is entered every step
+        self.finite = self._screen(torch)
 
-    def finite(self, t) -> bool:
+    def _screen(self, torch):
+        """finite() as a closure: a hook's tensor is nearly always a strided CPU tensor, C- or
+        channels_last-contiguous, of a dtype met before; it goes straight to that dtype's
+        counter (the same words are read as on the general path), anything else to it."""
+        counters, general, strided = self.counters, self._finite, torch.strided
+        channels_last = torch.channels_last
+
+        def finite(t) -> bool:
+            count = counters.get(t.dtype)
+            if (count is not None and t.layout is strided and t.is_cpu
+                    and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
+                return count(t.data_ptr(), t.numel()) == 0
+            return general(t)
+        finite.__doc__ = self._finite.__doc__
+        return finite
+
+    def _finite(self, t) -> bool:
         """No NaN and no Inf in `t`. The stored words decide, so lazy negation and conjugation
         need no resolving."""
         torch = self.torch

@@ -10,7 +10,7 @@ import threading
 
 from . import parameters
 from .findings import Finding, NonFiniteError, Policy, selector
-from .tensors import Checker, argument_names, mask_selector, tensors
+from .tensors import Checker, argument_names, input_tensors, mask_selector, tensors
 
 __all__ = ["watch"]
 
@@ -56,6 +56,7 @@ class watch:
     def __enter__(self) -> "watch":
         import torch
         self._checker = Checker(torch)
+        self._tensor = torch.Tensor
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -156,12 +157,16 @@ class watch:
         if not self._active:
             return
         state = self._pass()
-        outputs = list(tensors(output, None, "output"))
+        if isinstance(output, self._tensor):  # most modules: one tensor out, read without a walk
+            outputs = (("output", output, None),)
+        else:
+            outputs = list(tensors(output, None, "output"))
         if self.backward:
+            role = self._role
             for label, t, _ in outputs:
-                self._role(state, t, ("output", name, kind, label))
-            for label, t, _ in tensors(args, kwargs, "input"):
-                self._role(state, t, ("input", name, kind, label))
+                role(state, t, ("output", name, kind, label))
+            for label, t, _ in input_tensors(args, kwargs, self._tensor):
+                role(state, t, ("input", name, kind, label))
         for label, t, _ in outputs:
             described, first = self._known(state, t)
             if described is None or not first or not self.policy.failing(described[0]):
