@@ -215,7 +215,7 @@ def test_merging_keeps_every_workers_entries(tmp_path):
     # writing both into one cache directly would keep one
     def compile_in(private, word):
         python("import numpy as np\nfrom fpclass.kernels import unshuffle\n"
-               f"unshuffle._kernel()(np.zeros(4, np.{word}), np.zeros(4, np.{word}), 2, 2)",
+               f"unshuffle._kernel(0)(np.zeros(4, np.{word}), np.zeros(4, np.{word}), 2, 2)",
                private)
     compile_in(tmp_path / "w0", "uint8")
     compile_in(tmp_path / "w1", "uint16")
@@ -229,7 +229,7 @@ def test_merging_keeps_every_workers_entries(tmp_path):
     assert merged[name] == keys[0][name] | keys[1][name] and len(merged[name]) == 2
     out = python("import numpy as np\nfrom fpclass.kernels import unshuffle\n"
                  "for w in (np.uint8, np.uint16):\n"
-                 "    unshuffle._kernel()(np.zeros(4, w), np.zeros(4, w), 2, 2)\n" + MISSES,
+                 "    unshuffle._kernel(0)(np.zeros(4, w), np.zeros(4, w), 2, 2)\n" + MISSES,
                  tmp_path / "cache")
     assert out.split() == ["misses", "0"]
 

@@ -48,15 +48,20 @@ def bits(a: np.ndarray, word: np.dtype, lanes: int, test) -> np.ndarray:
 def mask(a, word, lanes, test, negate, out) -> None:
     """out[...] = test(a) ^ negate element-wise; `out` is a uint8 array of a's shape."""
     fast = _fast(a, word, lanes, test)
-    if fast is _nonfinite and negate:
+    # NumPy 2.4's float32/float64 isnan, isinf and isfinite write wrong answers into an `out`
+    # whose elements are not adjacent (tests/test_numpy_bits_out.py): the ufunc writes into
+    # `out` only where both are C-contiguous, and nowhere `out` lies in a's own memory
+    direct = (fast is not None and out.flags.c_contiguous and a.flags.c_contiguous
+              and not np.may_share_memory(a, out))
+    if direct and fast is _nonfinite and negate:
         np.isfinite(a, out=out.view(np.bool_))
         return
-    if fast is not None:
+    if direct:
         hit = fast(a, out=out.view(np.bool_))
         if negate:
             np.logical_not(hit, out=hit)
         return
-    hit = bits(a, word, lanes, test)
+    hit = bits(a, word, lanes, test) if fast is None else fast(a)
     if negate:
         hit = ~hit
     np.copyto(out, hit, casting="unsafe")

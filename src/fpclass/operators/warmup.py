@@ -113,7 +113,8 @@ def _codec_kernels() -> None:
     from ..kernels.lzf import lzf_decompress
     from ..kernels.unshuffle import unshuffle
     lzf_decompress(b"\x01ab", np.zeros(4, np.uint8))
-    unshuffle(b"abcd", 2, np.zeros(4, np.uint8))
+    for size in (2, 3, 4, 8):   # the byte loop, and each word width's whole-word loop
+        unshuffle(bytes(2 * size), size, np.zeros(2 * size, np.uint8))
 
 
 def _density_kernels() -> None:
