@@ -13,12 +13,15 @@ import numpy as np
 from numba import njit, prange
 
 from .reductions import count_run
+from .rows import NARROWEST, WIDEST, short_rows
 from .vectors import VECTOR, match_bits
 from .walk import JIT, element_hit, hit, word_at
 
 #: Vectors `any_run` tests before it looks at whether one had a hit: one branch per 256 words
 #: costs nothing measurable, and a hit is still found within 1 KiB of float32.
 ANY_GROUP = 4
+#: Words `any` along an outer axis reads between two looks at whether every cell has its hit.
+CHECK_WORDS = 1 << 14
 
 
 @njit(**JIT)
@@ -119,11 +122,40 @@ def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
 
 
 @njit(**JIT)
+def _all_set(cells, dp, ds, run):
+    """Is every one of the `run` cells from dp, ds apart, non-zero?"""
+    for k in range(run):
+        if cells[dp + k * ds] == 0:
+            return False
+    return True
+
+
+@njit(**JIT)
+def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes):
+    """_reduce_rows's rows that all answer into the same `run` cells, with any_mode: stops
+    reading once every cell holds a hit, looked at every CHECK_WORDS words or so."""
+    every = max(4, (CHECK_WORDS // max(run, 1)) // 4 * 4)
+    i = 0
+    while i < rows and not _all_set(cells, dp, ds, run):
+        stop = min(rows, i + every)
+        if ds == 1 and ss == 1 and lanes == 1:
+            while i + 4 <= stop:
+                _add_four_rows(src, sp + i * s1, s1, cells, dp, run, m, v, m2, v2, True)
+                i += 4
+        while i < stop:
+            _add_run(src, sp + i * s1, ss, cells, dp, ds, run, m, v, m2, v2, lanes, True)
+            i += 1
+
+
+@njit(**JIT)
 def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, lanes, any_mode):
     """reduce_plan over the plan's two innermost axes: `rows` runs of `run` elements, the runs
     s1 words and d1 cells apart, their elements ss words and ds cells apart. A tight loop: with
     short runs, walking the plan's index per run would cost more than the run."""
     if ds != 0:
+        if d1 == 0 and any_mode:
+            _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes)
+            return
         i = 0
         if d1 == 0 and ds == 1 and ss == 1 and lanes == 1:
             # rows that add into the same cells go four at a time
@@ -133,8 +165,12 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
         while i < rows:
             _add_run(src, sp + i * s1, ss, cells, dp + i * d1, ds, run, m, v, m2, v2, lanes, any_mode)
             i += 1
-    elif any_mode:
-        for i in range(rows):
+        return
+    first = 0
+    if ss == 1 and lanes == 1 and s1 == run and d1 == 1 and NARROWEST <= run <= WIDEST:
+        first = short_rows(src, sp, rows, run, cells, dp, m, v, m2, v2, any_mode)
+    if any_mode:
+        for i in range(first, rows):
             c = dp + i * d1
             if cells[c] == 0:  # a slice with a hit is never read again
                 cells[c] = any_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
@@ -144,7 +180,7 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
             total += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
         cells[dp] += total
     else:
-        for i in range(rows):
+        for i in range(first, rows):
             cells[dp + i * d1] += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
 
 
@@ -184,4 +220,17 @@ def reduce_parallel(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2,
         part = shape.copy()
         part[axis] = bounds[t + 1] - bounds[t]
         reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, cells, d_off + bounds[t] * d_str[axis],
+                    d_str, part, m, v, m2, v2, lanes, any_mode)
+
+
+@njit(parallel=True, **JIT)
+def reduce_private(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode,
+                   axis, bounds):
+    """reduce_plan over parts of the plan along `axis`, a reduced axis: part t covers its indices
+    bounds[t]..bounds[t+1] and answers into its own copy of the cells, cells[t] (the caller adds
+    them up)."""
+    for t in prange(bounds.size - 1):
+        part = shape.copy()
+        part[axis] = bounds[t + 1] - bounds[t]
+        reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, cells[t], d_off + bounds[t] * d_str[axis],
                     d_str, part, m, v, m2, v2, lanes, any_mode)
