@@ -4,7 +4,9 @@ slice, the class histogram, and counts over many raw buffers.
 It owns what surrounds the kernels (reductions.py, slices.py, histogram.py, buffers.py): odd
 layouts counted piece by piece, the thread count (threads.py) and how the work is split: blocks
 of positions for whole-array counts, index ranges of a kept axis for per-slice answers, so that
-no two threads share an output cell.
+no two threads share an output cell, or, where the kept axes offer no such parts (a tall, narrow
+table), index ranges of a reduced axis, each thread answering into its own copy of the few cells.
+Per-column counts of rows narrower than ALIGN words are counted as longer rows and folded.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ ALIGN = 64
 #: Per-column counts of rows narrower than ALIGN words are counted as rows of at least this many
 #: words (measured: 11-47% of read bandwidth as they are, on (N, 4..16) float32).
 WIDE = 256
-#: `any` along a reduced axis split over threads first reads this fraction (1/PROBE) of it alone.
+#: Threaded `any` along a reduced axis first reads 1/PROBE of it on the calling thread.
 PROBE = 64
 _CELLS = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 
@@ -153,6 +155,12 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
     """reduce_plan(src, ..., *args) on `threads` threads: split along kept axes where _split finds
     parts (unless `private`), else along the outermost long reduced axis, each thread answering
     into its own copy of the cells `dst` (then added up), where the cells are few."""
+    any_mode = args[-1]
+    if threads > 1 and any_mode:
+        rest = _probe(src, s_off, s_str, dst, d_off, d_str, shape, args)
+        if rest is None:
+            return
+        s_off, shape = rest
     common = (src, s_off, s_str, dst, d_off, d_str, shape, *args)
     split = _split(shape, d_str, threads) if threads > 1 and not private else None
     if split is not None:
@@ -163,21 +171,8 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
     if axis is None:
         slices.reduce_plan(*common)
         return
-    any_mode = args[-1]
-    start = 0
-    if any_mode:
-        # the first rows alone, on this thread: when they hold a hit for every cell (the threads
-        # would each read on until their own copy has one), nothing else is read
-        start = max(1, int(shape[axis]) // PROBE)
-        head = shape.copy()
-        head[axis] = start
-        slices.reduce_plan(src, s_off, s_str, dst, d_off, d_str, head, *args)
-        kept = [(int(n), int(s) * dst.itemsize) for n, s in zip(shape, d_str) if s != 0]
-        cells = np.lib.stride_tricks.as_strided(dst[d_off:], [n for n, _ in kept], [s for _, s in kept])
-        if cells.all():
-            return
-    n = int(shape[axis]) - start
-    bounds = np.unique(np.array([start + n * t // threads for t in range(threads + 1)], np.int64))
+    n = int(shape[axis])
+    bounds = np.unique(np.array([n * t // threads for t in range(threads + 1)], np.int64))
     # any: each copy starts from the hits found so far, so a thread stops once every cell has one
     own = np.tile(dst, (bounds.size - 1, 1)) if any_mode else np.zeros((bounds.size - 1, dst.size), dst.dtype)
     with parallel(threads):
@@ -186,6 +181,26 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
         np.bitwise_or(dst, own.max(axis=0), out=dst)
     else:
         dst += own.sum(axis=0, dtype=dst.dtype)
+
+
+def _probe(src, s_off, s_str, dst, d_off, d_str, shape, args):
+    """`any` over the first 1/PROBE of the outermost long reduced axis, on this thread: None when
+    that answered every cell (threads would each read on until their own part had a hit, and
+    waking them costs more than a probe), else (offset, shape) of the rest of the plan. Not the
+    innermost axis: there each slice's search stops at its own first hit, threads or not."""
+    axis = next((ax for ax in range(shape.size - 1) if d_str[ax] == 0 and shape[ax] >= PROBE), None)
+    if axis is None:
+        return s_off, shape
+    start = int(shape[axis]) // PROBE
+    head = shape.copy()
+    head[axis] = start
+    slices.reduce_plan(src, s_off, s_str, dst, d_off, d_str, head, *args)
+    kept = [(int(n), int(st) * dst.itemsize) for n, st in zip(shape, d_str) if st != 0]
+    if np.lib.stride_tricks.as_strided(dst[d_off:], [n for n, _ in kept], [st for _, st in kept]).all():
+        return None
+    rest = shape.copy()
+    rest[axis] -= start
+    return s_off + start * int(s_str[axis]), rest
 
 
 def _private_axis(shape, d_str, cells: int, threads: int):

@@ -3,10 +3,11 @@
 The plan (layout.py) visits the input in memory order, its output cells at stride 0 along the
 reduced axes. Where the innermost run lies along a reduced axis, the run belongs to one slice and
 is counted as whole-array counting does (64 words a compare, a popcount), or, for `any`, searched
-until its first hit; a slice already known to hold a hit is not read again. Where the innermost
-run lies along a kept axis, each word adds its 0/1 to its own cell in a plain loop that LLVM
-vectorizes: the cells (an array of the word's width or wider, see launch_reduce.py) stay in cache
-while the rows stream past.
+until its first hit; a slice already known to hold a hit is not read again; runs of 2..8
+contiguous words go 16 at a time (rows.py). Where the innermost run lies along a kept axis, each
+word adds its 0/1 to its own cell in a plain loop that LLVM vectorizes: the cells (an array of the
+word's width or wider, see launch_reduce.py) stay in cache while the rows stream past; `any` stops
+reading such rows once every cell holds a hit.
 """
 
 import numpy as np
