@@ -7,7 +7,7 @@ until its first hit; a slice already known to hold a hit is not read again; runs
 contiguous words go 16 at a time (rows.py). Where the innermost run lies along a kept axis, each
 word adds its 0/1 to its own cell in a plain loop that LLVM vectorizes: the cells (an array of the
 word's width or wider, see launch_reduce.py) stay in cache while the rows stream past; `any` stops
-reading such rows once every cell holds a hit.
+reading such rows once every cell holds a hit (rows narrower than a vector read as wider ones).
 """
 
 import numpy as np
@@ -135,6 +135,9 @@ def _all_set(cells, dp, ds, run):
 def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes):
     """_reduce_rows's rows that all answer into the same `run` cells, with any_mode: stops
     reading once every cell holds a hit, looked at every CHECK_WORDS words or so."""
+    if ds == 1 and ss == 1 and lanes == 1 and s1 == run and run < VECTOR:
+        _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2)
+        return
     every = max(4, (CHECK_WORDS // max(run, 1)) // 4 * 4)
     i = 0
     while i < rows and not _all_set(cells, dp, ds, run):
@@ -146,6 +149,36 @@ def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes):
         while i < stop:
             _add_run(src, sp + i * s1, ss, cells, dp, ds, run, m, v, m2, v2, lanes, True)
             i += 1
+
+
+@njit(**JIT)
+def _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2):
+    """_any_rows for contiguous rows of run < 64 words into contiguous cells: read as rows of a
+    multiple of both (whole rows: word q of such a row is column q % run) into cells of their
+    own, so the loop is long enough to vectorize; folded into `cells` before each look."""
+    wide = run
+    while wide % VECTOR:
+        wide += run
+    per = wide // run  # short rows a wide one holds
+    acc = np.zeros(wide, cells.dtype)
+    every = max(1, CHECK_WORDS // wide) * per
+    i = 0
+    while i < rows and not _all_set(cells, dp, 1, run):
+        stop = min(rows, i + every)
+        k = (stop - i) // per
+        j = 0
+        while j + 4 <= k:
+            _add_four_rows(src, sp + (i + j * per) * run, wide, acc, 0, wide, m, v, m2, v2, True)
+            j += 4
+        while j < k:
+            _add_run(src, sp + (i + j * per) * run, 1, acc, 0, 1, wide, m, v, m2, v2, 1, True)
+            j += 1
+        i += k * per
+        while i < stop:  # the last rows, too few for a wide one
+            _add_run(src, sp + i * run, 1, cells, dp, 1, run, m, v, m2, v2, 1, True)
+            i += 1
+        for q in range(wide):
+            cells[dp + q % run] |= acc[q]
 
 
 @njit(**JIT)
