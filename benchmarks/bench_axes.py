@@ -10,8 +10,9 @@ size and type (`np.ones(N, int64)` for counts, bool for any: on rows of 4 one-by
 int64 counts are twice the input, so their pages and writes, not the read, bound the call: "% read
 + answer") and numpy's expression (`count_nonzero(isnan(x), axis=-1)`, ...).
 columns: count_nan(axis=0) on (N, C) tables with C = 4..16, on one thread and on all, against the
-read and numpy. early: any_nan(axis=0) with a NaN in the first rows of every column against the
-same call on clean data (it stops reading once every column has a hit). Each row's sides are timed
+read and numpy. early: any_nan(axis=0) and all_finite(axis=0) with a NaN in row 3 of every column,
+against the same call on the first quarter of its rows (a call that stops reading once every
+column has a hit takes as long on both), on clean data, and numpy. Each row's sides are timed
 in turn (`alternated`, best of --repeat). The data hold a few NaN and Inf (1 in 4096 elements).
 """
 
@@ -32,8 +33,9 @@ from comparisons import COMPARISONS  # noqa: E402  (the table the tests read too
 
 DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn))
 QUERIES = ("count_nan", "any_nan", "count_nonfinite")
-#: share of read bandwidth for rows of 4-8 elements; time(NaN early) / time(clean) for `early`
-TARGETS = {"rows": 0.5, "early": 0.05}
+#: share of read bandwidth for rows of 4-8 elements; for `early`, the time with a hit early in every
+#: column over the same on the first quarter of the rows (reading on to the end would make it ~4)
+TARGETS = {"rows": 0.5, "early": 2.0}
 
 
 def sample(dtype, shape, seed=0):
@@ -105,18 +107,22 @@ def early_section(mib, repeat):
             clean = np.ones(shape, dtype)
             hit = clean.copy()
             hit[3, :] = np.nan
+            quarter = hit[: shape[0] // 4]
             for name, peer in (("any_nan", COMPARISONS["any_nan"]["numpy"]),
                                ("all_finite", lambda a, axis: np.isfinite(a).all(axis=axis))):
                 ours = getattr(fpclass, name)
                 np.testing.assert_array_equal(ours(hit, axis=0), peer(hit, axis=0))
-                t_hit, t_clean, t_np = alternated(lambda: ours(hit, axis=0), lambda: ours(clean, axis=0),
-                                                  lambda: peer(hit, axis=0), repeat=repeat)
-                ratio = t_hit / t_clean
+                # each hit call right after a call that streams the whole array (numpy's, the clean
+                # one): both start from the same cold caches
+                t_hit, t_clean, t_quarter, t_np = alternated(
+                    lambda: ours(hit, axis=0), lambda: ours(clean, axis=0), lambda: ours(quarter, axis=0),
+                    lambda: peer(hit, axis=0), repeat=repeat)
+                growth = t_hit / t_quarter
                 out.append([dtype.name, f"{shape[0]}×{shape[1]}", f"{name}(axis=0)", f"{t_hit * 1e3:.2f}",
-                            f"{t_clean * 1e3:.1f}", f"{ratio:.3f}", f"{t_np / t_hit:.0f}×",
-                            "met" if ratio <= TARGETS["early"] else "NOT met"])
-    return table(["format", "shape", "query, NaN in row 3 of every column", "ms", "clean ms",
-                  "hit / clean", "vs numpy", f"≤ {TARGETS['early']}"], out)
+                            f"{growth:.2f}", f"{t_clean * 1e3:.1f}", f"{t_hit / t_clean:.3f}",
+                            f"{t_np / t_hit:.0f}×", "met" if growth <= TARGETS["early"] else "NOT met"])
+    return table(["format", "shape", "query, NaN in row 3 of every column", "ms", "ms / ms on ¼ of the rows",
+                  "clean ms", "hit / clean", "vs numpy", f"stops: ≤ {TARGETS['early']}"], out)
 
 
 SECTIONS = {"rows": rows_section, "columns": columns_section, "early": early_section}
