@@ -19,7 +19,8 @@ DTYPES = [np.dtype(t) for t in (np.float32, np.float64, ">f4", np.float16, ml_dt
 QUERIES = {  # name -> (fpclass function, the twin's answer along `axis`)
     "count_nan": (fpclass.count_nan, lambda x, axis: np.count_nonzero(twin.isnan(x), axis=axis)),
     "any_nan": (fpclass.any_nan, lambda x, axis: twin.isnan(x).any(axis=axis)),
-    "count_nonfinite": (fpclass.count_nonfinite, lambda x, axis: np.count_nonzero(~twin.isfinite(x), axis=axis)),
+    "count_nonfinite": (fpclass.count_nonfinite,
+                        lambda x, axis: np.count_nonzero(~twin.isfinite(x), axis=axis)),
     "all_finite": (fpclass.all_finite, lambda x, axis: twin.isfinite(x).all(axis=axis)),
 }
 

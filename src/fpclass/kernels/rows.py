@@ -26,7 +26,6 @@ def _load_padded(builder, pointer, word, n):
     undefined), loaded in power-of-two pieces: LLVM splits a 96-lane vector into pieces that its
     shuffles then cross badly (measured: 2.2 GB/s on 16-bit rows of 6, 26 GB/s for rows of 8)."""
     lanes = 1 << (n - 1).bit_length()
-    wide = ir.VectorType(word, lanes)
     base = builder.bitcast(pointer, word.as_pointer())
     whole, filled = None, 0
     for bit in reversed(range(lanes.bit_length())):
@@ -34,7 +33,8 @@ def _load_padded(builder, pointer, word, n):
         if not n - filled & size:
             continue
         piece_type = ir.VectorType(word, size)
-        at = builder.bitcast(builder.gep(base, [ir.Constant(ir.IntType(64), filled)]), piece_type.as_pointer())
+        at = builder.bitcast(builder.gep(base, [ir.Constant(ir.IntType(64), filled)]),
+                             piece_type.as_pointer())
         piece = builder.load(at, align=1)
         spread = builder.shuffle_vector(piece, ir.Constant(piece_type, ir.Undefined),
                                         ir.Constant(ir.VectorType(ir.IntType(32), lanes),
@@ -45,7 +45,8 @@ def _load_padded(builder, pointer, word, n):
             # lanes past the words come from the pieces' undefined lanes (llvmlite takes no undef)
             mask = [i if i < filled else lanes + i - filled if i < filled + size else lanes + size
                     for i in range(lanes)]
-            whole = builder.shuffle_vector(whole, spread, ir.Constant(ir.VectorType(ir.IntType(32), lanes), mask))
+            whole = builder.shuffle_vector(whole, spread,
+                                           ir.Constant(ir.VectorType(ir.IntType(32), lanes), mask))
         filled += size
     return whole
 
@@ -70,7 +71,7 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, any_mode):
         vector_type = ir.VectorType(word, n)
         cell_type = ir.VectorType(cell, ROWS)
 
-        def address(i, ty, vec):
+        def address(i, vec):
             data = context.make_array(sig.args[i])(context, builder, args[i]).data
             offset = context.cast(builder, args[i + 1], sig.args[i + 1], types.intp)
             return builder.bitcast(builder.gep(data, [offset]), vec.as_pointer())
@@ -82,7 +83,7 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, any_mode):
             zeros = ir.Constant(ir.VectorType(ir.IntType(32), vector_type.count), [0] * vector_type.count)
             return builder.shuffle_vector(one, ir.Constant(vector_type, ir.Undefined), zeros)
 
-        words = _load_padded(builder, address(0, word, vector_type), word, n)
+        words = _load_padded(builder, address(0, vector_type), word, n)
         vector_type = words.type
         hits = builder.icmp_unsigned("==", builder.and_(words, splat(3)), splat(4))
         if not one_clause:
@@ -99,7 +100,7 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, any_mode):
             total = builder.zext(total, cell_type)
         elif cell.width < word.width:  # a row's count fits any cell
             total = builder.trunc(total, cell_type)
-        where = address(7, cell, cell_type)
+        where = address(7, cell_type)
         old = builder.load(where, align=1)
         zero = ir.Constant(cell_type, None)
         has = builder.zext(builder.icmp_unsigned("!=", total, zero), cell_type)
