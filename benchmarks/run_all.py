@@ -20,6 +20,7 @@ SCRIPTS = {  # name -> (script, arguments)
     "core": ("bench_core.py", []),
     "queries": ("bench_queries.py", []),
     "layouts": ("bench_layouts.py", []),
+    "axes": ("bench_axes.py", []),
     "onnx": ("bench_onnx.py", []),
     "openvino": ("bench_openvino.py", []),
     "directml": ("bench_directml.py", []),

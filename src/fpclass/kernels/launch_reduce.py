@@ -4,7 +4,9 @@ slice, the class histogram, and counts over many raw buffers.
 It owns what surrounds the kernels (reductions.py, slices.py, histogram.py, buffers.py): odd
 layouts counted piece by piece, the thread count (threads.py) and how the work is split: blocks
 of positions for whole-array counts, index ranges of a kept axis for per-slice answers, so that
-no two threads share an output cell.
+no two threads share an output cell, or, where the kept axes offer no such parts (a tall, narrow
+table), index ranges of a reduced axis, each thread answering into its own copy of the few cells.
+Per-column counts of rows narrower than ALIGN words are counted as longer rows and folded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ BLOCK = 1 << 16
 #: Split points along a kept innermost axis are multiples of this many elements, so that each
 #: part's rows start on whole vectors.
 ALIGN = 64
+#: Per-column counts of rows narrower than ALIGN words are counted as rows of at least this many
+#: words (measured: 11-47% of read bandwidth as they are, on (N, 4..16) float32).
+WIDE = 256
+#: Threaded `any` along a reduced axis first reads 1/PROBE of it on the calling thread.
+PROBE = 64
 _CELLS = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 
 
@@ -93,11 +100,26 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
         return np.full(kept, count(a, word, lanes, [test])[0], np.int64)
     # the cells laid out in a's memory order: the pass over a then writes them in order too
     like = a[tuple(slice(0, 1) if ax in axes else slice(None) for ax in range(a.ndim))]
-    cells = np.zeros_like(like, cell_dtype(word, a.size // math.prod(kept), any_mode), order="K")
+    if _along_rows(a, axes):
+        # each cell answers for whole runs: cells of the answer's own type (bool as uint8) are
+        # written once a run, and no second pass converts them (short rows: the answer is
+        # as large as the input or larger)
+        dtype = np.dtype(np.uint8 if any_mode else np.int64)
+    else:
+        dtype = cell_dtype(word, a.size // math.prod(kept), any_mode)
+    cells = np.zeros_like(like, dtype, order="K")
     spread = np.lib.stride_tricks.as_strided(
         cells, a.shape, [0 if ax in axes else st for ax, st in enumerate(cells.strides)])
     _reduce_into(a, word, lanes, test, spread, any_mode)
-    return cells.astype(bool if any_mode else np.int64, order="C")
+    if any_mode and dtype == np.uint8:
+        return np.ascontiguousarray(cells.view(bool))  # its cells hold 0 or 1
+    return cells.astype(bool if any_mode else np.int64, order="C", copy=False)
+
+
+def _along_rows(a: np.ndarray, axes: tuple) -> bool:
+    """Is a's innermost axis in memory (its shortest stride, among axes longer than 1) reduced?"""
+    inner = min((abs(st), ax) for ax, (n, st) in enumerate(zip(a.shape, a.strides)) if n > 1)[1]
+    return inner in axes
 
 
 def cell_dtype(word: np.dtype, slice_size: int, any_mode: bool) -> np.dtype:
@@ -119,15 +141,111 @@ def _reduce_into(a, word, lanes, test, cells, any_mode) -> None:
         return
     dst = as_words(cells, cells.dtype)
     p = plan(a.shape, [src, dst], reorder=True)
-    common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape,
-              *scalars(test, word), lanes, any_mode)
+    args = (*scalars(test, word), lanes, any_mode)
     threads = threads_for(p.size)
-    split = _split(p.shape, p.strides[1], threads) if threads > 1 else None
-    if split is None:
-        slices.reduce_plan(*common)
+    wide = None if any_mode or lanes != 1 else _widened(p)
+    if wide is not None:
+        _count_columns(src.flat, dst.flat, p, wide, args, threads)
     else:
+        _run(src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape, args,
+             threads)
+
+
+def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=False) -> None:
+    """reduce_plan(src, ..., *args) on `threads` threads: split along kept axes where _split finds
+    parts (unless `private`), else along the outermost long reduced axis, each thread answering
+    into its own copy of the cells `dst` (then added up), where the cells are few."""
+    any_mode = args[-1]
+    if threads > 1 and any_mode:
+        rest = _probe(src, s_off, s_str, dst, d_off, d_str, shape, args)
+        if rest is None:
+            return
+        s_off, shape = rest
+    common = (src, s_off, s_str, dst, d_off, d_str, shape, *args)
+    split = _split(shape, d_str, threads) if threads > 1 and not private else None
+    if split is not None:
         with parallel(threads):
             slices.reduce_parallel(*common, *split)
+        return
+    axis = _private_axis(shape, d_str, dst.size, threads)
+    if axis is None:
+        slices.reduce_plan(*common)
+        return
+    n = int(shape[axis])
+    bounds = np.unique(np.array([n * t // threads for t in range(threads + 1)], np.int64))
+    # any: each copy starts from the hits found so far, so a thread stops once every cell has one
+    own = np.tile(dst, (bounds.size - 1, 1)) if any_mode else np.zeros((bounds.size - 1, dst.size), dst.dtype)
+    with parallel(threads):
+        slices.reduce_private(src, s_off, s_str, own, d_off, d_str, shape, *args, axis, bounds)
+    if any_mode:
+        np.bitwise_or(dst, own.max(axis=0), out=dst)
+    else:
+        dst += own.sum(axis=0, dtype=dst.dtype)
+
+
+def _probe(src, s_off, s_str, dst, d_off, d_str, shape, args):
+    """`any` over the first 1/PROBE of the outermost long reduced axis, on this thread: None when
+    that answered every cell (threads would each read on until their own part had a hit, and
+    waking them costs more than a probe), else (offset, shape) of the rest of the plan. Not the
+    innermost axis: there each slice's search stops at its own first hit, threads or not."""
+    axis = next((ax for ax in range(shape.size - 1) if d_str[ax] == 0 and shape[ax] >= PROBE), None)
+    if axis is None:
+        return s_off, shape
+    start = int(shape[axis]) // PROBE
+    head = shape.copy()
+    head[axis] = start
+    slices.reduce_plan(src, s_off, s_str, dst, d_off, d_str, head, *args)
+    kept = [(int(n), int(st) * dst.itemsize) for n, st in zip(shape, d_str) if st != 0]
+    if np.lib.stride_tricks.as_strided(dst[d_off:], [n for n, _ in kept], [st for _, st in kept]).all():
+        return None
+    rest = shape.copy()
+    rest[axis] -= start
+    return s_off + start * int(s_str[axis]), rest
+
+
+def _private_axis(shape, d_str, cells: int, threads: int):
+    """The plan axis along which threads answer into copies of the `cells` cells: the outermost
+    reduced axis with at least two indices a thread, where a copy per thread is small beside the
+    work (at most 1/16 of the elements); else None."""
+    if threads <= 1 or cells * threads * 16 > int(np.prod(shape)):
+        return None
+    for axis in range(shape.size):
+        if d_str[axis] == 0 and shape[axis] >= 2 * threads:
+            return axis
+    return None
+
+
+def _widened(p):
+    """For per-column counts of a plan (rows, C) of contiguous rows of C < ALIGN words: the length
+    of the longer rows (a multiple of C and of ALIGN, at least WIDE words) they are counted as, else
+    None. A row of C words is too short for the kernel's vector loop; a long row holds whole rows,
+    its cell k counting column k % C."""
+    if p.shape.size != 2:
+        return None
+    rows, width = (int(n) for n in p.shape)
+    if width >= ALIGN or tuple(p.strides[0]) != (width, 1) or p.strides[1][0] != 0 or p.strides[1][1] == 0:
+        return None
+    wide = math.lcm(width, ALIGN)
+    while wide < WIDE:
+        wide *= 2
+    return wide if rows * width >= 4 * wide else None
+
+
+def _count_columns(src, dst, p, wide, args, threads) -> None:
+    """Per-column counts of the plan (rows, C) counted as rows `wide` words long (_widened) into
+    cells of their own, folded into the C cells of `dst`; the rows left over counted as they are."""
+    rows, width = (int(n) for n in p.shape)
+    long_rows = rows * width // wide
+    done = long_rows * wide // width
+    cells = np.zeros(wide, dst.dtype)  # as the answer's cells: no kernel specialisation of its own
+    _run(src, p.offsets[0], np.array([wide, 1], np.int64), cells, 0, np.array([0, 1], np.int64),
+         np.array([long_rows, wide], np.int64), args, threads, private=True)
+    step = int(p.strides[1][1])
+    out = np.lib.stride_tricks.as_strided(dst[p.offsets[1]:], (width,), (step * dst.itemsize,))
+    out += cells.reshape(-1, width).sum(axis=0).astype(dst.dtype)
+    if done < rows:
+        slices.reduce_plan(src, p.offsets[0] + done * width, p.strides[0], dst, p.offsets[1], p.strides[1],
+                           np.array([rows - done, width], np.int64), *args)
 
 
 def _split(shape, cell_strides, threads):

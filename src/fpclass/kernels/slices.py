@@ -3,22 +3,26 @@
 The plan (layout.py) visits the input in memory order, its output cells at stride 0 along the
 reduced axes. Where the innermost run lies along a reduced axis, the run belongs to one slice and
 is counted as whole-array counting does (64 words a compare, a popcount), or, for `any`, searched
-until its first hit; a slice already known to hold a hit is not read again. Where the innermost
-run lies along a kept axis, each word adds its 0/1 to its own cell in a plain loop that LLVM
-vectorizes: the cells (an array of the word's width or wider, see launch_reduce.py) stay in cache
-while the rows stream past.
+until its first hit; a slice already known to hold a hit is not read again; runs of 2..8
+contiguous words go 16 at a time (rows.py). Where the innermost run lies along a kept axis, each
+word adds its 0/1 to its own cell in a plain loop that LLVM vectorizes: the cells (an array of the
+word's width or wider, see launch_reduce.py) stay in cache while the rows stream past; `any` stops
+reading such rows once every cell holds a hit (rows narrower than a vector read as wider ones).
 """
 
 import numpy as np
 from numba import njit, prange
 
 from .reductions import count_run
+from .rows import NARROWEST, WIDEST, short_rows
 from .vectors import VECTOR, match_bits
 from .walk import JIT, element_hit, hit, word_at
 
 #: Vectors `any_run` tests before it looks at whether one had a hit: one branch per 256 words
 #: costs nothing measurable, and a hit is still found within 1 KiB of float32.
 ANY_GROUP = 4
+#: Words `any` along an outer axis reads between two looks at whether every cell has its hit.
+CHECK_WORDS = 1 << 14
 
 
 @njit(**JIT)
@@ -119,11 +123,73 @@ def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
 
 
 @njit(**JIT)
+def _all_set(cells, dp, ds, run):
+    """Is every one of the `run` cells from dp, ds apart, non-zero?"""
+    for k in range(run):
+        if cells[dp + k * ds] == 0:
+            return False
+    return True
+
+
+@njit(**JIT)
+def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes):
+    """_reduce_rows's rows that all answer into the same `run` cells, with any_mode: stops
+    reading once every cell holds a hit, looked at every CHECK_WORDS words or so."""
+    if ds == 1 and ss == 1 and lanes == 1 and s1 == run and run < VECTOR:
+        _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2)
+        return
+    every = max(4, (CHECK_WORDS // max(run, 1)) // 4 * 4)
+    i = 0
+    while i < rows and not _all_set(cells, dp, ds, run):
+        stop = min(rows, i + every)
+        if ds == 1 and ss == 1 and lanes == 1:
+            while i + 4 <= stop:
+                _add_four_rows(src, sp + i * s1, s1, cells, dp, run, m, v, m2, v2, True)
+                i += 4
+        while i < stop:
+            _add_run(src, sp + i * s1, ss, cells, dp, ds, run, m, v, m2, v2, lanes, True)
+            i += 1
+
+
+@njit(**JIT)
+def _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2):
+    """_any_rows for contiguous rows of run < 64 words into contiguous cells: read as rows of a
+    multiple of both (whole rows: word q of such a row is column q % run) into cells of their
+    own, so the loop is long enough to vectorize; folded into `cells` before each look."""
+    wide = run
+    while wide % VECTOR:
+        wide += run
+    per = wide // run  # short rows a wide one holds
+    acc = np.zeros(wide, cells.dtype)
+    every = max(1, CHECK_WORDS // wide) * per
+    i = 0
+    while i < rows and not _all_set(cells, dp, 1, run):
+        stop = min(rows, i + every)
+        k = (stop - i) // per
+        j = 0
+        while j + 4 <= k:
+            _add_four_rows(src, sp + (i + j * per) * run, wide, acc, 0, wide, m, v, m2, v2, True)
+            j += 4
+        while j < k:
+            _add_run(src, sp + (i + j * per) * run, 1, acc, 0, 1, wide, m, v, m2, v2, 1, True)
+            j += 1
+        i += k * per
+        while i < stop:  # the last rows, too few for a wide one
+            _add_run(src, sp + i * run, 1, cells, dp, 1, run, m, v, m2, v2, 1, True)
+            i += 1
+        for q in range(wide):
+            cells[dp + q % run] |= acc[q]
+
+
+@njit(**JIT)
 def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, lanes, any_mode):
     """reduce_plan over the plan's two innermost axes: `rows` runs of `run` elements, the runs
     s1 words and d1 cells apart, their elements ss words and ds cells apart. A tight loop: with
     short runs, walking the plan's index per run would cost more than the run."""
     if ds != 0:
+        if d1 == 0 and any_mode:
+            _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes)
+            return
         i = 0
         if d1 == 0 and ds == 1 and ss == 1 and lanes == 1:
             # rows that add into the same cells go four at a time
@@ -133,8 +199,12 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
         while i < rows:
             _add_run(src, sp + i * s1, ss, cells, dp + i * d1, ds, run, m, v, m2, v2, lanes, any_mode)
             i += 1
-    elif any_mode:
-        for i in range(rows):
+        return
+    first = 0
+    if ss == 1 and lanes == 1 and s1 == run and d1 == 1 and NARROWEST <= run <= WIDEST:
+        first = short_rows(src, sp, rows, run, cells, dp, m, v, m2, v2, any_mode)
+    if any_mode:
+        for i in range(first, rows):
             c = dp + i * d1
             if cells[c] == 0:  # a slice with a hit is never read again
                 cells[c] = any_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
@@ -144,7 +214,7 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
             total += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
         cells[dp] += total
     else:
-        for i in range(rows):
+        for i in range(first, rows):
             cells[dp + i * d1] += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
 
 
@@ -184,4 +254,17 @@ def reduce_parallel(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2,
         part = shape.copy()
         part[axis] = bounds[t + 1] - bounds[t]
         reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, cells, d_off + bounds[t] * d_str[axis],
+                    d_str, part, m, v, m2, v2, lanes, any_mode)
+
+
+@njit(parallel=True, **JIT)
+def reduce_private(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode,
+                   axis, bounds):
+    """reduce_plan over parts of the plan along `axis`, a reduced axis: part t covers its indices
+    bounds[t]..bounds[t+1] and answers into its own copy of the cells, cells[t] (the caller adds
+    them up)."""
+    for t in prange(bounds.size - 1):
+        part = shape.copy()
+        part[axis] = bounds[t + 1] - bounds[t]
+        reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, cells[t], d_off + bounds[t] * d_str[axis],
                     d_str, part, m, v, m2, v2, lanes, any_mode)

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Per-axis queries on short rows and tall, narrow tables against read bandwidth and numpy (issue 22).
+
+    python benchmarks/bench_axes.py [--mib 256] [--repeat 5] [--only rows,columns,early]
+
+rows: count_nan / any_nan / count_nonfinite along the last axis of (N, 4), (N, 6), (N, 8) arrays
+of about --mib MiB (float32, bfloat16, float8_e4m3fn), against reading the same bytes over all
+cores (a uint64 sum: "% read bw"), against that read plus making a fresh answer of the answer's
+size and type (`np.ones(N, int64)` for counts, bool for any: on rows of 4 one-byte elements the
+int64 counts are twice the input, so their pages and writes, not the read, bound the call: "% read
++ answer") and numpy's expression (`count_nonzero(isnan(x), axis=-1)`, ...).
+columns: count_nan(axis=0) on (N, C) tables with C = 4..16, on one thread and on all, against the
+read and numpy. early: any_nan(axis=0) and all_finite(axis=0) with a NaN in row 3 of every column,
+against the same call on the first quarter of its rows (a call that stops reading once every
+column has a hit takes as long on both), on clean data, and numpy. Each row's sides are timed
+in turn (`alternated`, best of --repeat). The data hold a few NaN and Inf (1 in 4096 elements).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+
+import fpclass
+from common import alternated, read_baseline, table
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
+from comparisons import COMPARISONS  # noqa: E402  (the table the tests read too)
+
+DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn))
+QUERIES = ("count_nan", "any_nan", "count_nonfinite")
+#: share of read bandwidth for rows of 4-8 elements; for `early`, the time with a hit early in every
+#: column over the same on the first quarter of the rows (reading on to the end would make it ~4)
+TARGETS = {"rows": 0.5, "early": 2.0}
+
+
+def sample(dtype, shape, seed=0):
+    """Finite random values with a NaN or an Inf at about 1 in 4096 elements."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, flat.size >> 12)] = np.nan
+    flat[rng.integers(0, flat.size, flat.size >> 12)] = np.inf
+    return x.astype(dtype)
+
+
+def elements(dtype, mib):
+    return (mib << 20) // dtype.itemsize
+
+
+def rows_section(mib, repeat):
+    out = []
+    for dtype in DTYPES:
+        for width in (4, 6, 8):
+            x = sample(dtype, (elements(dtype, mib) // width, width))
+            read = read_baseline(x.nbytes)
+            for name in QUERIES:
+                ours, peer = getattr(fpclass, name), COMPARISONS[name]["numpy"]
+                kind = np.asarray(ours(x[:1], axis=-1)).dtype
+                np.testing.assert_array_equal(ours(x, axis=-1), peer(x, axis=-1))
+                t, t_read, t_answer, t_np = alternated(
+                    lambda: ours(x, axis=-1), read, lambda: np.ones(x.shape[0], kind),
+                    lambda: peer(x, axis=-1), repeat=repeat)
+                share, limit = t_read / t, (t_read + t_answer) / t
+                verdict = "met" if share >= TARGETS["rows"] else "NOT met"
+                if share < TARGETS["rows"] and limit >= TARGETS["rows"]:
+                    verdict += " (≥ 50% of read + answer)"
+                out.append([dtype.name, f"{x.shape[0]}×{width}", name, f"{t * 1e3:.1f}", f"{share:.0%}",
+                            f"{limit:.0%}", f"{t_np / t:.1f}×", verdict])
+    return table(["format", "shape", "query (axis=-1)", "ms", "% read bw", "% read + answer", "vs numpy",
+                  "≥ 50% read bw"], out)
+
+
+def columns_section(mib, repeat):
+    out = []
+    threads = fpclass.get_num_threads()
+    peer = COMPARISONS["count_nan"]["numpy"]
+    for dtype in DTYPES:
+        for width in (4, 8, 12, 16):
+            x = sample(dtype, (elements(dtype, mib) // width, width))
+            read = read_baseline(x.nbytes)
+            np.testing.assert_array_equal(fpclass.count_nan(x, axis=0), peer(x, axis=0))
+
+            def one():
+                fpclass.set_num_threads(1)
+                try:
+                    return fpclass.count_nan(x, axis=0)
+                finally:
+                    fpclass.set_num_threads(threads)
+            t, t_one, t_read, t_np = alternated(lambda: fpclass.count_nan(x, axis=0), one, read,
+                                                lambda: peer(x, axis=0), repeat=repeat)
+            out.append([dtype.name, f"{x.shape[0]}×{width}", f"{t * 1e3:.1f}", f"{t_one / t:.2f}",
+                        f"{t_read / t:.0%}", f"{t_np / t:.1f}×"])
+    return table(["format", "shape", "count_nan(axis=0) ms", "1 thread / all", "% read bw", "vs numpy"],
+                 out)
+
+
+def early_section(mib, repeat):
+    out = []
+    for dtype in DTYPES:
+        n = elements(dtype, mib)
+        for shape in ((n // 8, 8), (n // 16384, 16384)):
+            clean = np.ones(shape, dtype)
+            hit = clean.copy()
+            hit[3, :] = np.nan
+            quarter = hit[: shape[0] // 4]
+            for name, peer in (("any_nan", COMPARISONS["any_nan"]["numpy"]),
+                               ("all_finite", lambda a, axis: np.isfinite(a).all(axis=axis))):
+                ours = getattr(fpclass, name)
+                np.testing.assert_array_equal(ours(hit, axis=0), peer(hit, axis=0))
+                # each hit call right after a call that streams the whole array (numpy's, the clean
+                # one): both start from the same cold caches
+                t_hit, t_clean, t_quarter, t_np = alternated(
+                    lambda: ours(hit, axis=0), lambda: ours(clean, axis=0), lambda: ours(quarter, axis=0),
+                    lambda: peer(hit, axis=0), repeat=repeat)
+                growth = t_hit / t_quarter
+                out.append([dtype.name, f"{shape[0]}×{shape[1]}", f"{name}(axis=0)", f"{t_hit * 1e3:.2f}",
+                            f"{growth:.2f}", f"{t_clean * 1e3:.1f}", f"{t_hit / t_clean:.3f}",
+                            f"{t_np / t_hit:.0f}×", "met" if growth <= TARGETS["early"] else "NOT met"])
+    return table(["format", "shape", "query, NaN in row 3 of every column", "ms", "ms / ms on ¼ of the rows",
+                  "clean ms", "hit / clean", "vs numpy", f"stops: ≤ {TARGETS['early']}"], out)
+
+
+SECTIONS = {"rows": rows_section, "columns": columns_section, "early": early_section}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mib", type=int, default=256)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--only", default=",".join(SECTIONS))
+    p.add_argument("--threads", type=int, default=None, help="cap fpclass's threads")
+    args = p.parse_args()
+    fpclass.set_num_threads(args.threads)
+    print(f"about {args.mib} MiB an array; fpclass threads {fpclass.get_num_threads()}; best of "
+          f"{args.repeat}, alternated. \"% read bw\": reading the same bytes (a uint64 sum over all "
+          "cores) over the query's time.\n")
+    for name in args.only.split(","):
+        print(SECTIONS[name](args.mib, args.repeat))
+        print()
+
+
+if __name__ == "__main__":
+    main()
