@@ -138,6 +138,19 @@ def test_a_stale_stamp_is_cold(cold, tmp_path):
     assert not compile_cache.is_warm()
 
 
+def test_a_full_warmup_starts_from_nothing_unless_a_valid_stamp_vouches(cold, tmp_path):
+    # numba would keep serving a kernel whose inlined helper module (rows.py) was edited
+    cached = [tmp_path / "slices.reduce_plan-151.py311.nbi", tmp_path / "slices.x-1.py311.1.nbc"]
+    other = tmp_path / "notes.txt"
+    for path in cached + [other]:
+        path.write_bytes(b"old")
+    compile_cache.write_stamp(1)
+    assert compile_cache.purge_unstamped() == 0 and all(p.exists() for p in cached)
+    (tmp_path / compile_cache.STAMP).write_text("0" * 64 + "\n")   # other sources
+    assert compile_cache.purge_unstamped() == 2
+    assert not any(p.exists() for p in cached) and other.exists()
+
+
 def test_a_warmup_holding_the_lock_means_no_second_one(tmp_path, monkeypatch):
     monkeypatch.setattr(compile_cache, "cache_dir", lambda: tmp_path)
     holder = subprocess.Popen(

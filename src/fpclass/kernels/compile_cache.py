@@ -170,6 +170,22 @@ def write_stamp(units: int) -> Path:
     return path
 
 
+def purge_unstamped() -> int:
+    """Remove numba's cached kernels (index and data files) from cache_dir() unless a valid stamp
+    vouches for them; how many files. Numba checks only the stamp of the file that defines a
+    kernel, not of the modules whose functions it inlines (rows.py into slices.py, stats_vectors.py
+    into stats.py): after such an edit it would keep serving the old code, so a full warm-up
+    starts from nothing. Call it holding warmup_lock."""
+    if is_warm():
+        return 0
+    removed = 0
+    for path in cache_dir().glob("*.nb[ic]"):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed += 1
+    return removed
+
+
 @contextlib.contextmanager
 def warmup_lock(wait=None):
     """Held by a warm-up while it writes the cache, so two never write it at once (a second one

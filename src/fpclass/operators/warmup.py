@@ -79,6 +79,8 @@ def compile_kernels(progress=None, workers: int = 1, todo=None, wait=None) -> fl
     every = todo is None
     todo = units() if every else list(todo)
     with compile_cache.warmup_lock(wait):
+        if every:
+            compile_cache.purge_unstamped()
         if workers > 1 and not compile_cache.is_warm():
             warmup_workers.compile_in_workers(todo, workers, progress)
         else:
