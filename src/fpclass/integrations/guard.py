@@ -169,6 +169,19 @@ class Guard:
         return action
 
 
+class GuardResults:
+    """The callbacks' read-only view of their Guard (`self.guard`): the findings kept and the
+    tensors that could not be read."""
+
+    @property
+    def findings(self) -> list:
+        return self.guard.findings
+
+    @property
+    def unchecked(self) -> dict:
+        return self.guard.unchecked
+
+
 def _screened(device) -> dict:
     """{name: host copy} of the device tensors holding a value that is not finite."""
     import torch

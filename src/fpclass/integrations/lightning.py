@@ -16,7 +16,7 @@ Where it looks (hooks of lightning.pytorch.Callback):
 from __future__ import annotations
 
 from .._optional import require
-from .guard import Guard, NonFiniteTrainingError, TrainingFinding, skip_step
+from .guard import Guard, GuardResults, NonFiniteTrainingError, TrainingFinding, skip_step
 
 require("lightning.pytorch", "lightning", "fpclass.integrations.lightning")
 from lightning.pytorch import Callback  # noqa: E402  (once require has said what to install)
@@ -24,7 +24,7 @@ from lightning.pytorch import Callback  # noqa: E402  (once require has said wha
 __all__ = ["NonFiniteCallback", "NonFiniteTrainingError", "TrainingFinding"]
 
 
-class NonFiniteCallback(Callback):
+class NonFiniteCallback(GuardResults, Callback):
     """Check the loss, the gradients, the parameters after each optimizer step and each
     checkpoint for NaN / Inf (fpclass.check: one batched pass per dtype over all the tensors).
 
@@ -49,14 +49,6 @@ class NonFiniteCallback(Callback):
                            max_findings=max_findings)
         self._skip = False      # the optimizer step in hand is not to be applied
         self._stepped = False   # an optimizer step ran since the parameters were last checked
-
-    @property
-    def findings(self) -> list:
-        return self.guard.findings
-
-    @property
-    def unchecked(self) -> dict:
-        return self.guard.unchecked
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._skip = self._stepped = False

@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 
 from .._optional import require
-from .guard import Guard, NonFiniteTrainingError, TrainingFinding, skip_step
+from .guard import Guard, GuardResults, NonFiniteTrainingError, TrainingFinding, skip_step
 
 require("transformers", "transformers", "fpclass.integrations.transformers")
 from transformers import TrainerCallback  # noqa: E402  (once require has said what to install)
@@ -35,7 +35,7 @@ from transformers import TrainerCallback  # noqa: E402  (once require has said w
 __all__ = ["NonFiniteCallback", "NonFiniteTrainingError", "TrainingFinding"]
 
 
-class NonFiniteCallback(TrainerCallback):
+class NonFiniteCallback(GuardResults, TrainerCallback):
     """Check the loss, the gradients, the parameters after each optimizer step and each
     checkpoint for NaN / Inf (fpclass.check: one batched pass per dtype over all the tensors).
 
@@ -58,14 +58,6 @@ class NonFiniteCallback(TrainerCallback):
         self._handles: list = []
         self._skip = self._skipped = self._queued = False
         self._state = self._control = self._model = None
-
-    @property
-    def findings(self) -> list:
-        return self.guard.findings
-
-    @property
-    def unchecked(self) -> dict:
-        return self.guard.unchecked
 
     # -- the model's hooks -----------------------------------------------------------------
 

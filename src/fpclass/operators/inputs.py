@@ -64,6 +64,16 @@ ACCEPTED = ("numeric arrays: a NumPy array, a number, anything numpy.asarray tur
             "array (a list of numbers), or a torch, JAX, CuPy, dask, xarray or pandas object")
 
 
+def real_float_source(x, what: str, complex_hint: str) -> Source:
+    """as_source(x) for an operation on real floating-point values only; TypeError naming `what`
+    and the dtype otherwise (complex, integer, datetime), with `complex_hint` in parentheses."""
+    src = as_source(x)
+    if src.format.kind not in (Kind.FLOAT, Kind.NATIVE):
+        raise TypeError(f"{what} needs a real floating-point dtype, got {src.array.dtype} "
+                        f"({complex_hint})")
+    return src
+
+
 def _short(x) -> str:
     """`x` named for a message: None, or its type and a clipped repr."""
     if x is None:

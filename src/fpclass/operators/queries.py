@@ -11,10 +11,10 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from .. import twin
 from ..counts import ClassCounts
-from ..formats import Kind, Query
+from ..formats import Query
 from ..kernels.numpy_bits import reduce_mask
 from .elementwise import BY_VALUE, SMALL_INF, SMALL_FINITE, SMALL_NAN, inf_query, launcher
-from .inputs import as_source
+from .inputs import as_source, real_float_source
 
 
 def _small(fast, x, axis, keepdims):
@@ -173,11 +173,8 @@ def class_counts(x) -> ClassCounts:
     """Counts of NaN, ±Inf, ±zero, ±subnormal and ±normal values of a real floating-point `x`, in
     one pass. Subnormal means exponent field 0 and mantissa != 0. A NaN's sign is not counted.
     Complex, integer and datetime input raise TypeError. Empty input gives all zeros."""
-    src = as_source(x)
+    src = real_float_source(x, "class_counts", "for complex, count x.real and x.imag separately")
     a = src.array
-    if src.format.kind not in (Kind.FLOAT, Kind.NATIVE):
-        raise TypeError(f"class_counts needs a real floating-point dtype, got {a.dtype} "
-                        "(for complex, count x.real and x.imag separately)")
     if src.by_value:
         return twin.class_counts(a)
     t = src.test

@@ -14,8 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import twin
-from ..formats import BitTest, Format, Kind, Query, bit_test
-from .inputs import as_source
+from ..formats import BitTest, Format, Query, bit_test
+from .inputs import real_float_source
 
 
 class ValueStats(NamedTuple):
@@ -52,11 +52,8 @@ def value_stats(x) -> ValueStats:
     exponent field 0 and mantissa != 0, as in class_counts. Complex, integer and datetime input
     raise TypeError (for complex, pass the real and imaginary parts). Empty input: all zero, None
     extremes."""
-    src = as_source(x)
+    src = real_float_source(x, "value_stats", "for complex, pass x.real and x.imag")
     a = src.array
-    if src.format.kind not in (Kind.FLOAT, Kind.NATIVE):
-        raise TypeError(f"value_stats needs a real floating-point dtype, got {a.dtype} "
-                        "(for complex, pass x.real and x.imag)")
     if src.by_value:
         return _by_value(a)
     rule = _RULES.get(a.dtype)
