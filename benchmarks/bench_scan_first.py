@@ -4,11 +4,12 @@
 
 Each FILE is scanned in --runs fresh processes (alternated over the files), each reporting wall
 and CPU milliseconds of: numba's machinery started (a first `count_nonfinite`) and the format's
-library imported (both untimed in bench_scan_formats, as imports), the file's reader imported and the statistics kernels loaded
-from numba's cache (bench_scan_formats' untimed "fpclass start-up"), then the first scan's
-planning and running (reading + classifying), a second scan's the same (what is paid once per
-process is the difference), and reading the file's bytes on one thread (bench_scan_formats'
-"read"). Medians over the runs. Run with FPCLASS_COMPILE=inline and a warm numba cache.
+library imported (both untimed in bench_scan_formats, as imports); the file's reader imported
+and the statistics kernels loaded from numba's cache (bench_scan_formats' untimed "fpclass
+start-up"); then the first scan's planning and running (reading + classifying), a second
+scan's the same (what is paid once per process is the difference), and reading the file's
+bytes on one thread (bench_scan_formats' "read"). Medians over the runs. Run with
+FPCLASS_COMPILE=inline and a warm numba cache.
 """
 
 from __future__ import annotations
