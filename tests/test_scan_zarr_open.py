@@ -98,3 +98,66 @@ def test_kept_arrays_are_bounded(tmp_path, monkeypatch):
         g.create_array(f"a{i}", shape=(4,), chunks=(4,), dtype="f4")[...] = 1
     plan([tmp_path / "s.zarr"])
     assert len(zarr_open._kept) == 2
+
+
+def _store(tmp_path, fmt):
+    """A store of format `fmt`: arrays at the root and in a nested group, attributes on both."""
+    g = zarr.open_group(tmp_path / f"v{fmt}.zarr", mode="w", zarr_format=fmt)
+    g.attrs["title"] = "x"
+    sub = g.create_group("sub")
+    sub.attrs["scale"] = 2.0
+    for name, parent in (("a", g), ("b", sub)):
+        z = parent.create_array(name, shape=(6, 5), chunks=(4, 5), dtype="<f4")
+        z[...] = planted((6, 5), len(name))
+    return tmp_path / f"v{fmt}.zarr"
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_nodes_opened_are_the_ones_zarr_opens(tmp_path, fmt):
+    # told the format where the metadata files leave one choice, zarr gives the same nodes as
+    # when it looks for itself
+    path = _store(tmp_path, fmt)
+    store = zarr.storage.LocalStore(path, read_only=True)
+    names = ["", "sub", "a", "sub/b"]
+    got = dict(zarr_open.open_nodes(zarr, store, names, str(path)))
+    for name in names:
+        own = zarr.open(store=store, path=name, mode="r")
+        assert type(got[name]) is type(own)
+        assert got[name].metadata.to_dict() == own.metadata.to_dict()
+    report = scan([path])
+    by = {t.name: t for t in report.tensors}
+    for name in ("a", "sub/b"):
+        assert by[name].status == "checked"
+        assert {"nan": by[name].nan, "posinf": by[name].posinf,
+                "neginf": by[name].neginf} == truth(np.asarray(zarr.open_array(
+                    store=store, path=name, mode="r")[...]))
+
+
+def test_zarr_is_told_the_format_only_when_the_files_leave_one(tmp_path, monkeypatch):
+    from zarr.api import asynchronous
+    told = {}
+    real = asynchronous.open
+
+    async def spy(**kw):
+        told[kw["path"]] = kw.get("zarr_format")
+        return await real(**kw)
+    monkeypatch.setattr(asynchronous, "open", spy)
+    v3, v2 = _store(tmp_path, 3), _store(tmp_path, 2)
+    mixed = tmp_path / "mixed.zarr"  # an array with both formats' documents: zarr picks
+    zarr.create_array(mixed, shape=(3,), chunks=(3,), dtype="f4", zarr_format=3)[...] = 1
+    (mixed / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "<f4", "compressor": None,
+        "fill_value": 0.0, "filters": None, "order": "C"}))
+    cases = {v3: {"": 3, "sub": 3, "a": 3, "sub/b": 3},
+             v2: {"": None, "sub": None, "a": 2, "sub/b": 2},  # v2 groups: .zgroup, not listed
+             mixed: {"": None}}
+    for path, want in cases.items():
+        told.clear()
+        store = zarr.storage.LocalStore(path, read_only=True)
+        with __import__("warnings").catch_warnings():
+            __import__("warnings").simplefilter("ignore")  # zarr warns of the mixed node
+            list(zarr_open.open_nodes(zarr, store, list(want), str(path)))
+        assert told == want
+    told.clear()  # a store that is not a directory: zarr always looks
+    list(zarr_open.open_nodes(zarr, zarr.storage.LocalStore(v3, read_only=True), ["a"], None))
+    assert told == {"a": None}
