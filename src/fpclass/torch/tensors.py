@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+from math import isfinite
 
 #: Argument names whose tensors are attention masks unless watch(masks=...) says otherwise:
 #: nn.MultiheadAttention's attn_mask / key_padding_mask, nn.Transformer's src_mask, tgt_mask,
@@ -108,6 +109,20 @@ def dense(t) -> bool:
 
 _COUNTERS: dict = {}
 
+#: From this many elements on, with torch on several threads, a CPU tensor is first summed by
+#: torch on its own threads: a finite sum proves every element finite (one NaN or Inf makes any
+#: sum NaN or Inf), and only a non-finite sum (a finding, or finite values overflowing) is read
+#: by fpclass's counter, which decides. fpclass's kernel runs on the hook's thread alone there
+#: (below its own PARALLEL_MIN), while torch's threads, already awake, wait.
+SUM_MIN = 1 << 18
+
+
+def _summed(torch) -> dict:
+    """dtype -> the dtype torch sums it in, for the dtypes whose sum the screen may trust (IEEE
+    floats: NaN and Inf propagate through addition); half widths are summed in float32."""
+    return {torch.float32: torch.float32, torch.float64: torch.float64,
+            torch.float16: torch.float32, torch.bfloat16: torch.float32}
+
 
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
@@ -124,13 +139,18 @@ class Checker:
         channels_last-contiguous, of a dtype met before; it goes straight to that dtype's
         counter (the same words are read as on the general path), anything else to it."""
         counters, general, strided = self.counters, self._finite, torch.strided
-        channels_last = torch.channels_last
+        channels_last, threads = torch.channels_last, torch.get_num_threads
+        summed = _summed(torch)
 
         def finite(t) -> bool:
             count = counters.get(t.dtype)
             if (count is not None and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
-                return count(t.data_ptr(), t.numel()) == 0
+                n = t.numel()
+                if n >= SUM_MIN and t.dtype in summed and threads() > 1:
+                    if isfinite(t.detach().sum(dtype=summed[t.dtype]).item()):
+                        return True  # a NaN or Inf in t makes every sum of it non-finite
+                return count(t.data_ptr(), n) == 0
             return general(t)
         finite.__doc__ = self._finite.__doc__
         return finite
