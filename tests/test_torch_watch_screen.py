@@ -1,5 +1,5 @@
-"""fpclass.torch.watch with torch on several threads: a large CPU tensor is first summed by torch
-(a finite sum proves it finite) and only a non-finite sum is read by fpclass's counter. The
+"""fpclass.torch.watch's sum screen: a large CPU tensor is first summed by torch (a finite sum
+proves it finite) and only a non-finite sum is read by fpclass's counter. The
 findings are what torch itself says of the same tensors: every screened dtype, both layouts, a
 NaN or Inf at any place, finite values whose sum overflows (no finding), and gradients."""
 
@@ -118,20 +118,26 @@ def test_screened_gradients_name_the_module_torch_blames(screened):
     assert torch.float32 in screened
 
 
-def test_one_thread_reads_with_the_counter_alone(monkeypatch):
+def test_small_tensors_are_read_by_the_counter_alone(monkeypatch):
     summed = []
     real = torch.Tensor.sum
     monkeypatch.setattr(torch.Tensor, "sum",
                         lambda self, *a, **k: summed.append(1) or real(self, *a, **k))
-    monkeypatch.setattr(tensors, "SUM_MIN", 64)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        t = torch.ones(4, 64)
-        t[2, 7] = math.nan
-        model = nn.Sequential(Give(t))
-        with ft.watch(model, raise_on=False) as w:
-            model(torch.zeros(1))
-    finally:
-        torch.set_num_threads(before)
+    monkeypatch.setattr(tensors, "SUM_MIN", 257)
+    t = torch.ones(4, 64)
+    t[2, 7] = math.nan
+    model = nn.Sequential(Give(t))
+    with ft.watch(model, raise_on=False) as w:
+        model(torch.zeros(1))
     assert summed == [] and [f.counts for f in w.findings] == [counts(t)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_or_two_threads_find_the_same(screened, threads):
+    torch.set_num_threads(threads)  # the fixture sets two and restores the caller's count
+    t = torch.ones(64, 64)
+    t[40, 3] = -math.inf
+    model = nn.Sequential(Give(t))
+    with ft.watch(model, raise_on=False) as w:
+        model(torch.zeros(1))
+    assert screened and [f.counts for f in w.findings] == [counts(t)]

@@ -109,12 +109,13 @@ def dense(t) -> bool:
 
 _COUNTERS: dict = {}
 
-#: From this many elements on, with torch on several threads, a CPU tensor is first summed by
-#: torch on its own threads: a finite sum proves every element finite (one NaN or Inf makes any
-#: sum NaN or Inf), and only a non-finite sum (a finding, or finite values overflowing) is read
-#: by fpclass's counter, which decides. fpclass's kernel runs on the hook's thread alone there
-#: (below its own PARALLEL_MIN), while torch's threads, already awake, wait.
-SUM_MIN = 1 << 18
+#: From this many elements on, a CPU tensor is first summed by torch (on torch's threads): a
+#: finite sum proves every element finite (one NaN or Inf makes any sum NaN or Inf), and only a
+#: non-finite sum (a finding, or finite values overflowing) is read by fpclass's counter, which
+#: decides. Measured on one thread (docs/benchmarks.md, issue 22, watch2 helper): from 2^16
+#: float32 elements on torch's sum reads 1.6-1.9x faster than the counter; below, the counter's
+#: smaller call cost wins. With torch on several threads the sum also uses them.
+SUM_MIN = 1 << 16
 
 
 def _summed(torch) -> dict:
@@ -126,7 +127,8 @@ def _summed(torch) -> dict:
 
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
-    dtype, prepared once), others by torch on their device (one bool comes back, no data)."""
+    dtype, prepared once; large ones only when torch's sum of them is not finite), others by
+    torch on their device (one bool comes back, no data)."""
 
     def __init__(self, torch):
         from ..adapters import torch as adapter
@@ -137,17 +139,18 @@ class Checker:
     def _screen(self, torch):
         """finite() as a closure: a hook's tensor is nearly always a strided CPU tensor, C- or
         channels_last-contiguous, of a dtype met before; it goes straight to that dtype's
-        counter (the same words are read as on the general path), anything else to it."""
+        counter (the same words are read as on the general path), from SUM_MIN elements on
+        after torch's sum of it turned out non-finite; anything else to the general path."""
         counters, general, strided = self.counters, self._finite, torch.strided
-        channels_last, threads = torch.channels_last, torch.get_num_threads
-        summed = _summed(torch)
+        channels_last = torch.channels_last
+        summed, plain = _summed(torch), (torch.Tensor, torch.nn.Parameter)
 
         def finite(t) -> bool:
             count = counters.get(t.dtype)
             if (count is not None and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
                 n = t.numel()
-                if n >= SUM_MIN and t.dtype in summed and threads() > 1:
+                if n >= SUM_MIN and t.dtype in summed and type(t) in plain:  # no subclass
                     if isfinite(t.detach().sum(dtype=summed[t.dtype]).item()):
                         return True  # a NaN or Inf in t makes every sum of it non-finite
                 return count(t.data_ptr(), n) == 0
