@@ -1,5 +1,6 @@
-"""fpclass.torch.watch's sum screen: a large CPU tensor is first summed by torch (a finite sum
-proves it finite) and only a non-finite sum is read by fpclass's counter. The
+"""fpclass.torch.watch's optional sum screen (tensors.SUM_MIN, off by default): with torch on
+several threads, a large CPU tensor is first summed by torch (a finite sum proves it finite) and
+only a non-finite sum is read by fpclass's counter. The
 findings are what torch itself says of the same tensors: every screened dtype, both layouts, a
 NaN or Inf at any place, finite values whose sum overflows (no finding), and gradients."""
 
@@ -140,4 +141,24 @@ def test_one_or_two_threads_find_the_same(screened, threads):
     model = nn.Sequential(Give(t))
     with ft.watch(model, raise_on=False) as w:
         model(torch.zeros(1))
-    assert screened and [f.counts for f in w.findings] == [counts(t)]
+    assert bool(screened) == (threads > 1)  # on one thread the counter reads alone
+    assert [f.counts for f in w.findings] == [counts(t)]
+
+
+def test_the_screen_is_off_by_default(monkeypatch):
+    summed = []
+    real = torch.Tensor.sum
+    monkeypatch.setattr(torch.Tensor, "sum",
+                        lambda self, *a, **k: summed.append(1) or real(self, *a, **k))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        t = torch.ones(1 << 17)
+        t[-1] = math.nan
+        model = nn.Sequential(Give(t), Give(torch.ones(1 << 17)))
+        with ft.watch(model, raise_on=False) as w:
+            model(torch.zeros(1))
+    finally:
+        torch.set_num_threads(before)
+    assert tensors.SUM_MIN is None and summed == []
+    assert [(f.module, f.counts) for f in w.findings] == [("0", counts(t))]

@@ -109,13 +109,14 @@ def dense(t) -> bool:
 
 _COUNTERS: dict = {}
 
-#: From this many elements on, a CPU tensor is first summed by torch (on torch's threads): a
-#: finite sum proves every element finite (one NaN or Inf makes any sum NaN or Inf), and only a
-#: non-finite sum (a finding, or finite values overflowing) is read by fpclass's counter, which
-#: decides. Measured on one thread (docs/benchmarks.md, issue 22, watch2 helper): from 2^16
-#: float32 elements on torch's sum reads 1.6-1.9x faster than the counter; below, the counter's
-#: smaller call cost wins. With torch on several threads the sum also uses them.
-SUM_MIN = 1 << 16
+#: None (the default), or a count of elements from which, with torch on several threads, a CPU
+#: tensor is first summed by torch on its threads: a finite sum proves every element finite (one
+#: NaN or Inf makes any sum NaN or Inf), and only a non-finite sum (a finding, or finite values
+#: overflowing) is read by fpclass's counter, which decides. Off until it is measured to win on a
+#: quiet machine (`bench_watch.py --screen-ab`): on one thread, in a training step, it cost
+#: 15-40% more than the counter alone, and on a loaded machine torch's waits for its second
+#: thread cost 20x (docs/benchmarks.md, issue 22, watch2 helper).
+SUM_MIN: int | None = None
 
 
 def _summed(torch) -> dict:
@@ -127,8 +128,8 @@ def _summed(torch) -> dict:
 
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
-    dtype, prepared once; large ones only when torch's sum of them is not finite), others by
-    torch on their device (one bool comes back, no data)."""
+    dtype, prepared once; see SUM_MIN for an optional screen), others by torch on their device
+    (one bool comes back, no data)."""
 
     def __init__(self, torch):
         from ..adapters import torch as adapter
@@ -139,10 +140,11 @@ class Checker:
     def _screen(self, torch):
         """finite() as a closure: a hook's tensor is nearly always a strided CPU tensor, C- or
         channels_last-contiguous, of a dtype met before; it goes straight to that dtype's
-        counter (the same words are read as on the general path), from SUM_MIN elements on
-        after torch's sum of it turned out non-finite; anything else to the general path."""
+        counter (the same words are read as on the general path; with the sum screen on, a large
+        one only after torch's sum of it turned out non-finite); anything else to the general
+        path."""
         counters, general, strided = self.counters, self._finite, torch.strided
-        channels_last = torch.channels_last
+        channels_last, threads = torch.channels_last, torch.get_num_threads
         summed, plain = _summed(torch), (torch.Tensor, torch.nn.Parameter)
 
         def finite(t) -> bool:
@@ -150,7 +152,8 @@ class Checker:
             if (count is not None and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
                 n = t.numel()
-                if n >= SUM_MIN and t.dtype in summed and type(t) in plain:  # no subclass
+                if (SUM_MIN is not None and n >= SUM_MIN and t.dtype in summed
+                        and type(t) in plain and threads() > 1):  # plain: no __torch_function__
                     if isfinite(t.detach().sum(dtype=summed[t.dtype]).item()):
                         return True  # a NaN or Inf in t makes every sum of it non-finite
                 return count(t.data_ptr(), n) == 0
