@@ -108,6 +108,17 @@ def dense(t) -> bool:
 
 
 _COUNTERS: dict = {}
+_CHECKERS: dict = {}
+
+
+def checker(torch) -> "Checker":
+    """The process's Checker for this torch, made once: it keeps nothing of one watch, and a
+    watch is entered every step (a new one each time cost tens of microseconds, and a cycle for
+    the garbage collector)."""
+    made = _CHECKERS.get(id(torch))
+    if made is None or made.torch is not torch:
+        made = _CHECKERS[id(torch)] = Checker(torch)
+    return made
 
 #: None (the default), or a count of elements from which, with torch on several threads, a CPU
 #: tensor is first summed by torch on its threads: a finite sum proves every element finite (one
