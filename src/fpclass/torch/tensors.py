@@ -120,6 +120,7 @@ def checker(torch) -> "Checker":
         made = _CHECKERS[id(torch)] = Checker(torch)
     return made
 
+
 #: None (the default), or a count of elements from which, with torch on several threads, a CPU
 #: tensor is first summed by torch on its threads: a finite sum proves every element finite (one
 #: NaN or Inf makes any sum NaN or Inf), and only a non-finite sum (a finding, or finite values
