@@ -8,11 +8,19 @@ def owners(modules) -> dict:
     """id(parameter) -> (owning module's name, its class name, the parameter's own name, the
     parameter), from (name, module) pairs in named_modules() order: a parameter shared by
     several modules belongs to the first that holds it."""
+    from torch.nn import Module  # the model is torch's: torch is loaded
+    named = Module.named_parameters
     out: dict = {}
     for name, module in modules:
-        for pname, p in module.named_parameters(recurse=False):
-            if id(p) not in out:
-                out[id(p)] = (name, type(module).__name__, pname, p)
+        kind = type(module)
+        # a module that keeps torch's named_parameters is read from its table: the same pairs,
+        # in the same order, without a generator per module (a step's watch reads them all)
+        own = (module._parameters.items() if kind.named_parameters is named
+               and isinstance(getattr(module, "_parameters", None), dict)
+               else module.named_parameters(recurse=False))
+        for pname, p in own:
+            if p is not None and id(p) not in out:
+                out[id(p)] = (name, kind.__name__, pname, p)
     return out
 
 

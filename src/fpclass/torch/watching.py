@@ -10,7 +10,7 @@ import threading
 
 from . import parameters
 from .findings import Finding, NonFiniteError, Policy, selector
-from .tensors import Checker, argument_names, input_tensors, mask_selector, tensors
+from .tensors import argument_names, checker, input_tensors, mask_selector, tensors
 
 __all__ = ["watch"]
 
@@ -55,7 +55,7 @@ class watch:
 
     def __enter__(self) -> "watch":
         import torch
-        self._checker = Checker(torch)
+        self._checker = checker(torch)
         self._tensor = torch.Tensor
         self._first_of_context = len(self.findings)
         self._active = True
