@@ -36,7 +36,7 @@ from ..storage.reads import path_size, zip_file
 from ..dtypes import np_dtype
 from ...kernels.lzf import lzf_decompress
 from ...kernels.unshuffle import unshuffle
-from ...operators.shuffled import SIZES, shuffled_stats
+from ...operators.shuffled import SIZES, finite_shuffled_stats
 from ..tasks import Field, Task
 
 #: Contiguous and compact datasets read through h5py are read in slabs of about this many bytes.
@@ -306,8 +306,8 @@ class _Blocks:
         if tuple(count[1:]) != self.block[1:]:
             return None  # the values in the dataset are no prefix of the chunk
         values = math.prod(count)
-        stats = shuffled_stats(data, self.shuffled, values)
-        if stats is None or stats.nonfinite:
+        stats = finite_shuffled_stats(data, self.shuffled, values)
+        if stats is None:
             return None
         return FiniteBlock(values, values * self.item, stats)
 
