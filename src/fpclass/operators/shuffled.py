@@ -10,7 +10,6 @@ import sys
 import numpy as np
 
 from ..kernels import compile_cache
-from ..kernels.vectors import VECTOR
 from .statistics import ValueStats, value_stats, word_stats
 
 #: Element sizes read shuffled (1-byte shuffle is no shuffle; wider ones are classified by value).
@@ -36,6 +35,7 @@ def finite_shuffled_stats(data, dtype, count: int) -> ValueStats | None:
     n = src.size // size
     if not 0 <= count <= n:
         raise ValueError(f"count must be 0..{n} (the elements data holds), got {count}")
+    from ..kernels.vectors import VECTOR  # imports numba: not while the kernels are cold
     done = count - count % VECTOR
     found = ValueStats()
     if done:
