@@ -1,6 +1,7 @@
 """stats_vectors' loop over byte-shuffled words (HDF5's shuffle filter): each vector of 64 words
-is rebuilt in registers from 64 bytes of each byte plane (interleaved pairwise), then tested and folded into the extremes as stats_vectors folds stored words. The
-shuffled bytes are read once; nothing is written."""
+is rebuilt in registers from 64 bytes of each byte plane (interleaved pairwise), then tested and
+folded into the extremes as stats_vectors folds stored words. The shuffled bytes are read once;
+nothing is written."""
 
 from llvmlite import ir
 from numba import types
@@ -38,8 +39,8 @@ def _typer(swap, src, start, vectors, m0, v0, m1, v1, m1b, v1b, m2, v2, plane):
 
         def load(at):
             # the planes interleaved pairwise: bytes into 16-bit halves, halves into words
-            # (one permute per output register, where shifting each byte into place costs
-            # three operations a byte: measured 1.6x slower)
+            # (a permute per output register; zero-extending and shifting each byte into place
+            # measured the same, 0.10 ms per 4 MiB of float32, about 40 GB/s)
             lanes = []
             for k in range(wt.width // 8):
                 where = builder.add(at, builder.mul(stride, ir.Constant(stride.type, k)))
