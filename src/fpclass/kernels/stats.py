@@ -3,7 +3,7 @@
 A run of at most RUN_BYTES of words one apart (nearly every run), in either byte order, is read
 once by stats_vectors.count_and_extremes: the three bit-test counts (non-finite, tiny, zero) and
 the raw extremes of the words (smallest and largest unsigned, largest signed), from which the
-two extreme values follow where the run holds no non-finite word (_fold_raw). Any other run (a
+two extreme values follow where the run holds no non-finite word (fold_raw). Any other run (a
 non-finite word in it, strided, foreign byte order) is counted test by test (reductions.count_run)
 and scanned for the smallest and largest *order key* among its finite words. The order key is the stored word, shifted so the sign bit is the
 word's top bit (the launcher shifts
@@ -102,7 +102,7 @@ def _key(w, c):
 
 
 @njit(**JIT)
-def _fold_raw(umin, umax, smax, c, acc):
+def fold_raw(umin, umax, smax, c, acc):
     """acc's key slots updated from the raw extremes of finite words (count_and_extremes: the
     smallest and largest unsigned word, the largest signed word). In a signed format the largest
     value is the largest signed word where one is positive, else (all negative) the negative of
@@ -151,7 +151,7 @@ def stats_range(src, keys, s_off, s_str, shape, start, stop, tests, c, swap, acc
             acc[TINY] += np.int64(tiny)
             acc[ZERO] += np.int64(zero)
             if bad == 0:
-                _fold_raw(umin, umax, smax, c, acc)
+                fold_raw(umin, umax, smax, c, acc)
             elif swap:  # a non-finite word would win: the masked loop, over the same words
                 _swapped(keys, sp, 1, done, c, acc)
             else:

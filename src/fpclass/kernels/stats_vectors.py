@@ -40,58 +40,70 @@ def _typer(swap, typingctx, src, start, vectors, m0, v0, m1, v1, m1b, v1b, m2, v
 
     def codegen(context, builder, sig, args):
         word = sig.args[0].dtype
-        wt = context.get_value_type(word)
-        vt = ir.VectorType(wt, VECTOR)
-        i64 = ir.IntType(64)
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        start_at = context.cast(builder, args[1], sig.args[1], types.intp)
-        n = context.cast(builder, args[2], sig.args[2], types.intp)
+        vt = ir.VectorType(context.get_value_type(word), VECTOR)
 
-        def splat(i):
-            return splat_value(builder, context.cast(builder, args[i], sig.args[i], word), vt)
-        m0s, v0s, m1s, v1s, m1bs, v1bs, m2s, v2s = (splat(i) for i in range(3, 11))
-        ones = ir.Constant(vt, [(1 << wt.width) - 1] * VECTOR)
-        zeros = ir.Constant(vt, [0] * VECTOR)
-        smallest = ir.Constant(vt, [1 << (wt.width - 1)] * VECTOR)
-        counts = [cgutils.alloca_once_value(builder, ir.Constant(i64, 0)) for _ in range(3)]
-        umin = cgutils.alloca_once_value(builder, ones)
-        umax = cgutils.alloca_once_value(builder, zeros)
-        smax = cgutils.alloca_once_value(builder, smallest)
-        popcount = builder.module.declare_intrinsic("llvm.ctpop", [i64])
-        bswap = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vt, [vt]), f"llvm.bswap.v{VECTOR}i{wt.width}") \
-            if swap and wt.width > 8 else None
-        with cgutils.for_range(builder, n) as loop:
-            at = builder.add(start_at, builder.mul(loop.index, ir.Constant(start_at.type, VECTOR)))
-            address = builder.bitcast(builder.gep(data, [at]), vt.as_pointer())
-            words = builder.load(address, align=1)
-            values = builder.call(bswap, [words]) if bswap is not None else words
-            hits = [builder.icmp_unsigned("==", builder.and_(words, m0s), v0s),
-                    builder.and_(builder.icmp_unsigned("==", builder.and_(words, m1s), v1s),
-                                 builder.icmp_unsigned("!=", builder.and_(words, m1bs), v1bs)),
-                    builder.icmp_unsigned("==", builder.and_(words, m2s), v2s)]
-            for acc, hit in zip(counts, hits):
-                bits = builder.bitcast(hit, ir.IntType(VECTOR))
-                builder.store(builder.add(builder.load(acc), builder.call(popcount, [bits])), acc)
-            for acc, op, cmp in ((umin, "<", builder.icmp_unsigned),
-                                 (umax, ">", builder.icmp_unsigned),
-                                 (smax, ">", builder.icmp_signed)):
-                old = builder.load(acc)
-                builder.store(builder.select(cmp(op, values, old), values, old), acc)
-
-        def reduce(name, acc, extend):
-            f = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(wt, [vt]),
-                f"llvm.vector.reduce.{name}.v{VECTOR}i{wt.width}")
-            value = builder.call(f, [builder.load(acc)])
-            return extend(value, i64)
-        out = [builder.load(c) for c in counts]
-        out += [reduce("umin", umin, builder.zext), reduce("umax", umax, builder.zext),
-                reduce("smax", smax, builder.sext)]
-        return context.make_tuple(builder, sig.return_type, out)
+        def load(at):
+            return builder.load(builder.bitcast(builder.gep(data, [at]), vt.as_pointer()),
+                                align=1)
+        return emit(context, builder, sig, args, word, load, swap)
 
     return result(src, start, vectors, m0, v0, m1, v1, m1b, v1b, m2, v2), codegen
 
 
 count_and_extremes = _make(False)
 count_and_extremes_swapped = _make(True)
+
+
+def emit(context, builder, sig, args, word, load, swap: bool):
+    """The loop of count_and_extremes over `args` (start, vectors, then the eight test words at
+    args[3:11]) for words of numba type `word`, `load(at)` giving the vector of words from
+    position `at` (an intp): shared by the loop over stored words and the one over byte-shuffled
+    words (shuffled_vectors.py)."""
+    wt = context.get_value_type(word)
+    vt = ir.VectorType(wt, VECTOR)
+    i64 = ir.IntType(64)
+    start_at = context.cast(builder, args[1], sig.args[1], types.intp)
+    n = context.cast(builder, args[2], sig.args[2], types.intp)
+
+    def splat(i):
+        return splat_value(builder, context.cast(builder, args[i], sig.args[i], word), vt)
+    m0s, v0s, m1s, v1s, m1bs, v1bs, m2s, v2s = (splat(i) for i in range(3, 11))
+    ones = ir.Constant(vt, [(1 << wt.width) - 1] * VECTOR)
+    zeros = ir.Constant(vt, [0] * VECTOR)
+    smallest = ir.Constant(vt, [1 << (wt.width - 1)] * VECTOR)
+    counts = [cgutils.alloca_once_value(builder, ir.Constant(i64, 0)) for _ in range(3)]
+    umin = cgutils.alloca_once_value(builder, ones)
+    umax = cgutils.alloca_once_value(builder, zeros)
+    smax = cgutils.alloca_once_value(builder, smallest)
+    popcount = builder.module.declare_intrinsic("llvm.ctpop", [i64])
+    bswap = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vt, [vt]), f"llvm.bswap.v{VECTOR}i{wt.width}") \
+        if swap and wt.width > 8 else None
+    with cgutils.for_range(builder, n) as loop:
+        at = builder.add(start_at, builder.mul(loop.index, ir.Constant(start_at.type, VECTOR)))
+        words = load(at)
+        values = builder.call(bswap, [words]) if bswap is not None else words
+        hits = [builder.icmp_unsigned("==", builder.and_(words, m0s), v0s),
+                builder.and_(builder.icmp_unsigned("==", builder.and_(words, m1s), v1s),
+                             builder.icmp_unsigned("!=", builder.and_(words, m1bs), v1bs)),
+                builder.icmp_unsigned("==", builder.and_(words, m2s), v2s)]
+        for acc, hit in zip(counts, hits):
+            bits = builder.bitcast(hit, ir.IntType(VECTOR))
+            builder.store(builder.add(builder.load(acc), builder.call(popcount, [bits])), acc)
+        for acc, op, cmp in ((umin, "<", builder.icmp_unsigned),
+                             (umax, ">", builder.icmp_unsigned),
+                             (smax, ">", builder.icmp_signed)):
+            old = builder.load(acc)
+            builder.store(builder.select(cmp(op, values, old), values, old), acc)
+
+    def reduce(name, acc, extend):
+        f = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(wt, [vt]),
+            f"llvm.vector.reduce.{name}.v{VECTOR}i{wt.width}")
+        value = builder.call(f, [builder.load(acc)])
+        return extend(value, i64)
+    out = [builder.load(c) for c in counts]
+    out += [reduce("umin", umin, builder.zext), reduce("umax", umax, builder.zext),
+            reduce("smax", smax, builder.sext)]
+    return context.make_tuple(builder, sig.return_type, out)

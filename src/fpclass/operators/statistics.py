@@ -60,8 +60,27 @@ def value_stats(x) -> ValueStats:
     if rule is None:
         rule = _RULES[a.dtype] = _rule(src)
     stats, tests, consts, word, swapped, decode = rule
-    nonfinite, tiny, zero, key_min, key_max = stats(a, word, tests, consts, swapped).tolist()
-    n = a.size
+    return _from_row(stats(a, word, tests, consts, swapped), a.size, decode)
+
+
+def word_stats(dtype: np.dtype):
+    """(bit tests, constants, word, swapped, to_stats) with which the statistics kernel
+    (kernels/stats.py) classifies words of real float `dtype` that reach it some other way than
+    value_stats takes them (the scan's shuffled HDF5 chunks); to_stats(row, n) is the ValueStats
+    of the n values the kernel's row counted. None for formats classified by value."""
+    src = real_float_source(np.empty(0, dtype), "value_stats", "complex numbers have no order")
+    if src.by_value:
+        return None
+    rule = _RULES.get(src.array.dtype)
+    if rule is None:
+        rule = _RULES[src.array.dtype] = _rule(src)
+    _, tests, consts, word, swapped, decode = rule
+    return tests, consts, word, swapped, lambda row, n: _from_row(row, n, decode)
+
+
+def _from_row(row: np.ndarray, n: int, decode) -> ValueStats:
+    """The ValueStats of `n` values from the statistics kernel's row (launch_stats)."""
+    nonfinite, tiny, zero, key_min, key_max = row.tolist()
     counts = (n, nonfinite, zero, tiny - zero, n - nonfinite - tiny)
     if n == nonfinite:
         return ValueStats(*counts)

@@ -113,12 +113,19 @@ def default_workers() -> int:
 
 
 def _codec_kernels() -> None:
-    """The scan's decoders: LZF (HDF5) and unshuffle (HDF5, FITS)."""
+    """The scan's decoders: LZF (HDF5), unshuffle (HDF5, FITS), shuffled statistics (HDF5)."""
     from ..kernels.lzf import lzf_decompress
     from ..kernels.unshuffle import unshuffle
     lzf_decompress(b"\x01ab", np.zeros(4, np.uint8))
     for size in (2, 3, 4, 8):   # the byte loop, and each word width's whole-word loop
         unshuffle(bytes(2 * size), size, np.zeros(2 * size, np.uint8))
+    from . import shuffled
+    policy = compile_cache.set_policy("inline")
+    try:   # shuffled HDF5 chunks classified as stored, per word width
+        for dtype in ("<f2", "<f4", "<f8"):
+            shuffled.finite_shuffled_stats(bytes(640), dtype, 80)
+    finally:
+        compile_cache.set_policy(policy)
 
 
 def _density_kernels() -> None:

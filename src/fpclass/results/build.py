@@ -259,6 +259,14 @@ class Tally:
         self.values += size * repeat
         self.bytes += nbytes
 
+    def add_finite(self, stats: ValueStats | None, values: int, nbytes: int) -> None:
+        """Add `values` values known to be finite, `nbytes` bytes read, classified where they
+        were decoded (the scan's shuffled HDF5 chunks): their ValueStats (None: none kept)."""
+        if self.stats is not None:
+            self._add_stats([stats], (self.negated,))
+        self.values += values * self.repeat
+        self.bytes += nbytes
+
     def add_fields(self, blocks: np.ndarray, fields, where, nbytes: int) -> None:
         """Classify the float fields of block-quantized data: `blocks` holds one block per row
         (bytes), `fields` is (name, byte offset, NumPy dtype) per field; the locations come in

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from .._oserrors import describe
 from .storage import CHUNK_BYTES
+from .storage.classified import FiniteBlock
 from .storage.reads import SourceError
 from .dtypes import can_hold_nonfinite, np_dtype
 from .density import Gatherer
@@ -159,6 +160,9 @@ def _run_nd(task, max_locations, chunk_bytes, stop, gather=None):
     for origin, block in task.storage.blocks(task, chunk_bytes):
         if stop is not None and stop.is_set():
             raise Interrupted
+        if isinstance(block, FiniteBlock):  # classified by its reader: nothing to locate
+            tally.add_finite(block.stats, block.values, block.nbytes)
+            continue
         before = _found(tally)
         tally.add(block, lambda r, o=origin: where(o, r), block.nbytes, cf.out_of_range(block))
         if gather is not None and _found(tally) != before:

@@ -29,12 +29,14 @@ from .hdf5_runs import chunk_table, runs
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
 from ..storage.buffers import thread_buffer
+from ..storage.classified import FiniteBlock
 from ..storage.grids import BlockGrid
 from ..storage.reads import SourceError, close_source, open_source, source_size, read_exactly
 from ..storage.reads import path_size, zip_file
 from ..dtypes import np_dtype
 from ...kernels.lzf import lzf_decompress
 from ...kernels.unshuffle import unshuffle
+from ...operators.shuffled import SIZES, finite_shuffled_stats
 from ..tasks import Field, Task
 
 #: Contiguous and compact datasets read through h5py are read in slabs of about this many bytes.
@@ -152,6 +154,10 @@ class _Blocks:
                        and all(_decodes(code, cd) for code, _, cd in self.filters)
                        and sum(code == FILTER_LZF for code, _, _ in self.filters) <= 1)
         self.item = np_dtype(self.element).itemsize
+        # Chunks of plain float records, shuffled, are classified as stored (_classified).
+        plain = (not self.part.offset and not self.part.complex and not self.part.sub_shape
+                 and self.record == self.item and task.storage.decode is None)
+        self.shuffled = np_dtype(self.element) if plain and self.item in SIZES else None
         # Storage never allocated reads as the fill value, unless HDF5 writes none there.
         self.no_fill = (dcpl.get_fill_time() == h5d.FILL_TIME_NEVER
                         or dcpl.fill_value_defined() == h5d.FILL_VALUE_UNDEFINED)
@@ -283,10 +289,27 @@ class _Blocks:
                     raise SourceError(f"{where}: corrupt LZF data")
                 data = memoryview(inflated)[:size]
             else:
+                if (self.shuffled is not None and cd[0] == self.record and len(data) == nbytes
+                        and info.filter_mask & ((1 << i) - 1) == (1 << i) - 1):
+                    found = self._classified(data, count)  # shuffle is the last filter undone
+                    if found is not None:
+                        return found
                 data = unshuffle(data, cd[0], self._buffer(len(data)))
         if len(data) != nbytes:
             raise SourceError(f"{where} decodes to {len(data)} bytes, {nbytes} expected")
         return self._view(np.frombuffer(data, np.uint8), count, self.block)
+
+    def _classified(self, data, count):
+        """The chunk whose bytes `data` holds shuffled, `count` of it in the dataset, classified
+        without unshuffling it to memory: a FiniteBlock, or None when it holds a NaN or Inf (to
+        be located) or cannot be read so (cut short along an inner axis, the kernels cold)."""
+        if tuple(count[1:]) != self.block[1:]:
+            return None  # the values in the dataset are no prefix of the chunk
+        values = math.prod(count)
+        stats = finite_shuffled_stats(data, self.shuffled, values)
+        if stats is None:
+            return None
+        return FiniteBlock(values, values * self.item, stats)
 
     def _fill(self, start, count):
         """A block whose storage was never allocated: every record is the fill value, read as one
