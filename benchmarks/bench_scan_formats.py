@@ -16,7 +16,8 @@ scan costs beside decode alone's shows what the wall time cannot):
   fpclass   fpclass.scan.scan([path]); its start-up is untimed and shown apart ("fpclass
             start-up"): importing fpclass's reader of the format (the library child imports
             its library before timing too) and loading the kernels the scan classifies with from
-            numba's cache (float32 both byte orders, bfloat16), as a process pays them once
+            numba's cache (float32 both byte orders, bfloat16; for HDF5 also the statistics of
+            shuffled chunks), as a process pays them once
   library   the format's own reader loading every tensor, then `isnan(t).any()` per tensor:
             torch.load(weights_only=True) + torch.isnan for .pt; h5py ds[...] + np.isnan for HDF5;
             zarr a[...] + np.isnan for zarr; astropy hdu.data for FITS (memmap off); netCDF4
@@ -86,6 +87,10 @@ if mode == "fpclass":
     from ml_dtypes import bfloat16
     for dt in ("<f4", ">f4", bfloat16):
         value_stats(np.ones(1 << 20, dt))
+    if kind.startswith("h5"):  # and the statistics of chunks read as stored shuffled
+        from fpclass.operators.shuffled import finite_shuffled_stats
+        for dt in ("<f4", ">f4"):
+            finite_shuffled_stats(np.ones(1 << 20, dt).tobytes(), dt, 1 << 20)
     startup = time.perf_counter() - t
 elif mode == "library":
     import numpy as np
