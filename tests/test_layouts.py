@@ -126,6 +126,7 @@ def launchers(request, monkeypatch):
         monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 8)
         monkeypatch.setattr(launch_find, "PREFIX", 64)
         monkeypatch.setattr(launch_find, "ROUND_BYTES", 1 << 10)
+        monkeypatch.setattr(launch_find, "ANY_BYTES", 1 << 9)
     if request.param == "threaded-deep":
         monkeypatch.setattr(launch_find_order, "CELLS", 1)
         monkeypatch.setattr(launch_find_order, "HEAD", 0)

@@ -25,6 +25,9 @@ ROUND_BYTES = 32 << 20
 #: How much larger each round of that search is than the last: a hit at position k still costs
 #: O(k), in few rounds (each wakes the threads: about 30 µs here).
 ROUND_GROWTH = 4
+#: The bytes a thread of the parallel `any` claims at a time: threads claim chunks in turn until
+#: one sees a match, so one slow or descheduled thread holds up the answer by one chunk at most.
+ANY_BYTES = 1 << 20
 
 
 def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int,
@@ -57,7 +60,21 @@ def any_match(a: np.ndarray, word: np.dtype, lanes: int, test) -> bool:
     flat, p = source_plan(a, word, lanes)
     if flat is None:
         return find(a, word, lanes, test, 1).size > 0
-    return _search(flat, p, word, lanes, test, 1, p.size).size > 0
+    threads = threads_for(p.size)
+    if threads == 1:
+        return _search(flat, p, word, lanes, test, 1, p.size).size > 0
+    # no position wanted: one parallel call over the rest, not rounds of first-match searches
+    # (each round waits for its slowest thread: 0.7x numpy's isnan(a).any() on a loaded machine)
+    test_args = (*scalars(test, word), lanes)
+    args = (flat, p.offsets[0], p.strides[0], p.shape)
+    head = min(p.size, PREFIX)
+    if reductions.find_range(*args, 0, head, *test_args, np.empty(1, np.int64)):
+        return True
+    state = np.zeros(2, np.int64)   # chunks claimed, "a match was seen"
+    chunk = max(1, ANY_BYTES // (flat.itemsize * lanes))
+    with parallel(threads):
+        reductions.any_parallel(*args, *test_args, head, p.size, chunk, threads, state)
+    return bool(state[1])
 
 
 def _search(flat, p, word, lanes, test, limit, stop) -> np.ndarray:
