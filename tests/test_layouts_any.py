@@ -1,6 +1,7 @@
-"""Whole-array `any`/`all` on threads (kernels/launch_find.any_match): threads claim chunks of the
-memory-order plan in turn and stop once one sees a match. Every answer is compared with the
-plain-NumPy twin, for one hit at every chunk edge, on contiguous and strided layouts."""
+"""Searches on threads (kernels/launch_find.py): threads claim chunks of the plan in turn; `any`/
+`all` stop once one sees a match, `first` once the chunks left start past a match seen. Every
+answer is compared with the plain-NumPy twin, for hits at every chunk edge, on contiguous and
+strided layouts."""
 
 import ml_dtypes
 import numpy as np
@@ -21,7 +22,7 @@ def claimed_chunks(monkeypatch):
     monkeypatch.setattr(numpy_bits, "SMALL_BYTES", -1)
     monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 6)
     monkeypatch.setattr(launch_find, "PREFIX", 96)
-    monkeypatch.setattr(launch_find, "ANY_BYTES", CHUNK_BYTES)
+    monkeypatch.setattr(launch_find, "CLAIM_BYTES", CHUNK_BYTES)
 
 
 def layouts(base):
@@ -72,3 +73,21 @@ def test_hits_everywhere_and_nowhere(claimed_chunks):
     assert not fpclass.any_nan(x.T) and fpclass.all_finite(x.T)
     x[-1, -1] = np.inf  # the last chunk's last element, claimed by whichever thread is free
     assert fpclass.any_inf(x.T) and not fpclass.any_nan(x.T) and not fpclass.all_finite(x[::-1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.float8_e5m2, np.complex128], ids=str)
+def test_first_of_two_hits_in_any_chunks(dtype, claimed_chunks):
+    dtype = np.dtype(dtype)
+    n = 3000
+    at = edges(n, CHUNK_BYTES // dtype.itemsize)
+    clean = np.random.default_rng(0).uniform(-2, 2, n).astype(dtype)
+    for i, early in enumerate(at):
+        for late in at[i + 1::3] + at[-1:]:
+            if late <= early:
+                continue
+            x = clean.copy()
+            x[[early, late]] = np.array(np.nan).astype(dtype)
+            for y in (x, x[::-1], x.reshape(30, 100)[:, ::-1]):
+                m = twin.isnan(y)
+                want = tuple(int(k) for k in np.argwhere(m)[0])
+                assert fpclass.first_nan(y) == want, (early, late, y.shape, y.strides)

@@ -34,6 +34,19 @@ def fetch_add(typingctx, cells, i, value):
 
 
 @intrinsic
+def fetch_min(typingctx, cells, i, value):
+    """cells[i] = min(cells[i], value) atomically (signed); the value cells[i] held before."""
+    if not (_int64_cells(cells, i) and isinstance(value, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        low = context.cast(builder, args[2], sig.args[2], types.int64)
+        return builder.atomic_rmw("min", _cell(context, builder, sig, args), low, "monotonic")
+
+    return types.int64(cells, i, value), codegen
+
+
+@intrinsic
 def load(typingctx, cells, i):
     """cells[i], read atomically: never hoisted out of a loop, seeing another thread's store."""
     if not _int64_cells(cells, i):

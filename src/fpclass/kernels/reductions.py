@@ -121,14 +121,19 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
 
 
 @njit(parallel=True, **JIT)
-def first_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, starts, stops, firsts):
-    """firsts[c] = the first match in starts[c]..stops[c], or -1; chunks run on separate threads."""
-    for c in prange(starts.size):
+def first_claimed(src, s_off, s_str, shape, m, v, m2, v2, lanes, start, stop, chunk, workers, state):
+    """state[1] = the first match at plan positions start..stop if it is below state[1] (which
+    starts at stop). `workers` threads claim chunks of `chunk` positions in order (state[0] counts
+    the claims) and stop at the first chunk that starts past a match seen: every chunk before the
+    first match is searched whole, none after it is."""
+    for _ in prange(workers):
         one = np.empty(1, np.int64)
-        if find_range(src, s_off, s_str, shape, starts[c], stops[c], m, v, m2, v2, lanes, one):
-            firsts[c] = one[0]
-        else:
-            firsts[c] = -1
+        while True:
+            b0 = start + atomics.fetch_add(state, 0, 1) * chunk
+            if b0 >= min(stop, atomics.load(state, 1)):
+                break
+            if find_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, one):
+                atomics.fetch_min(state, 1, one[0])
 
 
 @njit(**JIT)
