@@ -91,3 +91,27 @@ def test_first_of_two_hits_in_any_chunks(dtype, claimed_chunks):
                 m = twin.isnan(y)
                 want = tuple(int(k) for k in np.argwhere(m)[0])
                 assert fpclass.first_nan(y) == want, (early, late, y.shape, y.strides)
+
+
+@pytest.mark.parametrize("dtype, word", [(np.float16, np.uint16), (ml_dtypes.float8_e4m3fn, np.uint8),
+                                         (ml_dtypes.float8_e5m2, np.uint8), (np.float32, np.uint32)],
+                         ids=str)
+def test_any_on_every_special_pattern(dtype, word, claimed_chunks):
+    # NaN and non-finite tests are answered from the largest masked word of a run
+    # (launch_find.above): each pattern with the exponent all ones, its neighbours and a spread
+    # of the rest, one at a time in a clean run, forwards and reversed, as the twin says
+    dtype, word = np.dtype(dtype), np.dtype(word)
+    bits = 8 * word.itemsize
+    exponent = {np.dtype(np.float16): 5, np.dtype(np.float32): 8}.get(dtype, 4 if "e4" in dtype.name else 5)
+    ones = ((1 << exponent) - 1) << (bits - 1 - exponent)
+    low = np.arange(1 << min(bits - 1 - exponent, 10), dtype=np.uint64)
+    picked = np.concatenate([ones | low, (ones | low) | (1 << (bits - 1)), (ones - 1) - low[:64],
+                             np.linspace(0, (1 << bits) - 1, 512).astype(np.uint64)]).astype(word)
+    clean = np.ones(300, dtype)
+    for k, pattern in enumerate(picked):
+        x = clean.copy()
+        x.view(word)[(k * 37) % x.size] = pattern
+        for y in (x, x[::-1], x.reshape(3, 100).T):
+            for any_, mask in ((fpclass.any_nan, twin.isnan), (fpclass.any_inf, twin.isinf),
+                               (fpclass.any_nonfinite, lambda z: ~twin.isfinite(z))):
+                assert any_(y) == mask(y).any(), (hex(int(pattern)), y.strides)

@@ -9,12 +9,15 @@ launch_find_order.py builds C-order answers on layouts whose C order is not memo
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import reductions
 from .constants import scalars
 from .layout import source_plan, without_broadcast
 from .pieces import first_flat, fresh_copy, pieces
+from .reductions import FIND_BYTES
 from .threads import parallel, threads_for
 
 #: Words searched serially before the threads are woken: an early hit answers in microseconds.
@@ -56,22 +59,37 @@ def any_match(a: np.ndarray, word: np.dtype, lanes: int, test) -> bool:
     flat, p = source_plan(a, word, lanes)
     if flat is None:
         return find(a, word, lanes, test, 1).size > 0
+    args = (flat, p.offsets[0], p.strides[0], p.shape, *scalars(test, word), lanes, *above(test, word))
+    head = min(p.size, PREFIX)
+    if reductions.any_chunks(*args, 0, head, max(1, FIND_BYTES // (flat.itemsize * lanes))):
+        return True
     threads = threads_for(p.size)
     if threads == 1:
-        return _search(flat, p, word, lanes, test, 1, p.size).size > 0
+        return reductions.any_chunks(*args, head, p.size, max(1, CLAIM_BYTES // (flat.itemsize * lanes)))
     # no position wanted: every thread stops at the end of the chunk in which any sees a match
     # (256 MiB float32 on a loaded 2-core machine: rounds of first-match searches 48-92 ms,
     # 0.3-0.5x numpy's isnan(a).any(); claimed chunks 16-28 ms, measured alternated)
-    test_args = (*scalars(test, word), lanes)
-    args = (flat, p.offsets[0], p.strides[0], p.shape)
-    head = min(p.size, PREFIX)
-    if reductions.find_range(*args, 0, head, *test_args, np.empty(1, np.int64)):
-        return True
     state = np.zeros(2, np.int64)   # chunks claimed, "a match was seen"
-    chunk = max(1, CLAIM_BYTES // (flat.itemsize * lanes))
     with parallel(threads):
-        reductions.any_parallel(*args, *test_args, head, p.size, chunk, threads, state)
+        reductions.any_parallel(*args, head, p.size, max(1, CLAIM_BYTES // (flat.itemsize * lanes)), threads,
+                                state)
     return bool(state[1])
+
+
+@functools.lru_cache(maxsize=1024)
+def above(test, word: np.dtype) -> tuple:
+    """(top, bound) as scalars of the word type such that test(w) iff (w & top) > bound, where the
+    test has that form (a kernel then compares the largest w & top of a run: reductions.any_run),
+    else zeros. The form: all of m's bits set (v == m), and either no second clause or "some of
+    m2's bits set" (v2 == 0) with every bit of m2 below m's lowest, as NaN's test is."""
+    m, v, m2, v2 = (int(t) for t in test)
+    if m and v == m and (m2, v2) == (0, 1):
+        top, bound = m, m - 1
+    elif m and v == m and v2 == 0 and 0 < m2 < (m & -m):
+        top, bound = m | m2, m   # m's bits all set adds m; m2's bits add less than m's lowest bit
+    else:
+        top, bound = 0, 0
+    return word.type(top), word.type(bound)
 
 
 def _search(flat, p, word, lanes, test, limit, stop) -> np.ndarray:

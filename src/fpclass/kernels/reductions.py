@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import atomics
-from .vectors import VECTOR, match_bits, popcount
+from .vectors import VECTOR, masked_max, match_bits, popcount
 from .walk import JIT, advance, element_hit, hit, plan_size, run_length, seek, word_at
 
 #: Bytes counted before `find_range` stops to look for the exact position of a hit: large
@@ -147,8 +147,20 @@ def _any_vectors(src, s0, vectors, m, v, m2, v2):
 
 
 @njit(**JIT)
-def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
-    """Does one of the `run` elements from word sp, ss words apart, match (count_run's terms)?"""
+def any_run(src, sp, ss, run, m, v, m2, v2, lanes, top, bound):
+    """Does one of the `run` elements from word sp, ss words apart, match (count_run's terms)?
+    top != 0 says the test is (w & top) > bound (launch_find.above): where the run's words are
+    adjacent, their largest `w & top` answers (masked_max)."""
+    if top != 0 and (ss == lanes or ss == -lanes):  # adjacent words: a complex element's both
+        words = run * lanes
+        s0 = np.uint64(sp if ss > 0 else sp - words + lanes)
+        vectors = np.uint64(words // VECTOR)
+        if masked_max(src, s0, vectors, top) > bound:
+            return True
+        for j in range(vectors * np.uint64(VECTOR), np.uint64(words)):
+            if (src[s0 + j] & top) > bound:
+                return True
+        return False
     if lanes == 1 and (ss == 1 or ss == -1):
         s0 = np.uint64(sp if ss == 1 else sp - run + 1)
         vectors = np.uint64(run // VECTOR)
@@ -163,7 +175,7 @@ def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
 
 
 @njit(**JIT)
-def any_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes):
+def any_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, top, bound):
     """Does an element at C-order positions start..stop of the plan match? Stops after the first
     run that holds one."""
     idx = np.empty(shape.size, np.int64)
@@ -172,15 +184,25 @@ def any_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes):
     pos = start
     while pos < stop:
         run = run_length(idx, shape, pos, stop)
-        if any_run(src, word_at(idx, s_str, s_off), ss, run, m, v, m2, v2, lanes):
+        if any_run(src, word_at(idx, s_str, s_off), ss, run, m, v, m2, v2, lanes, top, bound):
             return True
         pos += run
         advance(idx, shape, run)
     return False
 
 
+@njit(**JIT)
+def any_chunks(src, s_off, s_str, shape, m, v, m2, v2, lanes, top, bound, start, stop, chunk):
+    """any_range over start..stop a chunk at a time, stopping after the first chunk with a match."""
+    for b0 in range(start, stop, chunk):
+        if any_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, top, bound):
+            return True
+    return False
+
+
 @njit(parallel=True, **JIT)
-def any_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, start, stop, chunk, workers, state):
+def any_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, top, bound, start, stop, chunk, workers,
+                 state):
     """state[1] = 1 if an element at plan positions start..stop matches. `workers` threads claim
     chunks of `chunk` positions in turn (state[0] counts the claims: a thread that runs late or
     slowly takes fewer) and all stop at the end of the chunk in which one sees a match."""
@@ -189,5 +211,6 @@ def any_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, start, stop, chu
             b0 = start + atomics.fetch_add(state, 0, 1) * chunk
             if b0 >= stop:
                 break
-            if any_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes):
+            if any_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, top,
+                         bound):
                 atomics.store(state, 1, 1)
