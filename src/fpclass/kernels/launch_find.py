@@ -24,8 +24,8 @@ from .threads import parallel, threads_for
 PREFIX = 1 << 16
 #: The bytes a thread of a parallel search claims at a time: threads claim chunks in order until
 #: the chunks left start past a match seen, so one slow or descheduled thread holds up the answer
-#: by one chunk at most (rounds of chunks, each waiting for its slowest thread, took 1.5-3x
-#: as long on a loaded 2-core machine, measured).
+#: by one chunk at most (rounds of chunks, each waiting for its slowest thread, took 3-5x
+#: as long, median, on a loaded 2-core machine: docs/benchmarks.md).
 CLAIM_BYTES = 1 << 20
 
 

@@ -97,8 +97,8 @@ def masked_max(typingctx, src, start, vectors, mask):
             words = builder.and_(builder.load(address, align=1), keep)
             old = builder.load(top)
             builder.store(builder.select(builder.icmp_unsigned(">", words, old), words, old), top)
-        reduce_max = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(lane, [vector_type]), f"llvm.vector.reduce.umax.v{VECTOR}i{lane.width}")
+        reduce_max = cgutils.get_or_insert_function(builder.module, ir.FunctionType(lane, [vector_type]),
+                                                    f"llvm.vector.reduce.umax.v{VECTOR}i{lane.width}")
         return builder.call(reduce_max, [builder.load(top)])
 
     return src.dtype(src, start, vectors, mask), codegen
