@@ -9,6 +9,8 @@ import pytest
 
 import fpclass
 from fpclass import twin
+from fpclass.kernels import numpy_bits
+from fpclass.operators import queries
 
 QUERIES = (("nan", fpclass.first_nan, fpclass.locate_nan, twin.isnan),
            ("inf", fpclass.first_inf, fpclass.locate_inf, twin.isinf),
@@ -89,3 +91,18 @@ def test_every_broadcast_position(both_launchers):
                          ids=["empty inner", "empty outer", "0-d", "one value", "one value swapped"])
 def test_empty_0d_and_one_value(x, both_launchers):
     answers(x)
+
+
+@pytest.mark.parametrize("launch", ["numpy", "kernels"])
+def test_huge_broadcast_needs_no_mask_of_its_shape(launch, monkeypatch):
+    # 2**40 elements of stride-0 copies of one row: NumPy's launcher too (the answers while
+    # numba's cache is cold) answers from the row; a mask of the full shape would need a TiB
+    if launch == "numpy":
+        monkeypatch.setattr(queries, "launcher", lambda a: numpy_bits)
+    row = np.ones(1 << 10, np.float32)
+    row[[300, 700]] = np.nan, np.inf
+    x = np.broadcast_to(row, (1 << 30, row.size))
+    assert fpclass.any_nan(x) and not fpclass.all_finite(x)
+    assert fpclass.count_nan(x) == 1 << 30 and fpclass.count_nonfinite(x) == 1 << 31
+    assert fpclass.first_nan(x) == (0, 300) and fpclass.first_inf(x.T) == (700, 0)
+    assert not fpclass.any_nan(np.broadcast_to(np.ones(5, np.float32), (1 << 38, 5)))

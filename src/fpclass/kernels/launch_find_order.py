@@ -17,7 +17,7 @@ import numpy as np
 
 from .launch_find import find as find_streaming
 from .launch_reduce import reduce
-from .layout import as_words, c_order_streams, without_broadcast
+from .layout import as_words, c_order_streams, position_in, without_broadcast
 
 #: Elements searched in C order before the memory-order pass, at most 1/64 of the array: where
 #: matches are dense, the first is found at once; where they are not, this costs little.
@@ -41,23 +41,10 @@ def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndar
         b, _ = without_broadcast(a)
         if b is not a:
             first = _find(b, word, lanes, test, 1)
-            return np.array([_position_in(int(first[0]), b.shape, a.shape)] if first.size else [],
+            return np.array([position_in(int(first[0]), b.shape, a.shape)] if first.size else [],
                             np.int64)
     return _find(a, word, lanes, test, limit)
 
-
-def _position_in(flat: int, part_shape, shape) -> int:
-    """The C-order position in `shape` of C-order position `flat` of a part whose indices are
-    indices of `shape` (same ndim, each axis no longer): in Python ints, which cost less than
-    numpy's unravel_index and ravel_multi_index on a one-element answer."""
-    index = []
-    for n in reversed(part_shape):
-        flat, i = divmod(flat, n)
-        index.append(i)
-    position = 0
-    for i, n in zip(reversed(index), shape):
-        position = position * n + i
-    return position
 
 
 def _find(a, word, lanes, test, limit):
