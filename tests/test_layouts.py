@@ -105,7 +105,7 @@ def marked_views(dtype):
         rng = np.random.default_rng(1)
         y[tuple(rng.integers(0, n, 5) for n in y.shape)] = special(dtype, "inf")
         yield f"{name} many", y
-        y = dict(views(clean(dtype)))[name]  # past the early-exit search's prefix, in every round
+        y = dict(views(clean(dtype)))[name]  # past the early-exit search's prefix, in every chunk
         y[np.unravel_index(np.arange(80, y.size, 97), y.shape)] = special(dtype, "nan")
         yield f"{name} periodic", y
 
@@ -122,10 +122,10 @@ def launchers(request, monkeypatch):
     """The numba kernels (never NumPy's small path), serial or on threads; "deep" also narrows
     the C-order search of odd layouts to one axis at a time (the most passes)."""
     monkeypatch.setattr(numpy_bits, "SMALL_BYTES", -1)
-    if request.param != "serial":  # also the early-exit search's rounds, on these small arrays
+    if request.param != "serial":  # also the early-exit searches' chunks, on these small arrays
         monkeypatch.setattr(threads, "PARALLEL_MIN", 1 << 8)
         monkeypatch.setattr(launch_find, "PREFIX", 64)
-        monkeypatch.setattr(launch_find, "ROUND_BYTES", 1 << 10)
+        monkeypatch.setattr(launch_find, "CLAIM_BYTES", 1 << 9)
     if request.param == "threaded-deep":
         monkeypatch.setattr(launch_find_order, "CELLS", 1)
         monkeypatch.setattr(launch_find_order, "HEAD", 0)

@@ -1,12 +1,15 @@
 """The find launcher: positions of the first matches in C order, and whether there is a match
 at all (searched in memory order), stopping early.
 
-It owns what surrounds the kernels (kernels/reductions.py's find_range and first_parallel): odd
-layouts searched piece by piece, and the first match searched in rounds over the threads.
+It owns what surrounds the kernels (kernels/reductions.py's find_range, first_claimed and
+any_parallel): odd layouts searched piece by piece, and the first match, or any match, searched by
+threads that claim chunks in turn.
 launch_find_order.py builds C-order answers on layouts whose C order is not memory order from these.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -14,17 +17,16 @@ from . import reductions
 from .constants import scalars
 from .layout import source_plan, without_broadcast
 from .pieces import first_flat, fresh_copy, pieces
+from .reductions import FIND_BYTES
 from .threads import parallel, threads_for
 
 #: Words searched serially before the threads are woken: an early hit answers in microseconds.
 PREFIX = 1 << 16
-#: The bytes one thread searches in a round of the parallel search, once rounds have grown (a few
-#: milliseconds of reading; the last round takes the rest, up to twice that): rounds cost a thread
-#: wake-up each, which smaller rounds on 1-byte formats made 10-15% of the time (measured).
-ROUND_BYTES = 32 << 20
-#: How much larger each round of that search is than the last: a hit at position k still costs
-#: O(k), in few rounds (each wakes the threads: about 30 µs here).
-ROUND_GROWTH = 4
+#: The bytes a thread of a parallel search claims at a time: threads claim chunks in order until
+#: the chunks left start past a match seen, so one slow or descheduled thread holds up the answer
+#: by one chunk at most (rounds of chunks, each waiting for its slowest thread, took 3-5x
+#: as long, median, on a loaded 2-core machine: docs/benchmarks.md).
+CLAIM_BYTES = 1 << 20
 
 
 def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int,
@@ -57,7 +59,37 @@ def any_match(a: np.ndarray, word: np.dtype, lanes: int, test) -> bool:
     flat, p = source_plan(a, word, lanes)
     if flat is None:
         return find(a, word, lanes, test, 1).size > 0
-    return _search(flat, p, word, lanes, test, 1, p.size).size > 0
+    args = (flat, p.offsets[0], p.strides[0], p.shape, *scalars(test, word), lanes, *above(test, word))
+    head = min(p.size, PREFIX)
+    if reductions.any_chunks(*args, 0, head, max(1, FIND_BYTES // (flat.itemsize * lanes))):
+        return True
+    threads = threads_for(p.size)
+    if threads == 1:
+        return reductions.any_chunks(*args, head, p.size, max(1, CLAIM_BYTES // (flat.itemsize * lanes)))
+    # no position wanted: every thread stops at the end of the chunk in which any sees a match
+    # (256 MiB float32 on a loaded 2-core machine: rounds of first-match searches 48-92 ms,
+    # 0.3-0.5x numpy's isnan(a).any(); claimed chunks 16-28 ms, measured alternated)
+    state = np.zeros(2, np.int64)   # chunks claimed, "a match was seen"
+    with parallel(threads):
+        reductions.any_parallel(*args, head, p.size, max(1, CLAIM_BYTES // (flat.itemsize * lanes)), threads,
+                                state)
+    return bool(state[1])
+
+
+@functools.lru_cache(maxsize=1024)
+def above(test, word: np.dtype) -> tuple:
+    """(top, bound) as scalars of the word type such that test(w) iff (w & top) > bound, where the
+    test has that form (a kernel then compares the largest w & top of a run: reductions.any_run),
+    else zeros. The form: all of m's bits set (v == m), and either no second clause or "some of
+    m2's bits set" (v2 == 0) with every bit of m2 below m's lowest, as NaN's test is."""
+    m, v, m2, v2 = (int(t) for t in test)
+    if m and v == m and (m2, v2) == (0, 1):
+        top, bound = m, m - 1
+    elif m and v == m and v2 == 0 and 0 < m2 < (m & -m):
+        top, bound = m | m2, m   # m's bits all set adds m; m2's bits add less than m's lowest bit
+    else:
+        top, bound = 0, 0
+    return word.type(top), word.type(bound)
 
 
 def _search(flat, p, word, lanes, test, limit, stop) -> np.ndarray:
@@ -68,31 +100,19 @@ def _search(flat, p, word, lanes, test, limit, stop) -> np.ndarray:
         threads = threads_for(stop)
         if threads > 1:
             with parallel(threads):
-                return _first_in_rounds(args, (m, v, m2, v2, lanes), stop, threads)
+                return _first_claimed(args, (m, v, m2, v2, lanes), stop, threads)
     found = np.empty(min(limit, stop), np.int64)
     n = reductions.find_range(*args, 0, stop, m, v, m2, v2, lanes, found)
     return found[:n]
 
 
-def _first_in_rounds(args, test_args, total, threads):
-    """The first match, searched serially over a short prefix, then in rounds of growing chunks,
-    one per thread, stopping after the first round that has a hit."""
+def _first_claimed(args, test_args, total, threads):
+    """The first match, searched serially over a short prefix, then by threads claiming chunks."""
     one = np.empty(1, np.int64)
     pos = min(total, PREFIX)
     if reductions.find_range(*args, 0, pos, *test_args, one):
         return one
-    chunk = PREFIX
-    largest = max(PREFIX, ROUND_BYTES // (args[0].itemsize * test_args[-1]))
-    while pos < total:
-        chunk = min(chunk * ROUND_GROWTH, largest)
-        if total - pos <= 2 * threads * chunk:  # one round for the rest, not a short last one
-            chunk = -(-(total - pos) // threads)
-        starts = np.minimum(pos + chunk * np.arange(threads, dtype=np.int64), total)
-        stops = np.minimum(starts + chunk, total)
-        firsts = np.empty(threads, np.int64)
-        reductions.first_parallel(*args, *test_args, starts, stops, firsts)
-        hit = firsts[firsts >= 0]
-        if hit.size:
-            return hit[:1]
-        pos = int(stops[-1])
-    return np.empty(0, np.int64)
+    state = np.array([0, total], np.int64)   # chunks claimed, the first match seen (total: none)
+    chunk = max(1, CLAIM_BYTES // (args[0].itemsize * test_args[-1]))
+    reductions.first_claimed(*args, *test_args, pos, total, chunk, threads, state)
+    return state[1:] if state[1] < total else np.empty(0, np.int64)

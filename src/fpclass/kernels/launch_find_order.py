@@ -17,7 +17,7 @@ import numpy as np
 
 from .launch_find import find as find_streaming
 from .launch_reduce import reduce
-from .layout import as_words, c_order_streams, without_broadcast
+from .layout import as_words, c_order_streams, position_in, without_broadcast
 
 #: Elements searched in C order before the memory-order pass, at most 1/64 of the array: where
 #: matches are dense, the first is found at once; where they are not, this costs little.
@@ -41,8 +41,10 @@ def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndar
         b, _ = without_broadcast(a)
         if b is not a:
             first = _find(b, word, lanes, test, 1)
-            return np.ravel_multi_index(np.unravel_index(first, b.shape), a.shape).astype(np.int64)
+            return np.array([position_in(int(first[0]), b.shape, a.shape)] if first.size else [],
+                            np.int64)
     return _find(a, word, lanes, test, limit)
+
 
 
 def _find(a, word, lanes, test, limit):

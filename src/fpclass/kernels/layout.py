@@ -105,6 +105,20 @@ def without_broadcast(a: np.ndarray) -> tuple[np.ndarray, int]:
     return b, a.size // b.size
 
 
+def position_in(flat: int, part_shape, shape) -> int:
+    """The C-order position in `shape` of C-order position `flat` of a part whose indices are
+    indices of `shape` (same ndim, each axis no longer: without_broadcast's view). In Python ints,
+    which cost less than numpy's unravel_index and ravel_multi_index on a one-element answer."""
+    index = []
+    for n in reversed(part_shape):
+        flat, i = divmod(flat, n)
+        index.append(i)
+    position = 0
+    for i, n in zip(reversed(index), shape):
+        position = position * n + i
+    return position
+
+
 def c_order_streams(a: np.ndarray) -> bool:
     """Does a C-order walk of `a` read its memory in order, each axis forwards or backwards: are the
     strides of its axes longer than 1 non-increasing in size? Then a C-order search is a memory

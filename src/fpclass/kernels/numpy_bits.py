@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .layout import position_in, without_broadcast
+
 #: Inputs of at most this many bytes are classified here rather than by the numba kernels
 #: (benchmarks/bench_startup.py: below it NumPy's whole call is cheaper than numba's dispatch).
 SMALL_BYTES = 1 << 14
@@ -69,7 +71,8 @@ def mask(a, word, lanes, test, negate, out) -> None:
 
 def count(a, word, lanes, tests) -> np.ndarray:
     """How many elements of `a` match each of `tests` (int64 array, one per test)."""
-    return np.array([np.count_nonzero(matches(a, word, lanes, t)) for t in tests], np.int64)
+    a, copies = without_broadcast(a)  # a stride-0 axis: no mask as large as the broadcast shape
+    return copies * np.array([np.count_nonzero(matches(a, word, lanes, t)) for t in tests], np.int64)
 
 
 def histogram(a, word, base, special) -> np.ndarray:
@@ -81,6 +84,10 @@ def histogram(a, word, base, special) -> np.ndarray:
 def reduce(a, word, lanes, test, axes, any_mode) -> np.ndarray:
     """launch.reduce's per-slice answers along `axes`, shaped like `a` with 1 on the reduced axes:
     int64 counts, or with `any_mode` bool."""
+    if len(axes) == a.ndim:  # whole array: each distinct element once
+        b, copies = without_broadcast(a)
+        hit = reduce_mask(matches(b, word, lanes, test), axes, any_mode)
+        return hit if any_mode else copies * hit
     return reduce_mask(matches(a, word, lanes, test), axes, any_mode)
 
 
@@ -101,6 +108,10 @@ def find(a, word, lanes, test, limit) -> np.ndarray:
     """C-order flat positions of the first `limit` elements of `a` matching `test` (int64)."""
     if limit <= 0:
         return np.empty(0, np.int64)
+    b, _ = without_broadcast(a)
+    if limit == 1 and b is not a:  # the first match of a broadcast array is in its first copy
+        first = find(b, word, lanes, test, 1)
+        return np.array([position_in(int(first[0]), b.shape, a.shape)] if first.size else [], np.int64)
     return np.flatnonzero(matches(a, word, lanes, test))[:limit].astype(np.int64, copy=False)
 
 

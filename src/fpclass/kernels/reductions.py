@@ -1,13 +1,15 @@
-"""Read-only kernels: count elements matching bit tests, and find matches in C order with early exit.
+"""Read-only kernels: count elements matching bit tests, find matches in C order with early exit,
+and say whether any element matches.
 
-Both read the data once and build no mask. Counting walks its range test by test over each run;
+All read the data once and build no mask. Counting walks its range test by test over each run;
 runs are cut to COUNT_BYTES, so the repeated passes hit L1 cache, not memory.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from .vectors import VECTOR, match_bits, popcount
+from . import atomics
+from .vectors import VECTOR, masked_max, match_bits, popcount
 from .walk import JIT, advance, element_hit, hit, plan_size, run_length, seek, word_at
 
 #: Bytes counted before `find_range` stops to look for the exact position of a hit: large
@@ -119,11 +121,96 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
 
 
 @njit(parallel=True, **JIT)
-def first_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, starts, stops, firsts):
-    """firsts[c] = the first match in starts[c]..stops[c], or -1; chunks run on separate threads."""
-    for c in prange(starts.size):
+def first_claimed(src, s_off, s_str, shape, m, v, m2, v2, lanes, start, stop, chunk, workers, state):
+    """state[1] = the first match at plan positions start..stop if it is below state[1] (which
+    starts at stop). `workers` threads claim chunks of `chunk` positions in order (state[0] counts
+    the claims) and stop at the first chunk that starts past a match seen: every chunk before the
+    first match is searched whole, none after it is."""
+    for _ in prange(workers):
         one = np.empty(1, np.int64)
-        if find_range(src, s_off, s_str, shape, starts[c], stops[c], m, v, m2, v2, lanes, one):
-            firsts[c] = one[0]
+        while True:
+            b0 = start + atomics.fetch_add(state, 0, 1) * chunk
+            if b0 >= min(stop, atomics.load(state, 1)):
+                break
+            if find_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, one):
+                atomics.fetch_min(state, 1, one[0])
+
+
+@njit(**JIT)
+def _any_vectors(src, s0, vectors, m, v, m2, v2):
+    """Nonzero iff one of the 64 * vectors words from src[s0] matches (m2 = v2 = None: one clause):
+    the match bits or-ed, no count."""
+    seen = np.uint64(0)
+    for b in range(vectors):
+        seen |= match_bits(src, s0 + b * np.uint64(VECTOR), m, v, m2, v2)
+    return seen
+
+
+@njit(**JIT)
+def any_run(src, sp, ss, run, m, v, m2, v2, lanes, top, bound):
+    """Does one of the `run` elements from word sp, ss words apart, match (count_run's terms)?
+    top != 0 says the test is (w & top) > bound (launch_find.above): where the run's words are
+    adjacent, their largest `w & top` answers (masked_max)."""
+    if top != 0 and (ss == lanes or ss == -lanes):  # adjacent words: a complex element's both
+        words = run * lanes
+        s0 = np.uint64(sp if ss > 0 else sp - words + lanes)
+        vectors = np.uint64(words // VECTOR)
+        if masked_max(src, s0, vectors, top) > bound:
+            return True
+        for j in range(vectors * np.uint64(VECTOR), np.uint64(words)):
+            if (src[s0 + j] & top) > bound:
+                return True
+        return False
+    if lanes == 1 and (ss == 1 or ss == -1):
+        s0 = np.uint64(sp if ss == 1 else sp - run + 1)
+        vectors = np.uint64(run // VECTOR)
+        if m2 == 0:
+            seen = _any_vectors(src, s0, vectors, m, v, None, None)
         else:
-            firsts[c] = -1
+            seen = _any_vectors(src, s0, vectors, m, v, m2, v2)
+        for j in range(vectors * np.uint64(VECTOR), np.uint64(run)):
+            seen |= np.uint64(hit(src[s0 + j], m, v, m2, v2))
+        return seen != 0
+    return count_run(src, sp, ss, run, m, v, m2, v2, lanes) > 0
+
+
+@njit(**JIT)
+def any_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, top, bound):
+    """Does an element at C-order positions start..stop of the plan match? Stops after the first
+    run that holds one."""
+    idx = np.empty(shape.size, np.int64)
+    seek(shape, start, idx)
+    ss = s_str[shape.size - 1]
+    pos = start
+    while pos < stop:
+        run = run_length(idx, shape, pos, stop)
+        if any_run(src, word_at(idx, s_str, s_off), ss, run, m, v, m2, v2, lanes, top, bound):
+            return True
+        pos += run
+        advance(idx, shape, run)
+    return False
+
+
+@njit(**JIT)
+def any_chunks(src, s_off, s_str, shape, m, v, m2, v2, lanes, top, bound, start, stop, chunk):
+    """any_range over start..stop a chunk at a time, stopping after the first chunk with a match."""
+    for b0 in range(start, stop, chunk):
+        if any_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, top, bound):
+            return True
+    return False
+
+
+@njit(parallel=True, **JIT)
+def any_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, top, bound, start, stop, chunk, workers,
+                 state):
+    """state[1] = 1 if an element at plan positions start..stop matches. `workers` threads claim
+    chunks of `chunk` positions in turn (state[0] counts the claims: a thread that runs late or
+    slowly takes fewer) and all stop at the end of the chunk in which one sees a match."""
+    for _ in prange(workers):
+        while atomics.load(state, 1) == 0:
+            b0 = start + atomics.fetch_add(state, 0, 1) * chunk
+            if b0 >= stop:
+                break
+            if any_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, top,
+                         bound):
+                atomics.store(state, 1, 1)
