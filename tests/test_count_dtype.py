@@ -124,3 +124,11 @@ def test_dask_counts_in_the_type():
         fpclass.count_nan(d, axis=1, dtype=np.uint8)
     with pytest.raises(TypeError, match="integer"):
         fpclass.count_nan(d, axis=1, dtype=np.float64)
+
+
+def test_pandas_refuses_the_type_rather_than_ignore_it():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": [1.0, np.nan], "b": [np.nan, np.nan]})
+    with pytest.raises(TypeError, match="dtype= is not supported for pandas"):
+        fpclass.count_nan(frame, axis=0, dtype=np.uint8)
+    assert fpclass.count_nan(frame["b"]) == 2

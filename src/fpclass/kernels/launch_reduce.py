@@ -142,9 +142,12 @@ def _along_rows(a: np.ndarray, axes: tuple) -> bool:
 
 def cell_dtype(word: np.dtype, slice_size: int, any_mode: bool) -> np.dtype:
     """The unsigned type of per-slice cells: as wide as the word (so the kernel's loop does not
-    convert between widths) and wide enough for the largest count."""
+    convert between widths) and wide enough for the largest count; counts in at least 4 bytes,
+    so that the counts of 1- and 2-byte words, short columns or tall, take one cell type (each
+    word and cell type is another compile of slices.py's kernels, several seconds)."""
     for cells in _CELLS:
-        if cells.itemsize >= word.itemsize and (any_mode or slice_size <= np.iinfo(cells).max):
+        if cells.itemsize >= word.itemsize and (any_mode or cells.itemsize >= 4
+                                                and slice_size <= np.iinfo(cells).max):
             return cells
     return _CELLS[-1]
 

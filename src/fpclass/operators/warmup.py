@@ -57,8 +57,6 @@ def compile_unit(name: str, mode: str) -> float:
             q.any_nan(x), q.first_nonfinite(x), q.locate_nan(x, 2)
             q.count_nan(x), q.count_nonfinite(x, axis=1), q.count_nonfinite(x, axis=0)
             q.any_nan(x, axis=0), q.any_nan(x, axis=1)
-            if x.shape[1] == 8:  # short rows: counts in each cell width (uint8 is any's)
-                q.count_nan(x, axis=1, dtype=np.uint16), q.count_nan(x, axis=1, dtype=np.uint32)
             if x.dtype.kind != "c":
                 ops.isposinf(x), q.class_counts(x), statistics.value_stats(x)
             # the scan's statistics above; fpclass.check and torch.watch count raw buffers
