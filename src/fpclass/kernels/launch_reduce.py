@@ -105,13 +105,15 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
     like = a[tuple(slice(0, 1) if ax in axes else slice(None) for ax in range(a.ndim))]
     if _along_rows(a, axes) and _short_rows(a, word, lanes, like, axes):
         # short rows (launch_rows.py): the answer is as large as the input or larger, so its
-        # cells are the answer's own type (bool as uint8), written once, not converted after
-        cells_type = _CELLS[0] if any_mode else np.dtype(f"u{answer.itemsize}")
-    else:
-        # cells as wide as the word where they can hold the counts: the kernels are compiled
-        # once per word and cell type (each takes seconds), and these are the types the
-        # per-column counts need anyway
-        cells_type = cell_dtype(word, a.size // math.prod(kept), any_mode)
+        # cells are the answer's own type (bool as uint8), written once (no zeros first: the
+        # kernel stores every cell), not converted after
+        cells = np.empty_like(like, _CELLS[0] if any_mode else np.dtype(f"u{answer.itemsize}"),
+                              order="K")
+        _reduce_into(a, word, lanes, test, _spread(cells, a.shape, axes), any_mode)
+        return np.ascontiguousarray(cells.view(answer))
+    # cells as wide as the word where they can hold the counts: the kernels are compiled once per
+    # word and cell type (each takes seconds), and these are the types the per-column counts need
+    cells_type = cell_dtype(word, a.size // math.prod(kept), any_mode)
     cells = np.zeros_like(like, cells_type, order="K")
     _reduce_into(a, word, lanes, test, _spread(cells, a.shape, axes), any_mode)
     if cells_type.itemsize == answer.itemsize:   # any's uint8 cells hold 0 or 1

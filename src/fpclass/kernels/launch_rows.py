@@ -31,8 +31,9 @@ def takes(p, lanes: int) -> bool:
 
 def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode: bool,
                 threads: int) -> None:
-    """cells += per-row counts (any_mode: |= "one matches") over plan `p` (takes(p) holds) into
-    `cells`, a 1-D array of unsigned integers; `scalars` the test's four constants in the word
+    """cells = per-row counts (any_mode: 1 if one matches, else 0) over plan `p` (takes(p)
+    holds) into `cells`, a 1-D array of unsigned integers, every cell of the plan written (its
+    old contents never read); `scalars` the test's four constants in the word
     type. The last rows of a block, fewer than a step, are answered by NumPy."""
     n, width = int(p.shape[-2]), int(p.shape[-1])
     steps = n // rows.ROWS
@@ -49,8 +50,4 @@ def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode:
             if done < n:
                 words = src[sp + done * width:sp + n * width].reshape(-1, width)
                 found = (((words & m) == v) & ((words & m2) != v2)).sum(axis=1, dtype=cells.dtype)
-                tail = cells[dp + done:dp + n]
-                if any_mode:
-                    tail |= found != 0
-                else:
-                    tail += found
+                cells[dp + done:dp + n] = (found != 0) if any_mode else found

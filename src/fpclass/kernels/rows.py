@@ -53,8 +53,9 @@ def _load_padded(builder, pointer, word, n):
 
 @intrinsic(prefer_literal=True)
 def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, cell_bytes, any_mode):
-    """Cell at + i += how many of the `width` words src[start + i*width + j] (j < width) pass
-    (w & m) == v and (w & m2) != v2, for i < 16 (any_mode: cell |= "one does"). `width` is a
+    """Cell at + i = how many of the `width` words src[start + i*width + j] (j < width) pass
+    (w & m) == v and (w & m2) != v2, for i < 16 (any_mode: 1 if one does, else 0): stored, not
+    added, so the cells need no zeros first (an answer as large as the input costs a pass less). `width` is a
     literal int. `cells` is a uint8 array holding cells of `cell_bytes` (1, 2, 4 or 8) bytes,
     little or native unsigned integers: the cell width is chosen at run time, at the store,
     so that the shuffles are compiled once per word type, not once per cell type. src and cells
@@ -106,10 +107,8 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, cell_bytes, 
                 value = total
             where = builder.bitcast(builder.gep(base, [builder.mul(at, ir.Constant(i64, cell.width // 8))]),
                                     cell_type.as_pointer())
-            old = builder.load(where, align=1)
             has = builder.zext(builder.icmp_unsigned("!=", value, ir.Constant(cell_type, None)), cell_type)
-            builder.store(builder.select(args[10], builder.or_(old, has), builder.add(old, value)), where,
-                          align=1)
+            builder.store(builder.select(args[10], has, value), where, align=1)
 
         # the cell width as a branch at the store only: the loop around it is too large for LLVM
         # to copy once per width
@@ -133,8 +132,8 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, cell_bytes, 
 
 @njit(parallel=True, **JIT)
 def short_rows(src, sp, width, cells, dp, cell_bytes, m, v, m2, v2, any_mode, bounds):
-    """Cell dp + i += the matches among the `width` words from src[sp + i*width] (any_mode:
-    |= "one does") for the rows of steps bounds[t]..bounds[t+1] (16 rows a step), the steps of
+    """Cell dp + i = the matches among the `width` words from src[sp + i*width] (any_mode: 1 if
+    one does, else 0) for the rows of steps bounds[t]..bounds[t+1] (16 rows a step), the steps of
     part t on a thread of their own. `cells` is the cells' bytes (a uint8 view), each cell
     `cell_bytes` (1, 2, 4, 8) bytes of an unsigned integer. The rows are contiguous words, their
     cells contiguous; NARROWEST <= width <= WIDEST. Two-clause tests only (a one-clause test has
