@@ -72,6 +72,7 @@ def test_layouts_axes_and_keepdims(dtype, launcher):
         for axis in (-1, 0, (0, 2)):
             for keepdims in (False, True):
                 check(view, axis, dtype, keepdims)
+        check(view, None, np.dtype(np.int16))   # 480 elements: a NumPy scalar of the type
 
 
 @pytest.mark.parametrize("dtype, fits", [(np.int8, 127), (np.uint8, 255), (np.int16, 32767)])
