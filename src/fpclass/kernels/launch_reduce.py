@@ -103,14 +103,14 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
         return np.full(kept, count(a, word, lanes, [test])[0], answer)
     # the cells laid out in a's memory order: the pass over a then writes them in order too
     like = a[tuple(slice(0, 1) if ax in axes else slice(None) for ax in range(a.ndim))]
-    if _along_rows(a, axes) and _short_rows(a, word, lanes, like, axes):
+    if _along_rows(a, axes):
         # short rows (launch_rows.py): the answer is as large as the input or larger, so its
         # cells are the answer's own type (bool as uint8), written once (no zeros first: the
         # kernel stores every cell), not converted after
         cells = np.empty_like(like, _CELLS[0] if any_mode else np.dtype(f"u{answer.itemsize}"),
                               order="K")
-        _reduce_into(a, word, lanes, test, _spread(cells, a.shape, axes), any_mode)
-        return np.ascontiguousarray(cells.view(answer))
+        if _short_rows(a, word, lanes, test, _spread(cells, a.shape, axes), any_mode):
+            return np.ascontiguousarray(cells.view(answer))
     # cells as wide as the word where they can hold the counts: the kernels are compiled once per
     # word and cell type (each takes seconds), and these are the types the per-column counts need
     cells_type = cell_dtype(word, a.size // math.prod(kept), any_mode)
@@ -127,13 +127,18 @@ def _spread(cells: np.ndarray, shape: tuple, axes: tuple) -> np.ndarray:
         cells, shape, [0 if ax in axes else st for ax, st in enumerate(cells.strides)])
 
 
-def _short_rows(a, word, lanes, like, axes) -> bool:
-    """Would the short-row kernel (launch_rows.py) answer this reduction?"""
+def _short_rows(a, word, lanes, test, cells, any_mode) -> bool:
+    """Answer into `cells` (a's shape, stride 0 on the reduced axes) with the short-row kernel
+    (launch_rows.py) if it takes this reduction; whether it did."""
     src = as_words(a, word)
-    if src is None:
+    if src is None or lanes != 1:
         return False
-    probe = _spread(np.empty_like(like, np.uint8, order="K"), a.shape, axes)  # pages untouched
-    return launch_rows.takes(plan(a.shape, [src, as_words(probe, probe.dtype)], reorder=True), lanes)
+    dst = as_words(cells, cells.dtype)
+    p = plan(a.shape, [src, dst], reorder=True)
+    if not launch_rows.takes(p, lanes):
+        return False
+    launch_rows.reduce_rows(src.flat, dst.flat, p, scalars(test, word), any_mode, threads_for(p.size))
+    return True
 
 
 def _along_rows(a: np.ndarray, axes: tuple) -> bool:
@@ -169,8 +174,6 @@ def _reduce_into(a, word, lanes, test, cells, any_mode) -> None:
     wide = None if any_mode or lanes != 1 else _widened(p)
     if wide is not None:
         _count_columns(src.flat, dst.flat, p, wide, args, threads)
-    elif launch_rows.takes(p, lanes):
-        launch_rows.reduce_rows(src.flat, dst.flat, p, args[:4], any_mode, threads)
     else:
         _run(src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape, args,
              threads)
