@@ -4,11 +4,12 @@
     python benchmarks/bench_axes.py [--mib 256] [--repeat 5] [--only rows,columns,early]
 
 rows: count_nan / any_nan / count_nonfinite along the last axis of (N, 4), (N, 6), (N, 8) arrays
-of about --mib MiB (float32, bfloat16, float8_e4m3fn), against reading the same bytes over all
-cores (a uint64 sum: "% read bw"), against that read plus making a fresh answer of the answer's
-size and type (`np.ones(N, int64)` for counts, bool for any: on rows of 4 one-byte elements the
-int64 counts are twice the input, so their pages and writes, not the read, bound the call: "% read
-+ answer") and numpy's expression (`count_nonzero(isnan(x), axis=-1)`, ...).
+(the counts also with dtype=np.uint8) of about --mib MiB (float32, bfloat16, float8_e4m3fn),
+against reading the same bytes over all cores (a uint64 sum: "% read bw"), against that read
+plus making a fresh answer of the answer's size and type (`np.ones(N, int64)` for counts, bool
+for any: on rows of 4 one-byte elements the int64 counts are twice the input, so their pages and
+writes, not the read, bound the call: "% read + answer") and numpy's expression
+(`count_nonzero(isnan(x), axis=-1)`, ...).
 columns: count_nan(axis=0) on (N, C) tables with C = 4..16, on one thread and on all, against the
 read and numpy. early: any_nan(axis=0) and all_finite(axis=0) with a NaN in row 3 of every column,
 against the same call on the first quarter of its rows (a call that stops reading once every
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 
 import ml_dtypes
 import numpy as np
@@ -33,6 +35,10 @@ from comparisons import COMPARISONS  # noqa: E402  (the table the tests read too
 
 DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn))
 QUERIES = ("count_nan", "any_nan", "count_nonfinite")
+#: the rows' queries: each of QUERIES as it is, and the counts in the narrowest type that holds
+#: a row's count (dtype=, written directly: the int64 answer is up to twice the input)
+VARIANTS = [(name, flags) for name in QUERIES
+            for flags in ([{}, {"dtype": np.uint8}] if name.startswith("count_") else [{}])]
 #: share of read bandwidth for rows of 4-8 elements; for `early`, the time with a hit early in every
 #: column over the same on the first quarter of the rows (reading on to the end would make it ~4)
 TARGETS = {"rows": 0.5, "early": 2.0}
@@ -58,13 +64,15 @@ def rows_section(mib, repeat):
         for width in (4, 6, 8):
             x = sample(dtype, (elements(dtype, mib) // width, width))
             read = read_baseline(x.nbytes)
-            for name in QUERIES:
-                ours, peer = getattr(fpclass, name), COMPARISONS[name]["numpy"]
+            for name, flags in VARIANTS:
+                ours, peer = partial(getattr(fpclass, name), **flags), COMPARISONS[name]["numpy"]
                 kind = np.asarray(ours(x[:1], axis=-1)).dtype
                 np.testing.assert_array_equal(ours(x, axis=-1), peer(x, axis=-1))
                 t, t_read, t_answer, t_np = alternated(
                     lambda: ours(x, axis=-1), read, lambda: np.ones(x.shape[0], kind),
                     lambda: peer(x, axis=-1), repeat=repeat)
+                if flags:
+                    name += f"(dtype={np.dtype(flags['dtype']).name})"
                 share, limit = t_read / t, (t_read + t_answer) / t
                 verdict = "met" if share >= TARGETS["rows"] else "NOT met"
                 if share < TARGETS["rows"] and limit >= TARGETS["rows"]:

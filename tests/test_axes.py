@@ -131,12 +131,12 @@ def test_threads_take_parts_of_the_rows_only_on_the_main_thread(monkeypatch):
     monkeypatch.setattr(numpy_bits, "SMALL_BYTES", -1)
     monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
     calls = []
-    real = slices.reduce_private
+    real = slices.reduce_parts
 
     def spy(*args):
         calls.append(args[-1].size - 1)
         return real(*args)
-    monkeypatch.setattr(slices, "reduce_private", spy)
+    monkeypatch.setattr(slices, "reduce_parts", spy)
     x = sample(np.dtype(np.float32), (20_000, 6), seed=5)
     want = np.count_nonzero(twin.isnan(x), axis=0)
     with ThreadPoolExecutor(1) as pool:

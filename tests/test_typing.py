@@ -41,7 +41,8 @@ REVEALED = {
     "fpclass.isnan(LikeATensor())": r"client\.LikeATensor",
     "fpclass.count_nan(LikeATensor())": r"Any",
     "fpclass.dask.count_nan":
-        r"def \(x: Any, axis: Any =, keepdims: bool =, \*, split_every: int \| None =\) -> Any",
+        r"def \(x: Any, axis: Any =, keepdims: bool =, \*, dtype: Any =, split_every: int \| None =\) "
+        r"-> Any",
     "twin.count_nan(x)": r"int",
     "twin.class_counts(x)": r"tuple\[int, .*fallback=fpclass\.counts\.ClassCounts\]",
     "report": r"fpclass\.results\.report\.ScanReport",

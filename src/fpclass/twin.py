@@ -178,28 +178,42 @@ def all_finite(x, axis=None, keepdims=False):
     return _finite(x).all(axis=axis, keepdims=keepdims)
 
 
-def count_nan(x, axis=None, keepdims=False):
+def count_nan(x, axis=None, keepdims=False, *, dtype=None):
     """Same as np.count_nonzero(isnan(x), axis, keepdims=keepdims), in int64 (one count: a
-    Python int). Empty input gives 0."""
-    return _counts(_nan(x).sum(axis=axis, keepdims=keepdims, dtype=np.int64))
-
-
-def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
-    """Same as np.count_nonzero(isinf(x, ...), axis, keepdims=keepdims), in int64. Empty input
+    Python int), or in `dtype` (an integer dtype; one count: a NumPy scalar). Empty input
     gives 0."""
+    return _counts(_nan(x).sum(axis=axis, keepdims=keepdims, dtype=np.int64), x, axis, dtype)
+
+
+def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True,
+              dtype=None):
+    """Same as np.count_nonzero(isinf(x, ...), axis, keepdims=keepdims), in int64 or `dtype`.
+    Empty input gives 0."""
     mask = _inf(x, "count_inf", detect_negative, detect_positive)
-    return _counts(mask.sum(axis=axis, keepdims=keepdims, dtype=np.int64))
+    return _counts(mask.sum(axis=axis, keepdims=keepdims, dtype=np.int64), x, axis, dtype)
 
 
-def count_nonfinite(x, axis=None, keepdims=False):
-    """Same as np.count_nonzero(~isfinite(x), axis, keepdims=keepdims), in int64. Empty input
-    gives 0."""
-    return _counts((~_finite(x)).sum(axis=axis, keepdims=keepdims, dtype=np.int64))
+def count_nonfinite(x, axis=None, keepdims=False, *, dtype=None):
+    """Same as np.count_nonzero(~isfinite(x), axis, keepdims=keepdims), in int64 or `dtype`.
+    Empty input gives 0."""
+    return _counts((~_finite(x)).sum(axis=axis, keepdims=keepdims, dtype=np.int64), x, axis,
+                   dtype)
 
 
-def _counts(counts):
-    """int64 counts per slice; one count (no axis left) as a Python int."""
-    return int(counts) if np.ndim(counts) == 0 else counts
+def _counts(counts, x, axis, dtype):
+    """int64 counts per slice, one count (no axis left) as a Python int; or in `dtype`: TypeError
+    unless an integer dtype, ValueError if a slice holds more elements than it can count."""
+    if dtype is None:
+        return int(counts) if np.ndim(counts) == 0 else counts
+    if not (isinstance(dtype, (type, np.dtype, str)) and np.dtype(dtype).kind in "iu"):
+        raise TypeError(f"dtype must be a NumPy integer dtype, got {dtype!r}")
+    shape = np.shape(x)
+    axes = range(len(shape)) if axis is None else np.atleast_1d(axis)
+    length = int(np.prod([shape[int(ax)] for ax in axes], dtype=np.int64))
+    if length > np.iinfo(dtype).max:
+        raise ValueError(f"dtype {np.dtype(dtype)} cannot count {length} elements")
+    counts = np.asarray(counts).astype(dtype)
+    return counts[()] if counts.ndim == 0 else counts
 
 
 # -- class histogram ---------------------------------------------------------------------------

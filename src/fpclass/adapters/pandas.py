@@ -111,6 +111,8 @@ def _query(name: str, column: _Column, given: dict):
 def _refuse_keepdims(given: dict) -> None:
     if given.pop("keepdims", False):
         raise TypeError("keepdims is not supported for pandas objects")
+    if given.pop("dtype", None) is not None:
+        raise TypeError("dtype= is not supported for pandas objects; use .astype() on the answer")
 
 
 def _series(name: str, s: pd.Series, args, kwargs):

@@ -13,9 +13,10 @@ from typing import Callable
 import dask
 import dask.array as da
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..catalogue import implementation
-from ..operators.queries import ClassCounts
+from ..operators.queries import ClassCounts, count_type
 from .inputs import as_dask_array, probe
 
 
@@ -40,6 +41,10 @@ def reduce(name: str, x, axis=None, keepdims=False, *, split_every=None, **flags
     query, (how, dtype) = implementation(name), _MERGES[name.partition("_")[0]]
     x = as_dask_array(x, name)
     query(probe(x), axis=axis if x.ndim else None, keepdims=keepdims, **flags)  # errors now
+    if flags.get("dtype") is not None:  # counts in the caller's integer type, summed in it too
+        axes = tuple(range(x.ndim)) if axis is None else normalize_axis_tuple(axis, x.ndim)
+        dtype = count_type(flags["dtype"], x.shape, axes)
+        how = partial(np.sum, dtype=dtype)
     merge = partial(_merge, how)
     return da.reduction(x, partial(_chunk, query, **flags), merge, combine=merge, axis=axis,
                         keepdims=keepdims, dtype=dtype, split_every=split_every,

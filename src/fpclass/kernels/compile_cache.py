@@ -173,7 +173,7 @@ def write_stamp(units: int) -> Path:
 def purge_unstamped() -> int:
     """Remove numba's cached kernels (index and data files) from cache_dir() unless a valid stamp
     vouches for them; how many files. Numba checks only the stamp of the file that defines a
-    kernel, not of the modules whose functions it inlines (rows.py into slices.py, stats_vectors.py
+    kernel, not of the modules whose functions it inlines (reductions.py into slices.py, stats_vectors.py
     into stats.py): after such an edit it would keep serving the old code, so a full warm-up
     starts from nothing. Call it holding warmup_lock."""
     if is_warm():

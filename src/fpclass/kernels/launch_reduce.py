@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from . import buffers, reductions, slices
+from . import buffers, launch_rows, reductions, slices
 from . import histogram as histogram_kernels
 from .constants import scalars, table
 from .launch_find import any_match
@@ -87,33 +87,58 @@ def _whole(a, word, lanes, width, serial, parallel_kernel, args) -> np.ndarray:
     return counts
 
 
-def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mode: bool) -> np.ndarray:
+def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mode: bool,
+           dtype=None) -> np.ndarray:
     """Per-slice answers along `axes` (normalized axes of `a`), shaped like `a` with 1 on the
-    reduced axes: int64 counts of the elements matching `test`, or with `any_mode` bool "one
+    reduced axes: counts of the elements matching `test` as `dtype` (an integer dtype wide
+    enough for a slice's count, the caller's duty; None: int64), or with `any_mode` bool "one
     does". Reducing every axis of length > 1 is a whole-array count or search."""
+    answer = np.dtype(bool if any_mode else np.int64 if dtype is None else dtype)
     kept = tuple(1 if ax in axes else n for ax, n in enumerate(a.shape))
     if a.size == 0:
-        return np.zeros(kept, bool if any_mode else np.int64)
+        return np.zeros(kept, answer)
     if math.prod(kept) == 1:
         if any_mode:
             return np.full(kept, any_match(a, word, lanes, test))
-        return np.full(kept, count(a, word, lanes, [test])[0], np.int64)
+        return np.full(kept, count(a, word, lanes, [test])[0], answer)
     # the cells laid out in a's memory order: the pass over a then writes them in order too
     like = a[tuple(slice(0, 1) if ax in axes else slice(None) for ax in range(a.ndim))]
     if _along_rows(a, axes):
-        # each cell answers for whole runs: cells of the answer's own type (bool as uint8) are
-        # written once a run, and no second pass converts them (short rows: the answer is
-        # as large as the input or larger)
-        dtype = np.dtype(np.uint8 if any_mode else np.int64)
-    else:
-        dtype = cell_dtype(word, a.size // math.prod(kept), any_mode)
-    cells = np.zeros_like(like, dtype, order="K")
-    spread = np.lib.stride_tricks.as_strided(
-        cells, a.shape, [0 if ax in axes else st for ax, st in enumerate(cells.strides)])
-    _reduce_into(a, word, lanes, test, spread, any_mode)
-    if any_mode and dtype == np.uint8:
-        return np.ascontiguousarray(cells.view(bool))  # its cells hold 0 or 1
-    return cells.astype(bool if any_mode else np.int64, order="C", copy=False)
+        # short rows (launch_rows.py): the answer is as large as the input or larger, so its
+        # cells are the answer's own type (bool as uint8), written once (no zeros first: the
+        # kernel stores every cell), not converted after
+        cells = np.empty_like(like, _CELLS[0] if any_mode else np.dtype(f"u{answer.itemsize}"),
+                              order="K")
+        if _short_rows(a, word, lanes, test, _spread(cells, a.shape, axes), any_mode):
+            return np.ascontiguousarray(cells.view(answer))
+    # cells as wide as the word where they can hold the counts: the kernels are compiled once per
+    # word and cell type (each takes seconds), and these are the types the per-column counts need
+    cells_type = cell_dtype(word, a.size // math.prod(kept), any_mode)
+    cells = np.zeros_like(like, cells_type, order="K")
+    _reduce_into(a, word, lanes, test, _spread(cells, a.shape, axes), any_mode)
+    if cells_type.itemsize == answer.itemsize:   # any's uint8 cells hold 0 or 1
+        return np.ascontiguousarray(cells.view(answer))
+    return cells.astype(answer, order="C", copy=False)
+
+
+def _spread(cells: np.ndarray, shape: tuple, axes: tuple) -> np.ndarray:
+    """The cells seen with a's shape: stride 0 along the reduced axes."""
+    return np.lib.stride_tricks.as_strided(
+        cells, shape, [0 if ax in axes else st for ax, st in enumerate(cells.strides)])
+
+
+def _short_rows(a, word, lanes, test, cells, any_mode) -> bool:
+    """Answer into `cells` (a's shape, stride 0 on the reduced axes) with the short-row kernel
+    (launch_rows.py) if it takes this reduction; whether it did."""
+    src = as_words(a, word)
+    if src is None or lanes != 1:
+        return False
+    dst = as_words(cells, cells.dtype)
+    p = plan(a.shape, [src, dst], reorder=True)
+    if not launch_rows.takes(p, lanes):
+        return False
+    launch_rows.reduce_rows(src.flat, dst.flat, p, scalars(test, word), any_mode, threads_for(p.size))
+    return True
 
 
 def _along_rows(a: np.ndarray, axes: tuple) -> bool:
@@ -124,9 +149,12 @@ def _along_rows(a: np.ndarray, axes: tuple) -> bool:
 
 def cell_dtype(word: np.dtype, slice_size: int, any_mode: bool) -> np.dtype:
     """The unsigned type of per-slice cells: as wide as the word (so the kernel's loop does not
-    convert between widths) and wide enough for the largest count."""
+    convert between widths) and wide enough for the largest count; counts in at least 4 bytes,
+    so that the counts of 1- and 2-byte words, short columns or tall, take one cell type (each
+    word and cell type is another compile of slices.py's kernels, several seconds)."""
     for cells in _CELLS:
-        if cells.itemsize >= word.itemsize and (any_mode or slice_size <= np.iinfo(cells).max):
+        if cells.itemsize >= word.itemsize and (any_mode or cells.itemsize >= 4
+                                                and slice_size <= np.iinfo(cells).max):
             return cells
     return _CELLS[-1]
 
@@ -165,7 +193,7 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
     split = _split(shape, d_str, threads) if threads > 1 and not private else None
     if split is not None:
         with parallel(threads):
-            slices.reduce_parallel(*common, *split)
+            slices.reduce_parts(src, s_off, s_str, dst.reshape(1, -1), d_off, d_str, shape, *args, *split)
         return
     axis = _private_axis(shape, d_str, dst.size, threads)
     if axis is None:
@@ -176,7 +204,7 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
     # any: each copy starts from the hits found so far, so a thread stops once every cell has one
     own = np.tile(dst, (bounds.size - 1, 1)) if any_mode else np.zeros((bounds.size - 1, dst.size), dst.dtype)
     with parallel(threads):
-        slices.reduce_private(src, s_off, s_str, own, d_off, d_str, shape, *args, axis, bounds)
+        slices.reduce_parts(src, s_off, s_str, own, d_off, d_str, shape, *args, axis, bounds)
     if any_mode:
         np.bitwise_or(dst, own.max(axis=0), out=dst)
     else:

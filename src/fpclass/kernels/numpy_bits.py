@@ -81,27 +81,30 @@ def histogram(a, word, base, special) -> np.ndarray:
                      for t in base + special], np.int64)
 
 
-def reduce(a, word, lanes, test, axes, any_mode) -> np.ndarray:
+def reduce(a, word, lanes, test, axes, any_mode, dtype=None) -> np.ndarray:
     """launch.reduce's per-slice answers along `axes`, shaped like `a` with 1 on the reduced axes:
-    int64 counts, or with `any_mode` bool."""
+    counts as `dtype` (None: int64), or with `any_mode` bool."""
     if len(axes) == a.ndim:  # whole array: each distinct element once
         b, copies = without_broadcast(a)
-        hit = reduce_mask(matches(b, word, lanes, test), axes, any_mode)
-        return hit if any_mode else copies * hit
-    return reduce_mask(matches(a, word, lanes, test), axes, any_mode)
+        hit = reduce_mask(matches(b, word, lanes, test), axes, any_mode, dtype)
+        if not any_mode:
+            hit *= copies  # in place: the answer keeps `dtype` (a fresh array, wide enough)
+        return hit
+    return reduce_mask(matches(a, word, lanes, test), axes, any_mode, dtype)
 
 
-def reduce_mask(hit: np.ndarray, axes: tuple, any_mode: bool) -> np.ndarray:
-    """A bool mask reduced along `axes` with kept dimensions: int64 counts, or with `any_mode`
-    bool "one is set"."""
+def reduce_mask(hit: np.ndarray, axes: tuple, any_mode: bool, dtype=None) -> np.ndarray:
+    """A bool mask reduced along `axes` with kept dimensions: counts as `dtype` (an integer dtype
+    wide enough for a slice's count; None: int64), or with `any_mode` bool "one is set"."""
+    dtype = np.int64 if dtype is None else dtype
     if len(axes) == hit.ndim:   # whole array: numpy's fast paths take no axis
         kept = (1,) * hit.ndim
         if any_mode:
             return np.full(kept, hit.any())
-        return np.full(kept, np.count_nonzero(hit), np.int64)
+        return np.full(kept, np.count_nonzero(hit), dtype)
     if any_mode:
         return hit.any(axis=axes, keepdims=True)
-    return np.count_nonzero(hit, axis=axes, keepdims=True).astype(np.int64, copy=False)
+    return np.count_nonzero(hit, axis=axes, keepdims=True).astype(dtype, copy=False)
 
 
 def find(a, word, lanes, test, limit) -> np.ndarray:

@@ -9,7 +9,7 @@ must be a compile-time constant for the shuffles, so each width is its own branc
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from .walk import JIT
@@ -52,29 +52,25 @@ def _load_padded(builder, pointer, word, n):
 
 
 @intrinsic(prefer_literal=True)
-def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, any_mode):
-    """cells[at + i] += how many of the `width` words src[start + i*width + j] (j < width) pass
-    (w & m) == v and (w & m2) != v2, for i < 16 (any_mode: cells[at + i] |= "one does"). `width`
-    is a literal int; m2 = v2 = None: a one-clause test. src and cells are 1-D C-contiguous
-    unsigned arrays holding the 16 * width words and 16 cells (the caller's duty)."""
+def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, cell_bytes, any_mode):
+    """Cell at + i = how many of the `width` words src[start + i*width + j] (j < width) pass
+    (w & m) == v and (w & m2) != v2, for i < 16 (any_mode: 1 if one does, else 0): stored, not
+    added, so the cells need no zeros first (an answer as large as the input costs a pass less). `width` is a
+    literal int. `cells` is a uint8 array holding cells of `cell_bytes` (1, 2, 4 or 8) bytes,
+    little or native unsigned integers: the cell width is chosen at run time, at the store,
+    so that the shuffles are compiled once per word type, not once per cell type. src and cells
+    are 1-D C-contiguous and hold the 16 * width words and 16 cells (the caller's duty)."""
     if not (isinstance(width, types.IntegerLiteral) and isinstance(src, types.Array)
             and isinstance(cells, types.Array) and src.layout == "C" and cells.layout == "C"
-            and isinstance(cells.dtype, types.Integer)):
+            and cells.dtype == types.uint8):
         return None
-    one_clause = m2 is types.none
     n = ROWS * width.literal_value
     k = width.literal_value
 
     def codegen(context, builder, sig, args):
         word = context.get_value_type(sig.args[0].dtype)
-        cell = context.get_value_type(sig.args[7].dtype)
         vector_type = ir.VectorType(word, n)
-        cell_type = ir.VectorType(cell, ROWS)
-
-        def address(i, vec):
-            data = context.make_array(sig.args[i])(context, builder, args[i]).data
-            offset = context.cast(builder, args[i + 1], sig.args[i + 1], types.intp)
-            return builder.bitcast(builder.gep(data, [offset]), vec.as_pointer())
+        i64 = ir.IntType(64)
 
         def splat(i):
             value = context.cast(builder, args[i], sig.args[i], sig.args[0].dtype)
@@ -83,11 +79,12 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, any_mode):
             zeros = ir.Constant(ir.VectorType(ir.IntType(32), vector_type.count), [0] * vector_type.count)
             return builder.shuffle_vector(one, ir.Constant(vector_type, ir.Undefined), zeros)
 
-        words = _load_padded(builder, address(0, vector_type), word, n)
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        offset = context.cast(builder, args[1], sig.args[1], types.intp)
+        words = _load_padded(builder, builder.gep(data, [offset]), word, n)
         vector_type = words.type
         hits = builder.icmp_unsigned("==", builder.and_(words, splat(3)), splat(4))
-        if not one_clause:
-            hits = builder.and_(hits, builder.icmp_unsigned("!=", builder.and_(words, splat(5)), splat(6)))
+        hits = builder.and_(hits, builder.icmp_unsigned("!=", builder.and_(words, splat(5)), splat(6)))
         # shuffled as words: x86 has permutes of words of every width, none of single bits
         ones = builder.zext(hits, vector_type)
         undef = ir.Constant(vector_type, ir.Undefined)
@@ -96,50 +93,80 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, any_mode):
             lanes = ir.Constant(ir.VectorType(ir.IntType(32), ROWS), [i * k + j for i in range(ROWS)])
             part = builder.shuffle_vector(ones, undef, lanes)
             total = part if total is None else builder.add(total, part)
-        if cell.width > word.width:
-            total = builder.zext(total, cell_type)
-        elif cell.width < word.width:  # a row's count fits any cell
-            total = builder.trunc(total, cell_type)
-        where = address(7, cell_type)
-        old = builder.load(where, align=1)
-        zero = ir.Constant(cell_type, None)
-        has = builder.zext(builder.icmp_unsigned("!=", total, zero), cell_type)
-        new = builder.select(args[9], builder.or_(old, has), builder.add(old, total))
-        builder.store(new, where, align=1)
+        base = context.make_array(sig.args[7])(context, builder, args[7]).data
+        at = context.cast(builder, args[8], sig.args[8], types.intp)
+        size = context.cast(builder, args[9], sig.args[9], types.intp)
+
+        def store(cell):
+            cell_type = ir.VectorType(cell, ROWS)
+            if cell.width > word.width:
+                value = builder.zext(total, cell_type)
+            elif cell.width < word.width:  # a row's count fits any cell
+                value = builder.trunc(total, cell_type)
+            else:
+                value = total
+            where = builder.bitcast(builder.gep(base, [builder.mul(at, ir.Constant(i64, cell.width // 8))]),
+                                    cell_type.as_pointer())
+            has = builder.zext(builder.icmp_unsigned("!=", value, ir.Constant(cell_type, None)), cell_type)
+            builder.store(builder.select(args[10], has, value), where, align=1)
+
+        # the cell width as a branch at the store only: the loop around it is too large for LLVM
+        # to copy once per width
+        with builder.if_else(builder.icmp_signed("<=", size, ir.Constant(i64, 2))) as (narrow, wide):
+            with narrow:
+                with builder.if_else(builder.icmp_signed("==", size, ir.Constant(i64, 1))) as (one, two):
+                    with one:
+                        store(ir.IntType(8))
+                    with two:
+                        store(ir.IntType(16))
+            with wide:
+                with builder.if_else(builder.icmp_signed("==", size, ir.Constant(i64, 4))) as (four, eight):
+                    with four:
+                        store(ir.IntType(32))
+                    with eight:
+                        store(ir.IntType(64))
         return context.get_dummy_value()
 
-    return types.none(src, start, width, m, v, m2, v2, cells, at, any_mode), codegen
+    return types.none(src, start, width, m, v, m2, v2, cells, at, cell_bytes, any_mode), codegen
 
 
-@njit(**JIT)
-def _steps(src, sp, steps, width, cells, dp, m, v, m2, v2, any_mode):
-    for b in range(steps):
-        s = np.uint64(sp + b * ROWS * width)
-        d = np.uint64(dp + b * ROWS)
+@njit(parallel=True, **JIT)
+def short_rows(src, sp, width, cells, dp, cell_bytes, m, v, m2, v2, any_mode, bounds):
+    """Cell dp + i = the matches among the `width` words from src[sp + i*width] (any_mode: 1 if
+    one does, else 0) for the rows of steps bounds[t]..bounds[t+1] (16 rows a step), the steps of
+    part t on a thread of their own. `cells` is the cells' bytes (a uint8 view), each cell
+    `cell_bytes` (1, 2, 4, 8) bytes of an unsigned integer. The rows are contiguous words, their
+    cells contiguous; NARROWEST <= width <= WIDEST. Two-clause tests only (a one-clause test has
+    m2 = 0, whose second clause every word passes). Compiled on its own, once per word type,
+    not inlined into slices.py's kernels: the shuffles of the seven widths take seconds to
+    compile, and numba compiles a callee again into each caller."""
+    for t in prange(bounds.size - 1):
+        first, stop = bounds[t], bounds[t + 1]
         if width == 4:
-            add_rows(src, s, 4, m, v, m2, v2, cells, d, any_mode)
+            for b in range(first, stop):
+                add_rows(src, np.uint64(sp + b * (ROWS * 4)), 4, m, v, m2, v2, cells,
+                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
         elif width == 8:
-            add_rows(src, s, 8, m, v, m2, v2, cells, d, any_mode)
+            for b in range(first, stop):
+                add_rows(src, np.uint64(sp + b * (ROWS * 8)), 8, m, v, m2, v2, cells,
+                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
         elif width == 2:
-            add_rows(src, s, 2, m, v, m2, v2, cells, d, any_mode)
+            for b in range(first, stop):
+                add_rows(src, np.uint64(sp + b * (ROWS * 2)), 2, m, v, m2, v2, cells,
+                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
         elif width == 3:
-            add_rows(src, s, 3, m, v, m2, v2, cells, d, any_mode)
+            for b in range(first, stop):
+                add_rows(src, np.uint64(sp + b * (ROWS * 3)), 3, m, v, m2, v2, cells,
+                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
         elif width == 5:
-            add_rows(src, s, 5, m, v, m2, v2, cells, d, any_mode)
+            for b in range(first, stop):
+                add_rows(src, np.uint64(sp + b * (ROWS * 5)), 5, m, v, m2, v2, cells,
+                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
         elif width == 6:
-            add_rows(src, s, 6, m, v, m2, v2, cells, d, any_mode)
+            for b in range(first, stop):
+                add_rows(src, np.uint64(sp + b * (ROWS * 6)), 6, m, v, m2, v2, cells,
+                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
         else:
-            add_rows(src, s, 7, m, v, m2, v2, cells, d, any_mode)
-
-
-@njit(**JIT)
-def short_rows(src, sp, rows, width, cells, dp, m, v, m2, v2, any_mode):
-    """cells[dp + i] += the matches among the `width` words from src[sp + i*width] (any_mode:
-    |= "one does"), for the first rows // 16 * 16 rows; returns how many rows that was. The
-    rows are contiguous words, their cells contiguous; NARROWEST <= width <= WIDEST."""
-    steps = rows // ROWS
-    if m2 == 0:
-        _steps(src, sp, steps, width, cells, dp, m, v, None, None, any_mode)
-    else:
-        _steps(src, sp, steps, width, cells, dp, m, v, m2, v2, any_mode)
-    return steps * ROWS
+            for b in range(first, stop):
+                add_rows(src, np.uint64(sp + b * (ROWS * 7)), 7, m, v, m2, v2, cells,
+                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)

@@ -3,18 +3,20 @@
 The plan (layout.py) visits the input in memory order, its output cells at stride 0 along the
 reduced axes. Where the innermost run lies along a reduced axis, the run belongs to one slice and
 is counted as whole-array counting does (64 words a compare, a popcount), or, for `any`, searched
-until its first hit; a slice already known to hold a hit is not read again; runs of 2..8
-contiguous words go 16 at a time (rows.py). Where the innermost run lies along a kept axis, each
-word adds its 0/1 to its own cell in a plain loop that LLVM vectorizes: the cells (an array of the
-word's width or wider, see launch_reduce.py) stay in cache while the rows stream past; `any` stops
-reading such rows once every cell holds a hit (rows narrower than a vector read as wider ones).
+until its first hit; a slice already known to hold a hit is not read again (contiguous rows of
+2..8 words are answered 16 at a time by rows.py, a kernel the launcher calls on its own). Where
+the innermost run lies along a kept axis, each word adds its 0/1 to its own cell in a plain loop
+that LLVM vectorizes: the cells (an array of the word's width or wider, see launch_reduce.py)
+stay in cache while the rows stream past; `any` stops reading such rows once every cell holds a
+hit (rows narrower than a vector read as wider ones). Tests are always two-clause here: a
+one-clause test's second clause (m2 = 0) passes every word, and each loop variant is more to
+compile for every word and cell type.
 """
 
 import numpy as np
 from numba import njit, prange
 
 from .reductions import count_run
-from .rows import NARROWEST, WIDEST, short_rows
 from .vectors import VECTOR, match_bits
 from .walk import JIT, element_hit, hit, word_at
 
@@ -72,15 +74,9 @@ def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
         s0 = np.uint64(sp)
         d0 = np.uint64(dp)
         n = np.uint64(run)
-        if any_mode and m2 == 0:
-            for k in range(n):
-                cells[d0 + k] |= (src[s0 + k] & m) == v
-        elif any_mode:
+        if any_mode:
             for k in range(n):
                 cells[d0 + k] |= hit(src[s0 + k], m, v, m2, v2)
-        elif m2 == 0:
-            for k in range(n):
-                cells[d0 + k] += (src[s0 + k] & m) == v
         else:
             for k in range(n):
                 cells[d0 + k] += hit(src[s0 + k], m, v, m2, v2)
@@ -104,18 +100,10 @@ def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
     s3 = np.uint64(sp + 3 * row)
     d0 = np.uint64(dp)
     n = np.uint64(run)
-    if any_mode and m2 == 0:
-        for k in range(n):
-            cells[d0 + k] |= (((src[s0 + k] & m) == v) | ((src[s1 + k] & m) == v)
-                              | ((src[s2 + k] & m) == v) | ((src[s3 + k] & m) == v))
-    elif any_mode:
+    if any_mode:
         for k in range(n):
             cells[d0 + k] |= (hit(src[s0 + k], m, v, m2, v2) | hit(src[s1 + k], m, v, m2, v2)
                               | hit(src[s2 + k], m, v, m2, v2) | hit(src[s3 + k], m, v, m2, v2))
-    elif m2 == 0:
-        for k in range(n):
-            cells[d0 + k] += ((((src[s0 + k] & m) == v) + ((src[s1 + k] & m) == v))
-                              + (((src[s2 + k] & m) == v) + ((src[s3 + k] & m) == v)))
     else:
         for k in range(n):
             cells[d0 + k] += ((hit(src[s0 + k], m, v, m2, v2) + hit(src[s1 + k], m, v, m2, v2))
@@ -200,11 +188,8 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
             _add_run(src, sp + i * s1, ss, cells, dp + i * d1, ds, run, m, v, m2, v2, lanes, any_mode)
             i += 1
         return
-    first = 0
-    if ss == 1 and lanes == 1 and s1 == run and d1 == 1 and NARROWEST <= run <= WIDEST:
-        first = short_rows(src, sp, rows, run, cells, dp, m, v, m2, v2, any_mode)
     if any_mode:
-        for i in range(first, rows):
+        for i in range(rows):
             c = dp + i * d1
             if cells[c] == 0:  # a slice with a hit is never read again
                 cells[c] = any_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
@@ -214,7 +199,7 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
             total += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
         cells[dp] += total
     else:
-        for i in range(first, rows):
+        for i in range(rows):
             cells[dp + i * d1] += count_run(src, sp + i * s1, ss, run, m, v, m2, v2, lanes)
 
 
@@ -246,25 +231,16 @@ def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lan
 
 
 @njit(parallel=True, **JIT)
-def reduce_parallel(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode,
-                    axis, bounds):
-    """reduce_plan over parts of the plan that write disjoint cells: part t covers indices
-    bounds[t]..bounds[t+1] of plan axis `axis`, a kept axis."""
+def reduce_parts(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode, axis,
+                 bounds):
+    """reduce_plan over parts of the plan, each on a thread: part t covers indices
+    bounds[t]..bounds[t+1] of plan axis `axis` and answers into cells[t], or into cells[0] where
+    `cells` has one row. One row: the parts must write disjoint cells (`axis` a kept axis); a row
+    a part: each its own copy of the cells (the caller adds them up). One kernel for both, as
+    each kernel compiles the whole of reduce_plan again (seconds)."""
     for t in prange(bounds.size - 1):
         part = shape.copy()
         part[axis] = bounds[t + 1] - bounds[t]
-        reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, cells, d_off + bounds[t] * d_str[axis],
-                    d_str, part, m, v, m2, v2, lanes, any_mode)
-
-
-@njit(parallel=True, **JIT)
-def reduce_private(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode,
-                   axis, bounds):
-    """reduce_plan over parts of the plan along `axis`, a reduced axis: part t covers its indices
-    bounds[t]..bounds[t+1] and answers into its own copy of the cells, cells[t] (the caller adds
-    them up)."""
-    for t in prange(bounds.size - 1):
-        part = shape.copy()
-        part[axis] = bounds[t + 1] - bounds[t]
-        reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, cells[t], d_off + bounds[t] * d_str[axis],
+        own = cells[t] if cells.shape[0] > 1 else cells[0]
+        reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, own, d_off + bounds[t] * d_str[axis],
                     d_str, part, m, v, m2, v2, lanes, any_mode)

@@ -6,6 +6,8 @@ Every query takes the same inputs as the operators and raises the same errors.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
@@ -34,23 +36,50 @@ def _first_of(hit, found: bool):
     return tuple(int(i) for i in np.unravel_index(flat, hit.shape))
 
 
-def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool):
-    """Per-slice counts (int64) or, with any_mode, "has one" (bool) of class `query` along
-    `axis` (None: all axes); None for `query`: no class, all zero."""
+def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool, dtype=None):
+    """Per-slice counts (int64, or `dtype` checked by count_type) or, with any_mode, "has one"
+    (bool) of class `query` along `axis` (None: all axes); None for `query`: no class, all zero."""
     src = as_source(x)
     a = src.array
     axes = tuple(range(a.ndim)) if axis is None else normalize_axis_tuple(_axis(axis), a.ndim)
     kept = tuple(1 if ax in axes else n for ax, n in enumerate(a.shape))
+    answer = None if dtype is None else count_type(dtype, a.shape, axes)
+    native = None if answer is None else answer.newbyteorder("=")
     test = None if query is None else src.test(query)
     if a.size == 0 or query is None or (test is None and not src.by_value):
-        result = np.zeros(kept, bool if any_mode else np.int64)
+        result = np.zeros(kept, bool if any_mode else np.int64 if native is None else native)
     elif src.by_value:
-        result = reduce_mask(BY_VALUE[query](a), axes, any_mode)
-    else:
+        result = reduce_mask(BY_VALUE[query](a), axes, any_mode, native)
+    elif native is None:
         result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode)
+    else:
+        result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode, native)
+    if answer is not None and answer != native:
+        result = result.astype(answer)
     if not keepdims:
         result = result.reshape([n for ax, n in enumerate(a.shape) if ax not in axes])
-    return result if result.ndim else scalar(result)
+    if result.ndim:
+        return result
+    return scalar(result) if answer is None else result[()]
+
+
+def count_type(dtype, shape: tuple, axes: tuple) -> np.dtype:
+    """A count's `dtype` argument for counting along `axes` (normalized) of `shape`, checked:
+    TypeError unless a NumPy integer dtype, ValueError where a slice's count could exceed its
+    largest value."""
+    try:
+        answer = np.dtype(dtype)
+    except TypeError:
+        answer = None
+    if answer is None or answer.kind not in "iu":
+        raise TypeError(f"dtype must be a NumPy integer dtype (signed or unsigned, any width), "
+                        f"got {dtype!r}")
+    length = math.prod(shape[ax] for ax in axes)
+    if length > np.iinfo(answer).max:
+        raise ValueError(f"dtype {answer} cannot hold the count of a slice of {length} elements "
+                         f"(at most {np.iinfo(answer).max}); pass an integer dtype whose largest "
+                         f"value is at least {length}, or dtype=None (int64)")
+    return answer
 
 
 def scalar(result: np.ndarray):
@@ -70,8 +99,8 @@ def _axis(axis):
     return axis
 
 
-def _count(x, query: Query | None, axis, keepdims):
-    return _per_slice(x, query, axis, keepdims, False)
+def _count(x, query: Query | None, axis, keepdims, dtype=None):
+    return _per_slice(x, query, axis, keepdims, False, dtype)
 
 
 def _any(x, query: Query | None, axis, keepdims):
@@ -149,24 +178,28 @@ def all_finite(x, axis=None, keepdims=False):
 
 # -- counts ------------------------------------------------------------------------------------
 
-def count_nan(x, axis=None, keepdims=False):
+def count_nan(x, axis=None, keepdims=False, *, dtype=None):
     """Same as count_nonzero(isnan(x), axis): a Python int when no axis is left (axis=None), else
-    an int64 array. Empty input gives 0."""
-    if (hit := _small(SMALL_NAN, x, axis, keepdims)) is not None:
+    an int64 array. Empty input gives 0. `dtype` (a NumPy integer dtype): the counts in that
+    type instead (a NumPy scalar when no axis is left), written directly (narrow counts of
+    short rows write less); ValueError if a slice's length exceeds its largest value."""
+    if dtype is None and (hit := _small(SMALL_NAN, x, axis, keepdims)) is not None:
         return int(np.count_nonzero(hit))
-    return _count(x, Query.NAN, axis, keepdims)
+    return _count(x, Query.NAN, axis, keepdims, dtype)
 
 
-def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True):
-    """Same as count_nonzero(isinf(x, ...), axis), for the selected signs."""
-    return _count(x, inf_query(x, "count_inf", detect_negative, detect_positive), axis, keepdims)
+def count_inf(x, axis=None, keepdims=False, *, detect_negative=True, detect_positive=True,
+              dtype=None):
+    """Same as count_nonzero(isinf(x, ...), axis), for the selected signs; `dtype` as count_nan's."""
+    return _count(x, inf_query(x, "count_inf", detect_negative, detect_positive), axis, keepdims,
+                  dtype)
 
 
-def count_nonfinite(x, axis=None, keepdims=False):
-    """Same as count_nonzero(~isfinite(x), axis)."""
-    if (finite := _small(SMALL_FINITE, x, axis, keepdims)) is not None:
+def count_nonfinite(x, axis=None, keepdims=False, *, dtype=None):
+    """Same as count_nonzero(~isfinite(x), axis); `dtype` as count_nan's."""
+    if dtype is None and (finite := _small(SMALL_FINITE, x, axis, keepdims)) is not None:
         return finite.size - int(np.count_nonzero(finite))
-    return _count(x, Query.NONFINITE, axis, keepdims)
+    return _count(x, Query.NONFINITE, axis, keepdims, dtype)
 
 
 def class_counts(x) -> ClassCounts:

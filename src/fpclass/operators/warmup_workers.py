@@ -23,9 +23,10 @@ import numpy as np
 
 from ..kernels import cache_merge, compile_cache
 
-#: Rough compile seconds of one word width's units (idle 2-core machine, docs/benchmarks.md),
-#: to balance the workers; the codecs and density units are groups of their own.
-_GROUP_SECONDS = {1: 18.0, 2: 16.0, 4: 12.0, 8: 18.0, "codecs": 2.0, "density": 4.0}
+#: Rough compile CPU seconds of one word width's units (serial and threaded; measured in one
+#: process on a loaded 2-core machine, the first group with numba's start-up), to balance the
+#: workers; the codecs and density units are groups of their own.
+_GROUP_SECONDS = {1: 27.0, 2: 27.0, 4: 17.0, 8: 18.0, "codecs": 0.5, "density": 3.0}
 
 
 def _group_of(unit) -> object:
