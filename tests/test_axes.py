@@ -85,6 +85,17 @@ def test_short_rows_in_higher_dimensions(dtype, launcher):
     check(x[:, ::3], [2, (1, 2)])
 
 
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(ml_dtypes.float8_e4m3fn)], ids=str)
+def test_short_rows_reduced_along_an_outer_axis_too(dtype, launcher):
+    # blocks long enough for the short-row kernel, all of them answering into the same cells
+    x = sample(dtype, (3, 2100, 4), seed=5)
+    check(x, [(0, 2), (0, 1, 2)])
+    y = np.zeros((2, 2048, 4), dtype)
+    y[0, 5, 1] = np.nan   # its row's only hit is in the first of the two blocks
+    np.testing.assert_array_equal(np.flatnonzero(fpclass.count_nan(y, axis=(0, 2))), [5])
+    np.testing.assert_array_equal(np.flatnonzero(fpclass.any_nan(y, axis=(0, 2))), [5])
+
+
 @pytest.mark.parametrize("dtype", [np.dtype(ml_dtypes.float8_e5m2), np.dtype(np.float16)], ids=str)
 @pytest.mark.parametrize("rows", [255, 256, 70_000])
 def test_narrow_column_counts_at_the_edges_of_the_cell_widths(dtype, rows, launcher):

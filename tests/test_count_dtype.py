@@ -127,6 +127,19 @@ def test_dask_counts_in_the_type():
         fpclass.count_nan(d, axis=1, dtype=np.float64)
 
 
+def test_dask_refuses_the_type_where_a_reduced_length_is_unknown():
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.full(300, np.nan), chunks=100)
+    unknown = x[x != 1]   # 300 elements, dask knows not how many
+    for dtype in (np.int8, np.int64):  # no type is known to hold a count of unknown length
+        with pytest.raises(ValueError, match="unknown"):
+            fpclass.count_nan(unknown, dtype=dtype)
+    assert fpclass.count_nan(unknown).compute() == 300
+    with pytest.raises(ValueError, match="int8"):
+        fpclass.count_nan(unknown.compute_chunk_sizes(), dtype=np.int8)
+    assert fpclass.count_nan(unknown.compute_chunk_sizes(), dtype=np.int16).compute() == 300
+
+
 def test_pandas_refuses_the_type_rather_than_ignore_it():
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame({"a": [1.0, np.nan], "b": [np.nan, np.nan]})

@@ -7,6 +7,7 @@ an empty block yields exactly its identity, so empty chunks change nothing.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Callable
 
@@ -43,6 +44,11 @@ def reduce(name: str, x, axis=None, keepdims=False, *, split_every=None, **flags
     query(probe(x), axis=axis if x.ndim else None, keepdims=keepdims, **flags)  # errors now
     if flags.get("dtype") is not None:  # counts in the caller's integer type, summed in it too
         axes = tuple(range(x.ndim)) if axis is None else normalize_axis_tuple(axis, x.ndim)
+        unknown = [ax for ax in axes if math.isnan(x.shape[ax])]
+        if unknown:  # no type can be shown to hold the count: refused rather than let wrap
+            raise ValueError(f"dtype= needs the length of every reduced axis; axes {unknown} "
+                             f"have unknown chunk sizes: call .compute_chunk_sizes() first, or "
+                             f"pass dtype=None (int64)")
         dtype = count_type(flags["dtype"], x.shape, axes)
         how = partial(np.sum, dtype=dtype)
     merge = partial(_merge, how)

@@ -46,7 +46,6 @@ def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndar
     return _find(a, word, lanes, test, limit)
 
 
-
 def _find(a, word, lanes, test, limit):
     repeats = any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides))
     if c_order_streams(a) or as_words(a, word) is None or repeats:

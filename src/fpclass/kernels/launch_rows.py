@@ -20,13 +20,15 @@ BLOCK_ROWS = 1024
 
 def takes(p, lanes: int) -> bool:
     """Does the kernel take plan `p` (source, cells): rows of NARROWEST..WIDEST contiguous words
-    one after the other, reduced along their own axis into contiguous cells?"""
+    one after the other, reduced along their own axis into contiguous cells, and every outer axis
+    kept (the kernel stores its cells: blocks answering into the same cells would overwrite)?"""
     if lanes != 1 or p.shape.size < 2:
         return False
     n, width = int(p.shape[-2]), int(p.shape[-1])
     return (rows.NARROWEST <= width <= rows.WIDEST and n >= rows.ROWS
             and tuple(p.strides[0][-2:]) == (width, 1) and tuple(p.strides[1][-2:]) == (1, 0)
-            and (p.shape.size == 2 or n >= BLOCK_ROWS))
+            and (p.shape.size == 2 or n >= BLOCK_ROWS)
+            and all(int(s) != 0 for s in p.strides[1][:-2]))
 
 
 def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode: bool,
