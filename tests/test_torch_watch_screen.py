@@ -14,22 +14,7 @@ from fpclass.torch import tensors
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-
-def counts(t):
-    return {"nan": int(torch.isnan(t).sum()), "posinf": int(torch.isposinf(t).sum()),
-            "neginf": int(torch.isneginf(t).sum())}
-
-
-class Give(nn.Module):
-    """Returns the tensor it was built with, as it is stored."""
-
-    def __init__(self, t):
-        super().__init__()
-        self.t = t
-
-    def forward(self, x):
-        return self.t
-
+from test_torch_watch_paths import Give, counts  # noqa: E402  (after torch is known)
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
