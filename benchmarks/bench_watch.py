@@ -15,9 +15,7 @@ every step as in the README, so drift in the machine's speed reaches all alike; 
 median over --steps steps. A fifth mode, "hooks alone", registers the hooks watch registers (a
 forward hook on every module, a gradient hook on each module output that requires grad, a
 post-accumulate hook on every parameter) with empty bodies and removes them after the step:
-torch's own cost of calling hooks, the floor under any watch of this kind. `--screen-ab` adds
-a sixth mode: watch with its optional sum screen on (torch sums a large tensor on its threads
-before fpclass's counter reads it; only with torch on several threads). `--clock cpu` times the
+torch's own cost of calling hooks, the floor under any watch of this kind. `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
 """
@@ -37,7 +35,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import table  # noqa: E402
 
 import fpclass.torch as ft  # noqa: E402
-from fpclass.torch import tensors  # noqa: E402
 
 
 def mlp(layers: int = 8, width: int = 512):
@@ -102,11 +99,6 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall clock, or the stepping thread's CPU time (use with --threads 1)")
-    ap.add_argument("--screen-ab", action="store_true",
-                    help="a sixth mode: watch with the sum screen on (torch threads > 1 only; "
-                         "see fpclass.torch.tensors.SUM_MIN)")
-    ap.add_argument("--screen-min", type=int, default=1 << 18,
-                    help="the screen's SUM_MIN in that mode (default 2^18 elements)")
     args = ap.parse_args()
     args.models = args.models.split(",")
     if args.threads:
@@ -154,14 +146,6 @@ def run(args, name, what, model, inputs) -> None:
         with ft.watch(model):
             step()
 
-    def screened():
-        screen, tensors.SUM_MIN = tensors.SUM_MIN, args.screen_min
-        try:
-            with ft.watch(model):
-                step()
-        finally:
-            tensors.SUM_MIN = screen
-
     def anomaly():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # detect_anomaly warns that it is slow
@@ -171,8 +155,6 @@ def run(args, name, what, model, inputs) -> None:
     modes = {"plain": plain, "hooks alone (empty bodies)": hooks_alone,
              "watch(grads=False)": watched, "watch (+ parameter grads)": watched_grads,
              "detect_anomaly(check_nan=True)": anomaly}
-    if args.screen_ab:
-        modes[f"watch, sum screen from 2^{args.screen_min.bit_length() - 1}"] = screened
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     times = {mode: [] for mode in modes}
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled

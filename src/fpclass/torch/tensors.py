@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
-from math import isfinite
 
 #: Argument names whose tensors are attention masks unless watch(masks=...) says otherwise:
 #: nn.MultiheadAttention's attn_mask / key_padding_mask, nn.Transformer's src_mask, tgt_mask,
@@ -121,26 +120,9 @@ def checker(torch) -> "Checker":
     return made
 
 
-#: None (the default), or a count of elements from which, with torch on several threads, a CPU
-#: tensor is first summed by torch on its threads: a finite sum proves every element finite (one
-#: NaN or Inf makes any sum NaN or Inf), and only a non-finite sum (a finding, or finite values
-#: overflowing) is read by fpclass's counter, which decides. Off until it is measured to win on a
-#: quiet machine (`bench_watch.py --screen-ab`): on one thread, in a training step, it cost
-#: 15-40% more than the counter alone, and on a loaded machine torch's waits for its second
-#: thread cost 20x (docs/benchmarks.md, issue 22, watch2 helper).
-SUM_MIN: int | None = None
-
-
-def _summed(torch) -> dict:
-    """dtype -> the dtype torch sums it in, for the dtypes whose sum the screen may trust (IEEE
-    floats: NaN and Inf propagate through addition); half widths are summed in float32."""
-    return {torch.float32: torch.float32, torch.float64: torch.float64,
-            torch.float16: torch.float32, torch.bfloat16: torch.float32}
-
-
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
-    dtype, prepared once; see SUM_MIN for an optional screen), others by torch on their device
+    dtype, prepared once), others by torch on their device
     (one bool comes back, no data)."""
 
     def __init__(self, torch):
@@ -152,23 +134,16 @@ class Checker:
     def _screen(self, torch):
         """finite() as a closure: a hook's tensor is nearly always a strided CPU tensor, C- or
         channels_last-contiguous, of a dtype met before; it goes straight to that dtype's
-        counter (the same words are read as on the general path; with the sum screen on, a large
-        one only after torch's sum of it turned out non-finite); anything else to the general
+        counter (the same words are read as on the general path); anything else to the general
         path."""
         counters, general, strided = self.counters, self._finite, torch.strided
-        channels_last, threads = torch.channels_last, torch.get_num_threads
-        summed, plain = _summed(torch), (torch.Tensor, torch.nn.Parameter)
+        channels_last = torch.channels_last
 
         def finite(t) -> bool:
             count = counters.get(t.dtype)
             if (count is not None and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
-                n = t.numel()
-                if (SUM_MIN is not None and n >= SUM_MIN and t.dtype in summed
-                        and type(t) in plain and threads() > 1):  # plain: no __torch_function__
-                    if isfinite(t.detach().sum(dtype=summed[t.dtype]).item()):
-                        return True  # a NaN or Inf in t makes every sum of it non-finite
-                return count(t.data_ptr(), n) == 0
+                return count(t.data_ptr(), t.numel()) == 0
             return general(t)
         finite.__doc__ = self._finite.__doc__
         return finite
