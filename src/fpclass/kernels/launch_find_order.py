@@ -17,7 +17,7 @@ import numpy as np
 
 from .launch_find import find as find_streaming
 from .launch_reduce import reduce
-from .layout import as_words, c_order_streams, position_in, without_broadcast
+from .layout import as_words, c_order_streams
 
 #: Elements searched in C order before the memory-order pass, at most 1/64 of the array: where
 #: matches are dense, the first is found at once; where they are not, this costs little.
@@ -36,17 +36,6 @@ def find(a: np.ndarray, word: np.dtype, lanes: int, test, limit: int) -> np.ndar
     launch_find.find gives, at the cost of about one memory-order pass on any layout."""
     if limit <= 0 or a.size == 0:
         return np.empty(0, np.int64)
-    if limit == 1:
-        # the first match of an array repeated along stride-0 axes is in its first copy
-        b, _ = without_broadcast(a)
-        if b is not a:
-            first = _find(b, word, lanes, test, 1)
-            return np.array([position_in(int(first[0]), b.shape, a.shape)] if first.size else [],
-                            np.int64)
-    return _find(a, word, lanes, test, limit)
-
-
-def _find(a, word, lanes, test, limit):
     repeats = any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides))
     if c_order_streams(a) or as_words(a, word) is None or repeats:
         return find_streaming(a, word, lanes, test, limit)

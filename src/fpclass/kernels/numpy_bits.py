@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layout import position_in, without_broadcast
+from .layout import without_broadcast
 
 #: Inputs of at most this many bytes are classified here rather than by the numba kernels
 #: (benchmarks/bench_startup.py: below it NumPy's whole call is cheaper than numba's dispatch).
@@ -111,10 +111,6 @@ def find(a, word, lanes, test, limit) -> np.ndarray:
     """C-order flat positions of the first `limit` elements of `a` matching `test` (int64)."""
     if limit <= 0:
         return np.empty(0, np.int64)
-    b, _ = without_broadcast(a)
-    if limit == 1 and b is not a:  # the first match of a broadcast array is in its first copy
-        first = find(b, word, lanes, test, 1)
-        return np.array([position_in(int(first[0]), b.shape, a.shape)] if first.size else [], np.int64)
     return np.flatnonzero(matches(a, word, lanes, test))[:limit].astype(np.int64, copy=False)
 
 

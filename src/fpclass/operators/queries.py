@@ -14,6 +14,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from .. import twin
 from ..counts import ClassCounts
 from ..formats import Query
+from ..kernels.layout import position_in, without_broadcast
 from ..kernels.numpy_bits import reduce_mask
 from .elementwise import BY_VALUE, SMALL_INF, SMALL_FINITE, SMALL_NAN, inf_query, launcher
 from .inputs import as_source, real_float_source
@@ -122,6 +123,11 @@ def _positions(x, query: Query | None, limit):
         flat = np.flatnonzero(BY_VALUE[query](a))[:limit]
     elif test is None:
         flat = np.empty(0, np.int64)
+    elif limit == 1 and (b := without_broadcast(a)[0]) is not a:
+        # the first match of an array repeated along stride-0 axes is in its first copy
+        first = launcher(b).find(b, src.word, src.lanes, test, 1)
+        flat = np.array([position_in(int(first[0]), b.shape, a.shape)] if first.size else [],
+                        np.int64)
     else:
         launch = launcher(a)
         if limit == a.size:  # count first, so the buffer holds exactly the hits (no a.size buffer)

@@ -262,8 +262,7 @@ class Tally:
     def add_finite(self, stats: ValueStats | None, values: int, nbytes: int) -> None:
         """Add `values` values known to be finite, `nbytes` bytes read, classified where they
         were decoded (the scan's shuffled HDF5 chunks): their ValueStats (None: none kept)."""
-        if self.stats is not None:
-            self._add_stats([stats], (self.negated,))
+        self._add_stats([stats], (self.negated,))
         self.values += values * self.repeat
         self.bytes += nbytes
 

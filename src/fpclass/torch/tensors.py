@@ -122,8 +122,7 @@ def checker(torch) -> "Checker":
 
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
-    dtype, prepared once), others by torch on their device
-    (one bool comes back, no data)."""
+    dtype, prepared once), others by torch on their device (one bool comes back, no data)."""
 
     def __init__(self, torch):
         from ..adapters import torch as adapter
