@@ -15,6 +15,14 @@ def _cell(context, builder, sig, args):
     return builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
 
 
+def _read_modify_write(op: str):
+    """The codegen of cells[i] = op(cells[i], value), atomically, returning the old value."""
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[2], sig.args[2], types.int64)
+        return builder.atomic_rmw(op, _cell(context, builder, sig, args), value, "monotonic")
+    return codegen
+
+
 def _int64_cells(cells, i) -> bool:
     return (isinstance(cells, types.Array) and cells.ndim == 1 and cells.dtype == types.int64
             and isinstance(i, types.Integer))
@@ -25,12 +33,7 @@ def fetch_add(typingctx, cells, i, value):
     """cells[i] += value atomically; the value cells[i] held before (cells: a 1-D int64 array)."""
     if not (_int64_cells(cells, i) and isinstance(value, types.Integer)):
         return None
-
-    def codegen(context, builder, sig, args):
-        add = context.cast(builder, args[2], sig.args[2], types.int64)
-        return builder.atomic_rmw("add", _cell(context, builder, sig, args), add, "monotonic")
-
-    return types.int64(cells, i, value), codegen
+    return types.int64(cells, i, value), _read_modify_write("add")
 
 
 @intrinsic
@@ -38,12 +41,7 @@ def fetch_min(typingctx, cells, i, value):
     """cells[i] = min(cells[i], value) atomically (signed); the value cells[i] held before."""
     if not (_int64_cells(cells, i) and isinstance(value, types.Integer)):
         return None
-
-    def codegen(context, builder, sig, args):
-        low = context.cast(builder, args[2], sig.args[2], types.int64)
-        return builder.atomic_rmw("min", _cell(context, builder, sig, args), low, "monotonic")
-
-    return types.int64(cells, i, value), codegen
+    return types.int64(cells, i, value), _read_modify_write("min")
 
 
 @intrinsic
