@@ -133,7 +133,10 @@ def test_nodes_opened_are_the_ones_zarr_opens(tmp_path, fmt):
                     store=store, path=name, mode="r")[...]))
 
 
-def test_zarr_is_told_the_format_only_when_the_files_leave_one(tmp_path, monkeypatch):
+def test_zarr_opens_only_what_is_not_built_and_is_told_the_format_when_one(tmp_path,
+                                                                          monkeypatch):
+    # arrays and format 3 groups are built by zarr from the documents read (no open); the rest
+    # is opened by zarr, told the format where the metadata files leave one choice
     from zarr.api import asynchronous
     told = {}
     real = asynchronous.open
@@ -148,16 +151,93 @@ def test_zarr_is_told_the_format_only_when_the_files_leave_one(tmp_path, monkeyp
     (mixed / ".zarray").write_text(json.dumps({
         "zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "<f4", "compressor": None,
         "fill_value": 0.0, "filters": None, "order": "C"}))
-    cases = {v3: {"": 3, "sub": 3, "a": 3, "sub/b": 3},
-             v2: {"": None, "sub": None, "a": 2, "sub/b": 2},  # v2 groups: .zgroup, not listed
-             mixed: {"": None}}
-    for path, want in cases.items():
+    cases = {v3: ({"", "sub", "a", "sub/b"}, {}),
+             v2: ({"", "sub", "a", "sub/b"}, {"": None, "sub": None}),  # v2 groups: .zgroup
+             mixed: ({""}, {"": None})}
+    for path, (names, want) in cases.items():
         told.clear()
         store = zarr.storage.LocalStore(path, read_only=True)
         with __import__("warnings").catch_warnings():
             __import__("warnings").simplefilter("ignore")  # zarr warns of the mixed node
-            list(zarr_open.open_nodes(zarr, store, list(want), str(path)))
+            list(zarr_open.open_nodes(zarr, store, sorted(names), str(path)))
         assert told == want
     told.clear()  # a store that is not a directory: zarr always looks
     list(zarr_open.open_nodes(zarr, zarr.storage.LocalStore(v3, read_only=True), ["a"], None))
     assert told == {"a": None}
+
+
+def _v3_array(**change):
+    doc = {"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "float32",
+           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+           "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+           "fill_value": "NaN", "codecs": [{"name": "bytes",
+                                            "configuration": {"endian": "little"}}],
+           "attributes": {"scale": float("nan"), "range": [1.0, float("inf")]}}
+    doc.update(change)
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+_V2_ARRAY = {"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<f4", "compressor": None,
+             "fill_value": "NaN", "filters": None, "order": "C"}
+
+#: name -> {file: text} of node "x": documents zarr takes, refuses or takes as another kind.
+DOCUMENTS = {
+    "v3 array, NaN attributes": {"zarr.json": json.dumps(_v3_array())},
+    "v3 array saying format 2": {"zarr.json": json.dumps(_v3_array(zarr_format=2))},
+    "v3 without node_type": {"zarr.json": json.dumps(_v3_array(node_type=None))},
+    "v3 node_type other": {"zarr.json": json.dumps(_v3_array(node_type="table"))},
+    "v3 without shape": {"zarr.json": json.dumps(_v3_array(shape=None))},
+    "v3 unknown data type": {"zarr.json": json.dumps(_v3_array(data_type="float7"))},
+    "v3 bool with a list fill": {"zarr.json": json.dumps(_v3_array(data_type="bool",
+                                                                   fill_value=[1, 2]))},
+    "v3 not json": {"zarr.json": "{not json"},
+    "v3 a list": {"zarr.json": "[1, 2]"},
+    "v3 group": {"zarr.json": json.dumps({"zarr_format": 3, "node_type": "group",
+                                          "attributes": {"x": float("-inf")}})},
+    "v3 group, consolidated": {"zarr.json": json.dumps({
+        "zarr_format": 3, "node_type": "group", "attributes": {},
+        "consolidated_metadata": {"kind": "inline", "must_understand": False,
+                                  "metadata": {"ghost": _v3_array()}}})},
+    "v3 group saying format 2": {"zarr.json": json.dumps({"zarr_format": 2,
+                                                          "node_type": "group"})},
+    "v2 array": {".zarray": json.dumps(_V2_ARRAY),
+                 ".zattrs": json.dumps({"fill": float("nan")})},
+    "v2 array, no attributes": {".zarray": json.dumps(_V2_ARRAY)},
+    "v2 array, attributes not json": {".zarray": json.dumps(_V2_ARRAY), ".zattrs": "{"},
+    "v2 array, attributes a list": {".zarray": json.dumps(_V2_ARRAY), ".zattrs": "[1]"},
+    "v2 array saying format 3": {".zarray": json.dumps({**_V2_ARRAY, "zarr_format": 3})},
+    "v2 array, bad dtype": {".zarray": json.dumps({**_V2_ARRAY, "dtype": "<q9"})},
+    "v2 a number": {".zarray": "7"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(DOCUMENTS))
+def test_a_node_built_from_its_documents_is_what_zarr_open_gives(tmp_path, case):
+    path = tmp_path / "s.zarr"
+    zarr.open_group(path, mode="w", zarr_format=3)
+    (path / "x").mkdir()
+    for name, text in DOCUMENTS[case].items():
+        (path / "x" / name).write_text(text)
+    store = zarr.storage.LocalStore(path, read_only=True)
+    got = dict(zarr_open.open_nodes(zarr, store, ["x"], str(path)))["x"]
+    try:
+        own = zarr.open(store=store, path="x", mode="r", use_consolidated=False)
+    except Exception as e:
+        own = e
+    assert type(got) is type(own), (got, own)
+    if isinstance(own, Exception):
+        return
+    assert repr(got.metadata) == repr(own.metadata)
+    assert json.dumps(got.metadata.attributes) == json.dumps(own.metadata.attributes)
+    if isinstance(own, zarr.Array):  # and what it reads: zarr's own read of the same bytes
+        (path / "x" / "c").mkdir()
+        (path / "x" / "c" / "0").write_bytes(np.array([1, np.nan, np.inf, 2], "<f4").tobytes())
+        (path / "x" / "0").write_bytes(np.array([1, np.nan, np.inf, 2], "<f4").tobytes())
+        np.testing.assert_array_equal(_read(got), _read(own))
+
+
+def _read(a):
+    try:
+        return np.asarray(a[...])
+    except Exception as e:  # the same refusal on both sides
+        return np.array(type(e).__name__)
