@@ -35,9 +35,9 @@ import numpy as np
 from . import ReaderError
 from .hdf5_blocks import block_shape, read_blocks
 from .hdf5_netcdf import Dimensions
-from .hdf5_walk import name_of, walk
+from .hdf5_walk import attribute_names, name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
-from .hdf5_types import Part, _h5py, _type_label, leaf_values, parts
+from .hdf5_types import Part, _h5py, _type_label, holds_no_floats, leaf_values, parts
 from .reporting import marker, not_applicable, unchecked, values_task
 from ..missing import cf, nan_blank
 from .zipmembers import duplicate_names
@@ -114,16 +114,16 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
     walked = kept = dropped = opened = 0
     dims = Dimensions(h5py, f)
     try:
-        for node, obj in walk(h5py, f, path, prefix, tasks):
+        for node, obj, address in walk(h5py, f, path, prefix, tasks):
             walked += 1
             if walked > MAX_OBJECTS:
                 tasks.append(problem(path, f"{prefix}the file holds more than {MAX_OBJECTS} "
                                      "groups and datasets, over the limit: the rest are not read "
                                      "(each costs the scan about 70 us to open)"))
                 break
-            unlisted = ""
+            unlisted, cpl = "", None
             try:
-                attrs = list(obj.attrs) if h5py.h5a.get_num_attrs(obj.id) else []
+                attrs, cpl = attribute_names(h5py, obj)
             except Exception as e:
                 attrs, unlisted = [], f"the attributes cannot be listed: {e}"
             if not attrs and not unlisted and not isinstance(obj, h5py.Dataset):
@@ -134,16 +134,17 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
                 tasks.append(unchecked(path, f"{owner}@", "?", (), unlisted))
             if isinstance(obj, h5py.Dataset):
                 first = len(tasks)
+                scale = _class_of(obj) if "CLASS" in attrs else b""
                 try:
                     found = _dataset(h5py, obj, path, owner, start, size, member_prefix + name,
-                                     attrs)
+                                     attrs, scale, cpl)
                     if "actual_range" in attrs:
                         found = cf.with_declared_range(found, _cf_attributes(obj, attrs))
                     tasks += found
                 except Exception as e:
                     tasks.append(unchecked(path, owner, "?", (), f"cannot be read: {e}"))
                 if "CLASS" in attrs or "DIMENSION_LIST" in attrs:
-                    dims.add(obj, name, first, len(tasks))
+                    dims.add(obj, name, first, len(tasks), address, scale)
             if len(attrs) > OBJECT_ATTRIBUTES or opened + len(attrs) > FILE_ATTRIBUTES:
                 tasks.append(unchecked(path, f"{owner}@", "attributes", (len(attrs),),
                                        f"{len(attrs)} attributes are not read (at most "
@@ -191,6 +192,8 @@ def _attributes(h5py, obj, path, owner, names) -> list:
         try:
             aid = h5a.open(oid, attr.encode("utf-8", "surrogateescape"))
             tid = aid.get_type()
+            if holds_no_floats(h5py, tid):
+                continue
             leaves = [p for p in parts(h5py, tid) if p.status != NOT_APPLICABLE]
             if not leaves or aid.get_space().get_simple_extent_type() == h5py.h5s.NULL:
                 continue
@@ -240,32 +243,44 @@ def _cf_attributes(dset, names) -> dict:
     return found
 
 
-def _is_bare_dimension(h5py, dset) -> bool:
-    """A NetCDF-4 dimension without a variable: a dimension scale netCDF writes with no data
-    ("This is a netCDF dimension but not a netCDF variable"), never allocated."""
+def _class_of(dset):
+    """The dataset's CLASS attribute as h5py reads it (b"DIMENSION_SCALE" for a dimension
+    scale), read once for the checks that use it; None where h5py cannot read it."""
+    try:
+        return dset.attrs.get("CLASS", b"")
+    except Exception:
+        return None
+
+
+def _is_bare_dimension(h5py, dset, cls) -> bool:
+    """A NetCDF-4 dimension without a variable: a dimension scale (`cls`: its CLASS attribute)
+    netCDF writes with no data ("This is a netCDF dimension but not a netCDF variable"), never
+    allocated."""
+    if cls != b"DIMENSION_SCALE":
+        return False
     try:
         name = dset.attrs.get("NAME", b"")
-        cls = dset.attrs.get("CLASS", b"")
     except Exception:
         return False
     name = name if isinstance(name, bytes) else str(name).encode()
-    return (cls == b"DIMENSION_SCALE"
-            and name.startswith(b"This is a netCDF dimension but not a netCDF variable")
+    return (name.startswith(b"This is a netCDF dimension but not a netCDF variable")
             and dset.id.get_storage_size() == 0)
 
 
-def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
-    """Tasks for one dataset, whose attributes are named `attrs`: one per leaf of its type (its
-    CF attributes applied to a plain integer or float type)."""
+def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
+             dcpl=None) -> list:
+    """Tasks for one dataset, whose attributes are named `attrs` (`scale`: its CLASS attribute,
+    None where unreadable; `dcpl`: its creation property list where already at hand): one per
+    leaf of its type (its CF attributes applied to a plain integer or float type)."""
     h5d = h5py.h5d
     shape = dset.shape
     tid = dset.id.get_type()
     if shape is None:
         return [not_applicable(path, name, _type_label(h5py, tid), (),
                                "null dataspace: the dataset holds no values")]
-    if "CLASS" in attrs and _is_bare_dimension(h5py, dset):
+    if "CLASS" in attrs and _is_bare_dimension(h5py, dset, scale):
         return []
-    dcpl = dset.id.get_create_plist()
+    dcpl = dcpl if dcpl is not None else dset.id.get_create_plist()
     layout = dcpl.get_layout()
     where = ""
     if layout == h5d.VIRTUAL:
@@ -306,7 +321,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
         return [Task(path, name, label, tuple(shape), CHECK, element=physical.str,
                      grid=tuple(shape), fields=(Field("", 0, stored),),
                      storage=Grid(path, "hdf5", n * record, blocks, member, decode=decode,
-                                  packed=_filtered(dset, layout, h5d)))]
+                                  packed=_filtered(dcpl, layout, h5d)))]
     out = []
     for p in leaves:
         full = name + p.suffix
@@ -343,14 +358,14 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=()) -> list:
         blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
         out.append(Task(path, full, p.label, pshape, CHECK,
                         storage=Grid(path, "hdf5", nbytes, blocks, member,
-                                     packed=_filtered(dset, layout, h5d)),
+                                     packed=_filtered(dcpl, layout, h5d)),
                         fields=(Field(p.suffix, p.offset, p.element),), **common))
     return out
 
 
-def _filtered(dset, layout, h5d) -> bool:
+def _filtered(dcpl, layout, h5d) -> bool:
     """Whether the dataset's chunks pass through filters (compression): decoded, not only read."""
-    return layout == h5d.CHUNKED and dset.id.get_create_plist().get_nfilters() > 0
+    return layout == h5d.CHUNKED and dcpl.get_nfilters() > 0
 
 
 def _plain_stored(h5py, tid, leaves) -> str:

@@ -20,6 +20,21 @@ from ..missing import cf
 from ..tasks import CHECK
 
 
+_UNREAD = object()
+#: One REFERENCE_LIST record in memory: the object reference as HDF5 gives it (hobj_ref_t, the
+#: object's address) and the axis, wide enough for any integer of 4 bytes or less.
+_RECORD = np.dtype({"names": ["dataset", "dimension"], "formats": ["<u8", "<i8"],
+                    "offsets": [0, 8], "itemsize": 16})
+
+
+def _record_type(h5t):
+    """The HDF5 memory type of _RECORD."""
+    t = h5t.create(h5t.COMPOUND, _RECORD.itemsize)
+    t.insert(b"dataset", 0, h5t.STD_REF_OBJ)
+    t.insert(b"dimension", 8, h5t.NATIVE_INT64)
+    return t
+
+
 @dataclass
 class _Variable:
     name: str
@@ -38,33 +53,55 @@ class Dimensions:
         self.h5py, self.f = h5py, f
         self.scales: list = []     # (own length, [(dataset address, axis)])
         self.variables: dict = {}  # dataset address -> _Variable
+        self._record = None        # _RECORD's HDF5 memory type, made once
 
-    def _address(self, oid):
-        """The object's identity in the file: its address (H5Gget_objinfo, 2 us; H5Oget_info
-        also sizes the chunk index, a millisecond for a variable of many chunks)."""
-        try:
-            return self.h5py.h5g.get_objinfo(oid).objno
-        except AttributeError:  # an h5py without it
-            return self.h5py.h5o.get_info(oid).addr
+    def _address(self, oid) -> int:
+        """The object's address in the file, as the walk and object references give it."""
+        return self.h5py.h5o.get_info(oid).addr
 
-    def add(self, dset, name: str, first: int, last: int) -> None:
-        """Dataset `dset`, whose tasks are tasks[first:last]; a problem here records nothing
-        (the dataset is then checked as HDF5 stores it)."""
+    def add(self, dset, name: str, first: int, last: int, address=None, cls=_UNREAD) -> None:
+        """Dataset `dset` at `address` in the file (the walk's), whose tasks are
+        tasks[first:last] (`cls`: its CLASS attribute where already read, None where unreadable);
+        a problem here records nothing (the dataset is then checked as HDF5 stores it)."""
         try:
             shape = tuple(dset.shape or ())
-            self.variables[self._address(dset.id)] = _Variable(name, first, last, shape)
+            address = self._address(dset.id) if address is None else address
+            self.variables[address] = _Variable(name, first, last, shape)
             attrs = dset.attrs
-            if attrs.get("CLASS", b"") != b"DIMENSION_SCALE" or len(shape) != 1 \
-                    or "REFERENCE_LIST" not in attrs:
+            cls = attrs.get("CLASS", b"") if cls is _UNREAD else cls
+            if cls != b"DIMENSION_SCALE" or len(shape) != 1 or "REFERENCE_LIST" not in attrs:
                 return
-            listed = attrs["REFERENCE_LIST"]
-            attached = []
-            for ref, axis in zip(listed["dataset"], listed["dimension"]):
-                oid = self.h5py.h5r.dereference(ref, self.f.id)
-                attached.append((self._address(oid), int(axis)))
+            attached = self._attached(dset)
         except Exception:
             return
         self.scales.append((shape[0], attached))
+
+    def _attached(self, dset) -> list:
+        """[(address of a dataset, its axis)] that the scale `dset`'s REFERENCE_LIST lists. In
+        the layout HDF5's dimension scales write (a compound of an object reference "dataset" and
+        an integer "dimension"), the references are read as HDF5 gives them in memory
+        (hobj_ref_t: the object's address) without opening each object; in any other, h5py
+        reads them and each is dereferenced."""
+        h5py = self.h5py
+        h5a, h5t = h5py.h5a, h5py.h5t
+        aid = h5a.open(dset.id, b"REFERENCE_LIST")
+        tid = aid.get_type()
+        if (aid.shape is not None and tid.get_class() == h5t.COMPOUND
+                and tid.get_nmembers() == 2
+                and (tid.get_member_name(0), tid.get_member_name(1)) == (b"dataset", b"dimension")
+                and tid.get_member_type(0).equal(h5t.STD_REF_OBJ)
+                and tid.get_member_type(1).get_class() == h5t.INTEGER
+                and tid.get_member_type(1).get_size() <= 4):
+            if self._record is None:
+                self._record = _record_type(h5t)
+            listed = np.empty(aid.shape, _RECORD)
+            aid.read(listed, mtype=self._record)
+        else:
+            listed = dset.attrs["REFERENCE_LIST"]
+            listed = [(self._address(h5py.h5r.dereference(ref, self.f.id)), axis)
+                      for ref, axis in zip(listed["dataset"], listed["dimension"])]
+            return [(a, int(axis)) for a, axis in listed]
+        return [(int(a), int(axis)) for a, axis in zip(listed["dataset"], listed["dimension"])]
 
     def apply(self, tasks: list, path: str, prefix: str = "") -> None:
         """Replaces the CHECK tasks of variables netCDF reads longer than stored, whose fill

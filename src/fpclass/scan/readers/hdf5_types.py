@@ -160,6 +160,22 @@ def parts(h5py, tid, suffix: str = "", offset: int = 0, sub: tuple = ()) -> list
     return [Part(suffix, f"type class {cls}", UNCHECKED, f"HDF5 type class {cls} is not read")]
 
 
+def holds_no_floats(h5py, tid) -> bool:
+    """Whether every leaf `parts` gives the HDF5 type `tid` is not applicable (integers, text,
+    enums, bit fields, references, times, and compounds, arrays and variable-length sequences
+    of those), found without building the leaves (a REFERENCE_LIST record's: 37 us)."""
+    h5t = h5py.h5t
+    cls = tid.get_class()
+    if cls in (h5t.INTEGER, h5t.STRING, h5t.ENUM, h5t.BITFIELD, h5t.REFERENCE, h5t.TIME):
+        return True
+    if cls == h5t.COMPOUND:
+        return all(holds_no_floats(h5py, tid.get_member_type(i))
+                   for i in range(tid.get_nmembers()))
+    if cls in (h5t.ARRAY, h5t.VLEN):
+        return holds_no_floats(h5py, tid.get_super())
+    return False
+
+
 def _int_label(h5t, tid) -> str:
     bo = {h5t.ORDER_LE: "<", h5t.ORDER_BE: ">"}.get(tid.get_order(), "|")
     signed = "i" if tid.get_sign() == h5t.SGN_2 else "u"
