@@ -8,12 +8,12 @@ from ..tasks import problem
 
 def walk(h5py, f, path, prefix, tasks):
     """Yield (node, object, address in the file) for the root group (node None) and every object
-    reachable from it by hard links, once each, depth first in name order (as HDF5's own
-    visit); `name_of(node)` is its path. Each object is opened from its parent group; a group
-    is held open only while its own links are walked, and reopened through an object reference
-    when the walk comes back to it: time and memory linear in the objects, whatever the nesting (HDF5 keeps thousands of open
-    nested groups slowly). External links become unchecked tasks; soft links name objects
-    reached by their hard links, and are skipped."""
+    reachable from it by hard links, once each, depth first in name order (as HDF5's own visit);
+    `name_of(node)` is its path. Each object is opened from its parent group; a group is held
+    open only while its own links are walked, and reopened through an object reference when the
+    walk comes back to it: time and memory linear in the objects, whatever the nesting (HDF5
+    keeps thousands of open nested groups slowly). External links become unchecked tasks; soft
+    links name objects reached by their hard links, and are skipped."""
     h5l, h5o, h5r = h5py.h5l, h5py.h5o, h5py.h5r
     kinds = ((h5py.h5d.DatasetID, h5py.Dataset), (h5py.h5g.GroupID, h5py.Group))
     fid = f.id
