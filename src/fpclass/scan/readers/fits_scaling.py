@@ -145,6 +145,13 @@ def column_scaling(code: str, raw: str, scale, zero, null) -> Scaling | str | No
 _SUSPECT = re.compile(rb"(?=[NIEDnied0-9])(?:NAN|INF|[0-9]{300}|[ED][+]?[0-9]{3})",
                       re.IGNORECASE)
 _NONFINITE_TEXT = re.compile(r"[+-]?(NAN|INF|INFINITY)", re.IGNORECASE)
+#: What _SUSPECT needs in order to match, as words of the header mapped by _SUSPECT_BYTES (any
+#: case; digits to "0", E and D to "E", the letters of NAN and INF to themselves, all else to a
+#: space, "+" dropped): a header holding none of them has no suspect card, found by a few
+#: substring searches (10 us a 2880-byte block, against 25 us for the regex).
+_SUSPECT_BYTES = bytes(dict(zip(b"0123456789EeDdNnAaIiFf", b"0000000000EEEENNAAIIFF"))
+                       .get(b, 32) for b in range(256))
+_SUSPECT_WORDS = (b"NAN", b"INF", b"E000", b"0" * 300)
 
 
 def header_cards(path: str, begin: int, end: int) -> list:
@@ -154,6 +161,9 @@ def header_cards(path: str, begin: int, end: int) -> list:
     with open_binary(path) as f:
         f.seek(begin)
         text = f.read(max(0, end - begin))
+    words = text.translate(_SUSPECT_BYTES, b"+")
+    if not any(w in words for w in _SUSPECT_WORDS):
+        return []
     cards = sorted({m.start() // 80 for m in _SUSPECT.finditer(text)})
     if not cards:
         return []
