@@ -34,7 +34,7 @@ import numpy as np
 
 from . import ReaderError
 from .hdf5_blocks import block_shape, read_blocks
-from .hdf5_netcdf import Dimensions
+from .hdf5_netcdf import Dimensions, class_of, is_bare_dimension
 from .hdf5_walk import attribute_names, name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_types import Part, _h5py, _type_label, holds_no_floats, leaf_values, parts
@@ -134,7 +134,7 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
                 tasks.append(unchecked(path, f"{owner}@", "?", (), unlisted))
             if isinstance(obj, h5py.Dataset):
                 first = len(tasks)
-                scale = _class_of(obj) if "CLASS" in attrs else b""
+                scale = class_of(obj) if "CLASS" in attrs else b""
                 try:
                     found = _dataset(h5py, obj, path, owner, start, size, member_prefix + name,
                                      attrs, scale, cpl)
@@ -243,30 +243,6 @@ def _cf_attributes(dset, names) -> dict:
     return found
 
 
-def _class_of(dset):
-    """The dataset's CLASS attribute as h5py reads it (b"DIMENSION_SCALE" for a dimension
-    scale), read once for the checks that use it; None where h5py cannot read it."""
-    try:
-        return dset.attrs.get("CLASS", b"")
-    except Exception:
-        return None
-
-
-def _is_bare_dimension(h5py, dset, cls) -> bool:
-    """A NetCDF-4 dimension without a variable: a dimension scale (`cls`: its CLASS attribute)
-    netCDF writes with no data ("This is a netCDF dimension but not a netCDF variable"), never
-    allocated."""
-    if cls != b"DIMENSION_SCALE":
-        return False
-    try:
-        name = dset.attrs.get("NAME", b"")
-    except Exception:
-        return False
-    name = name if isinstance(name, bytes) else str(name).encode()
-    return (name.startswith(b"This is a netCDF dimension but not a netCDF variable")
-            and dset.id.get_storage_size() == 0)
-
-
 def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
              dcpl=None) -> list:
     """Tasks for one dataset, whose attributes are named `attrs` (`scale`: its CLASS attribute,
@@ -278,7 +254,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
     if shape is None:
         return [not_applicable(path, name, _type_label(h5py, tid), (),
                                "null dataspace: the dataset holds no values")]
-    if "CLASS" in attrs and _is_bare_dimension(h5py, dset, scale):
+    if "CLASS" in attrs and is_bare_dimension(dset, scale):
         return []
     dcpl = dcpl if dcpl is not None else dset.id.get_create_plist()
     layout = dcpl.get_layout()

@@ -5,7 +5,8 @@ dimension scale); a variable whose dataset is shorter reads as the fill value pa
 (records it never wrote): its `_FillValue`, else netCDF's default fill value. Those values are
 not stored, so the scan reads none of them: where the fill value, decoded as netCDF4 decodes it
 (scan/missing/cf.py), is masked or finite this changes no count; where it is NaN or infinite, the
-variable is reported unchecked with the reason.
+variable is reported unchecked with the reason. Also here: a dataset's CLASS, read once, and
+netCDF's bare dimensions (dimension scales without data, not tensors).
 """
 
 from __future__ import annotations
@@ -133,6 +134,30 @@ class Dimensions:
                                      f"decodes to {value}; they are not counted")
 
 
+def class_of(dset):
+    """The dataset's CLASS attribute as h5py reads it (b"DIMENSION_SCALE" for a dimension
+    scale), read once for the checks that use it; None where h5py cannot read it."""
+    try:
+        return dset.attrs.get("CLASS", b"")
+    except Exception:
+        return None
+
+
+def is_bare_dimension(dset, cls) -> bool:
+    """A NetCDF-4 dimension without a variable: a dimension scale (`cls`: its CLASS attribute)
+    netCDF writes with no data ("This is a netCDF dimension but not a netCDF variable"), never
+    allocated."""
+    if cls != b"DIMENSION_SCALE":
+        return False
+    try:
+        name = dset.attrs.get("NAME", b"")
+    except Exception:
+        return False
+    name = name if isinstance(name, bytes) else str(name).encode()
+    return (name.startswith(b"This is a netCDF dimension but not a netCDF variable")
+            and dset.id.get_storage_size() == 0)
+
+
 def _fill_decoded(dset, task):
     """The value netCDF reads past the extent of `dset` (its `_FillValue`, else netCDF's default
     fill value for the type, whatever HDF5's own fill value or the fill mode), as a CF reader
@@ -157,4 +182,4 @@ def _fill_decoded(dset, task):
     return None if np.isfinite(value) else value
 
 
-__all__ = ["Dimensions"]
+__all__ = ["Dimensions", "class_of", "is_bare_dimension"]
