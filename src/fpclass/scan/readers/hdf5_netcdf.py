@@ -147,15 +147,14 @@ def is_bare_dimension(dset, cls) -> bool:
     """A NetCDF-4 dimension without a variable: a dimension scale (`cls`: its CLASS attribute)
     netCDF writes with no data ("This is a netCDF dimension but not a netCDF variable"), never
     allocated."""
-    if cls != b"DIMENSION_SCALE":
-        return False
+    if cls != b"DIMENSION_SCALE" or dset.id.get_storage_size() != 0:
+        return False  # a coordinate variable, its NAME not read
     try:
         name = dset.attrs.get("NAME", b"")
     except Exception:
         return False
     name = name if isinstance(name, bytes) else str(name).encode()
-    return (name.startswith(b"This is a netCDF dimension but not a netCDF variable")
-            and dset.id.get_storage_size() == 0)
+    return name.startswith(b"This is a netCDF dimension but not a netCDF variable")
 
 
 def _fill_decoded(dset, task):
