@@ -23,16 +23,42 @@ from .walk import JIT
 ROW_WORDS = {4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
+def _same_unsigned(*args) -> bool:
+    return isinstance(args[0], types.Integer) and not args[0].signed and all(a == args[0] for a in args)
+
+
 @intrinsic
-def _popcount(typingctx, x):
-    """The set bits of an unsigned integer, in its own type (vectorizes: vpopcnt)."""
-    if not isinstance(x, types.Integer) or x.signed:
+def _above_count(typingctx, w, a, b, high):
+    """popcount(((w & a) + b) & high), computed in w's own width (numba's arithmetic widens
+    32-bit words to 64 bits, halving the lanes of a vector)."""
+    if not _same_unsigned(w, a, b, high):
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.ctpop(args[0])
+        w, a, b, high = args
+        return builder.ctpop(builder.and_(builder.add(builder.and_(w, a), b), high))
 
-    return x(x), codegen
+    return w(w, a, b, high), codegen
+
+
+@intrinsic
+def _exact_count(typingctx, w, a, b, c, d, low, high):
+    """popcount of the lanes where (w & a) == b and (w & c) != d, in w's own width: a lane y is
+    non-zero iff the sign bit of ((y & low) + low) | y is set (no carry leaves the lane)."""
+    if not _same_unsigned(w, a, b, c, d, low, high):
+        return None
+
+    def codegen(context, builder, sig, args):
+        w, a, b, c, d, low, high = args
+
+        def nonzero(y):
+            return builder.or_(builder.add(builder.and_(y, low), low), y)
+
+        equal = builder.not_(nonzero(builder.xor(builder.and_(w, a), b)))
+        differ = nonzero(builder.xor(builder.and_(w, c), d))
+        return builder.ctpop(builder.and_(builder.and_(equal, differ), high))
+
+    return w(w, a, b, c, d, low, high), codegen
 
 
 @njit(parallel=True, **JIT)
@@ -47,19 +73,17 @@ def word_rows(words, cells, a, b, c, d, low, high, above, any_mode, bounds):
         if above:
             if any_mode:
                 for i in range(ws.size):
-                    out[i] = ((ws[i] & a) + b) & high != 0
+                    out[i] = _above_count(ws[i], a, b, high) != 0
             else:
                 for i in range(ws.size):
-                    out[i] = _popcount(((ws[i] & a) + b) & high)
+                    out[i] = _above_count(ws[i], a, b, high)
         else:
             if any_mode:
                 for i in range(ws.size):
-                    y, y2 = (ws[i] & a) ^ b, (ws[i] & c) ^ d
-                    out[i] = ~(((y & low) + low) | y) & (((y2 & low) + low) | y2) & high != 0
+                    out[i] = _exact_count(ws[i], a, b, c, d, low, high) != 0
             else:
                 for i in range(ws.size):
-                    y, y2 = (ws[i] & a) ^ b, (ws[i] & c) ^ d
-                    out[i] = _popcount(~(((y & low) + low) | y) & (((y2 & low) + low) | y2) & high)
+                    out[i] = _exact_count(ws[i], a, b, c, d, low, high)
 
 
 @functools.lru_cache(maxsize=256)
