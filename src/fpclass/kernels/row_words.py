@@ -6,7 +6,9 @@ Per lane, `(x & top) > bound` (the form launch_find.above finds, where top's lan
 clear) is the sign bit of `(x & top) + (LOW - bound)`; any test `(x & m) == v and (x & m2) != v2`
 is exact through "y is not zero" = the sign bit of `((y & LOW) + LOW) | y` with y = (x & m) ^ v,
 LOW the lane's bits below its sign bit. A row's count is the popcount of its lanes' sign bits.
-A plain loop over the words: LLVM vectorizes it (rows.py's shuffles cost more per row).
+A plain loop over the words, which LLVM vectorizes: on one thread, data in cache, 2.1-2.4x
+rows.py's shuffles for rows of four float8 (NaN tests), 1.6x for tests of the general form
+(docs/benchmarks.md, "issue 22, rows3 helper").
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from .launch_find import above as above_form
 from .walk import JIT
 
 #: The bytes of a row this kernel takes, and the unsigned word that holds one.
@@ -24,6 +27,7 @@ ROW_WORDS = {4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 def _same_unsigned(*args) -> bool:
+    """Are the numba types all one unsigned integer type?"""
     return isinstance(args[0], types.Integer) and not args[0].signed and all(a == args[0] for a in args)
 
 
@@ -91,8 +95,6 @@ def constants(test: tuple, lane_bytes: int, row_bytes: int) -> tuple:
     """word_rows's (a, b, c, d, low, high, above) for `test` (four ints: (w & m) == v and
     (w & m2) != v2, then (w & top) > bound where launch_find.above found that form) on lanes of
     `lane_bytes` in words of `row_bytes`."""
-    from .launch_find import above as above_form
-
     word = ROW_WORDS[row_bytes]
     lane = np.dtype(f"u{lane_bytes}")
     bits = 8 * lane_bytes
