@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-axis queries on short rows and tall, narrow tables against read bandwidth and numpy (issue 22).
 
-    python benchmarks/bench_axes.py [--mib 256] [--repeat 5] [--only rows,columns,early]
+    python benchmarks/bench_axes.py [--mib 256] [--repeat 5] [--only rows,columns,early,words]
 
 rows: count_nan / any_nan / count_nonfinite along the last axis of (N, 4), (N, 6), (N, 8) arrays
 (the counts also with dtype=np.uint8) of about --mib MiB (float32, bfloat16, float8_e4m3fn),
@@ -15,6 +15,8 @@ read and numpy. early: any_nan(axis=0) and all_finite(axis=0) with a NaN in row 
 against the same call on the first quarter of its rows (a call that stops reading once every
 column has a hit takes as long on both), on clean data, and numpy. Each row's sides are timed
 in turn (`alternated`, best of --repeat). The data hold a few NaN and Inf (1 in 4096 elements).
+words (not run unless named): rows of 4 or 8 bytes into one-byte answers, a row a word
+(kernels/row_words.py), against the same call through the shuffles (kernels/rows.py) in one run.
 """
 
 from __future__ import annotations
@@ -133,14 +135,46 @@ def early_section(mib, repeat):
                   "clean ms", "hit / clean", "vs numpy", f"stops: ≤ {TARGETS['early']}"], out)
 
 
-SECTIONS = {"rows": rows_section, "columns": columns_section, "early": early_section}
+def words_section(mib, repeat):
+    from fpclass.kernels import row_words
+    saved = dict(row_words.ROW_WORDS)
+
+    def by_shuffles(fn):
+        def run():
+            row_words.ROW_WORDS.clear()   # launch_rows then takes no row as a word
+            try:
+                return fn()
+            finally:
+                row_words.ROW_WORDS.update(saved)
+        return run
+
+    out = []
+    f8, bf16 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.bfloat16)
+    for dtype, width in ((f8, 4), (f8, 8), (bf16, 2), (bf16, 4)):
+        x = sample(dtype, (elements(dtype, mib) // width, width))
+        read = read_baseline(x.nbytes)
+        for name, flags in (("any_nan", {}), ("count_nan", {"dtype": np.uint8})):
+            words = partial(getattr(fpclass, name), x, axis=-1, **flags)
+            shuffles = by_shuffles(words)
+            np.testing.assert_array_equal(words(), shuffles())
+            t, t_old, t_read = alternated(words, shuffles, read, repeat=repeat)
+            if flags:
+                name += "(dtype=uint8)"
+            out.append([dtype.name, f"{x.shape[0]}×{width}", name, f"{t * 1e3:.1f}", f"{t_old * 1e3:.1f}",
+                        f"{t_old / t:.2f}", f"{t_read / t:.0%}", f"{t_read / t_old:.0%}"])
+    return table(["format", "shape", "query (axis=-1)", "a row a word ms", "shuffles ms", "shuffles / words",
+                  "% read bw", "% read bw, shuffles"], out)
+
+
+SECTIONS = {"rows": rows_section, "columns": columns_section, "early": early_section,
+            "words": words_section}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mib", type=int, default=256)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--only", default=",".join(SECTIONS))
+    p.add_argument("--only", default="rows,columns,early")
     p.add_argument("--threads", type=int, default=None, help="cap fpclass's threads")
     args = p.parse_args()
     fpclass.set_num_threads(args.threads)

@@ -1,5 +1,6 @@
 """Short rows reduced along their own axis (rows.py), launched on their own: a plan of contiguous
-rows of 2..8 words into contiguous cells, 16 rows a step, parts of the rows on threads.
+rows of 2..8 words into contiguous cells, 16 rows a step, parts of the rows on threads. Rows of 4
+or 8 bytes on a word boundary into one-byte cells go to row_words.py instead, a row a word.
 
 The kernel is not called from slices.py's plan walkers: numba compiles a kernel's callees into
 each caller again, and the shuffles of seven row widths made every plan walker take seconds more
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import rows
+from . import row_words, rows
 from .threads import parallel
 
 #: A plan of more axes than two (rows not merged into one run of rows) goes to the kernel block by
@@ -36,7 +37,8 @@ def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode:
     """cells = per-row counts (any_mode: 1 if one matches, else 0) over plan `p` (takes(p)
     holds) into `cells`, a 1-D array of unsigned integers, every cell of the plan written (its
     old contents never read); `scalars` the test's four constants in the word
-    type. The last rows of a block, fewer than a step, are answered by NumPy."""
+    type. The last rows of a block, fewer than a step, are answered by NumPy (by row_words.py:
+    none)."""
     n, width = int(p.shape[-2]), int(p.shape[-1])
     steps = n // rows.ROWS
     parts = max(1, min(threads, steps))
@@ -44,10 +46,23 @@ def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode:
     data = cells.view(np.uint8)
     m, v, m2, v2 = scalars
     done = steps * rows.ROWS
+    row_bytes = width * src.itemsize
+    by_words = cells.itemsize == 1 and row_bytes in row_words.ROW_WORDS
+    if by_words:
+        word_bounds = np.array([n * t // parts for t in range(parts + 1)], np.int64)
+        word_args = (*row_words.constants(tuple(int(s) for s in scalars), src.itemsize, row_bytes),
+                     any_mode, word_bounds)
     with parallel(parts):
         for index in np.ndindex(*(int(k) for k in p.shape[:-2])):
             sp = p.offsets[0] + sum(i * int(s) for i, s in zip(index, p.strides[0]))
             dp = p.offsets[1] + sum(i * int(s) for i, s in zip(index, p.strides[1]))
+            if by_words:
+                block = src[sp:sp + n * width]
+                # a view off a word boundary is another numba type, compiled again: shuffles then
+                if block.ctypes.data % row_bytes == 0:
+                    row_words.word_rows(block.view(row_words.ROW_WORDS[row_bytes]), data[dp:dp + n],
+                                        *word_args)
+                    continue
             rows.short_rows(src, sp, width, data, dp, cells.itemsize, *scalars, any_mode, bounds)
             if done < n:
                 words = src[sp + done * width:sp + n * width].reshape(-1, width)

@@ -62,6 +62,10 @@ def compile_unit(name: str, mode: str) -> float:
             # the scan's statistics above; fpclass.check and torch.watch count raw buffers
             buffers.count_nonfinite_words(x.dtype, [x.ctypes.data], [x.size])
             buffers.nonfinite_counter(x.dtype)(x.ctypes.data, x.size)
+        if dtype.itemsize == 1:
+            # rows a word (kernels/row_words.py) are compiled per word, whatever the format: rows
+            # of 8 bytes above, of 4 here
+            q.any_nan(np.zeros((2048, 4), dtype), axis=1)
     finally:
         numpy_bits.SMALL_BYTES, threads.PARALLEL_MIN = small, parallel
         compile_cache.set_policy(policy)
