@@ -39,7 +39,7 @@ def chunk_codec(zarr, arr) -> tuple | None:
         return None
     if md.zarr_format == 2:
         codec = getattr(md.compressor, "codec_id", None)
-        if md.filters or md.order != "C" or codec not in CODECS or not _one_thread(codec):
+        if md.filters or md.order != "C" or codec not in CODECS or not decodes_here(codec):
             return None
         return codec, np.dtype(md.dtype.to_native_dtype())
     codecs = md.codecs
@@ -49,13 +49,13 @@ def chunk_codec(zarr, arr) -> tuple | None:
     names = {zarr.codecs.BloscCodec: "blosc", zarr.codecs.ZstdCodec: "zstd",
              zarr.codecs.GzipCodec: "gzip"}
     codec = names.get(type(codecs[1]))
-    if codec is None or not _one_thread(codec):
+    if codec is None or not decodes_here(codec):
         return None
     big = codecs[0].endian is not None and codecs[0].endian.value == "big"
     return codec, np.dtype(arr.dtype).newbyteorder(">" if big else "<")
 
 
-def _one_thread(codec: str) -> bool:
+def decodes_here(codec: str) -> bool:
     """Whether `codec` decodes on the calling thread alone: blosc only while
     numcodecs.blosc.use_threads is False (zarr's setting; a user who changed it reads through
     zarr, under their own setting)."""

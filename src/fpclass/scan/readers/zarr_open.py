@@ -4,6 +4,9 @@ process's scan of an uncompressed store of a few arrays). A store's nodes are op
 one trip per batch, and each array of a directory store opened is kept with the exact bytes of
 its metadata files: a task reading it re-opens nothing while those files hold the same bytes
 (zarr would parse the same metadata), and opens it through zarr as before when they differ.
+What a reader derived from a kept array's metadata alone (zarr_store: its task as planned, how
+its blocks are read) can be attached to it and comes back with it, so a read of files holding
+the same bytes derives nothing again: the comparison of bytes is the check.
 
 An array (or a format 3 group) of a directory store whose metadata files leave zarr one format
 is built by zarr from the documents already read, as `zarr.open` builds it (`AsyncArray(
@@ -25,7 +28,7 @@ METADATA_BYTES = 1 << 20
 #: The files zarr reads to open an array (v3, then v2 with its attributes).
 METADATA_FILES = ("zarr.json", ".zarray", ".zattrs")
 
-_kept: dict = {}   # (folder, member) -> (metadata bytes, the array's zarr metadata)
+_kept: dict = {}   # (folder, member) -> (metadata bytes, the array's zarr metadata, attached)
 _lock = threading.Lock()
 
 
@@ -52,21 +55,32 @@ def open_nodes(zarr, store, names, folder: str | None):
 
 
 def open_array(zarr, store, folder: str | None, member: str, open_one):
-    """Array `member` of `store`: the kept one bound to `store` when `folder` (the store's
-    directory, None otherwise) holds the metadata bytes it was opened from, else `open_one()`
-    (zarr's own open; kept when those bytes did not change while it opened)."""
+    """(array `member` of `store`, what was `attach`ed to it or None): the kept one bound to
+    `store` when `folder` (the store's directory, None otherwise) holds the metadata bytes it was
+    opened from, else (`open_one()`, None) (zarr's own open; kept when those bytes did not change
+    while it opened)."""
     if folder is None:
-        return open_one()
+        return open_one(), None
     now = _metadata(folder, member)
     with _lock:
         kept = _kept.get((folder, member))
     if now is not None and kept is not None and kept[0] == now:
         path = zarr.storage.StorePath(store, member)
-        return zarr.Array(zarr.AsyncArray(metadata=kept[1], store_path=path))
+        return zarr.Array(zarr.AsyncArray(metadata=kept[1], store_path=path)), kept[2]
     arr = open_one()
     if isinstance(arr, zarr.Array):
         _keep(folder, member, now, arr)
-    return arr
+    return arr, None
+
+
+def attach(folder: str, member: str, metadata, derived) -> None:
+    """Keeps `derived` (what a reader derived from `metadata` alone) with array `member` of the
+    store in `folder` while `metadata` is the one kept for it: `open_array` then gives it back
+    with the array opened from the same metadata bytes."""
+    with _lock:
+        kept = _kept.get((folder, member))
+        if kept is not None and kept[1] is metadata:
+            _kept[(folder, member)] = (kept[0], metadata, derived)
 
 
 def _format(files) -> int | None:
@@ -146,7 +160,7 @@ def _store_kept(folder, member: str, files, metadata) -> None:
     with _lock:
         if len(_kept) >= KEEP:
             del _kept[next(iter(_kept))]
-        _kept[(folder, member)] = (files, metadata)
+        _kept[(folder, member)] = (files, metadata, None)
 
 
 def _metadata(folder: str, member: str):
@@ -157,7 +171,12 @@ def _metadata(folder: str, member: str):
     for name in METADATA_FILES:
         try:
             with open(os.path.join(node, name), "rb") as f:
-                data = f.read(METADATA_BYTES + 1)
+                # sized by fstat: a read of METADATA_BYTES + 1 allocates them (10-20 us a file);
+                # read on to the same bound when the file holds more than it said
+                size = os.fstat(f.fileno()).st_size
+                data = f.read(min(size, METADATA_BYTES) + 1)
+                if len(data) > size:
+                    data += f.read(METADATA_BYTES + 1 - len(data))
         except FileNotFoundError:
             data = None
         except OSError:

@@ -16,6 +16,8 @@ NaN fill value is zarr's blank, so the task is `missing` and those NaN count as 
 Every array of the store is found at any depth, with or without group metadata above it (a v2
 store written without .zgroup files), and every float value in an array's or group's attributes
 (.zattrs, or zarr.json's "attributes") is checked as "path@attribute" (`zarr_nodes`).
+A task reading an array whose metadata files hold the bytes it was planned from derives nothing
+again: its planned task and blocks are kept with those bytes (`zarr_open.attach`).
 A blosc chunk's frame length is checked before zarr decodes it (`zarr_blosc`).
 """
 
@@ -41,9 +43,9 @@ from ..tasks import CHECK, Task, problem
 from .bounds import check_count
 from .reporting import marker, not_applicable, unchecked
 from .zarr_blosc import blosc_checked, blosc_frames
-from .zarr_chunks import chunk_codec, packed_blocks
+from .zarr_chunks import chunk_codec, decodes_here, packed_blocks
 from .zarr_nodes import Listing, attribute_tasks, head_reader, stored_files, strays
-from .zarr_open import open_array, open_nodes
+from .zarr_open import attach, open_array, open_nodes
 
 #: A sharded array is read by shard when a shard decodes to at most this many bytes (one read of
 #: the shard file, 9x less overhead per inner chunk in benchmarks), by inner chunk otherwise.
@@ -188,10 +190,29 @@ def _array_task(zarr, store, path, name, arr, md: dict | None = None) -> Task:
         element, grid = component(element), shape + (2,)
     # CF valid ranges in the attributes (as xarray's CF decoding reads them): out of range
     valid = cf.range_policy(arr.attrs.asdict(), element.str) if dt.kind == "f" else None
-    return Task(path, name, label, shape, CHECK, element=element.str, grid=grid,
+    task = Task(path, name, label, shape, CHECK, element=element.str, grid=grid,
                 storage=Grid(path, "zarr_store", int(arr.nbytes), math.prod(blocks.grid), name,
                              decode=valid, packed=blocks.raw is None),
                 missing=zarr_fill_is_blank(arr.fill_value))
+    if isinstance(store, zarr.storage.LocalStore) and count <= SPARSE_BLOCKS:
+        # derived from the metadata alone (the sparse check counts files): kept with its bytes
+        frames = blosc_frames(md)
+        attach(path, name, arr.metadata, _Read(task, blocks, frames, dt.kind == "c",
+                                               frames and decodes_here("blosc")))
+    return task
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What reading an array needs, derived from its metadata alone: its task as planned, its
+    blocks, whether each chunk is a blosc frame (and then whether blosc decoded on the calling
+    thread, zarr_chunks.decodes_here, which decides `blocks.codec`), whether it is complex."""
+
+    task: Task
+    blocks: "_Blocks | None"
+    frames: bool
+    complex_: bool
+    blosc_here: bool
 
 
 @dataclass(frozen=True)
@@ -247,22 +268,25 @@ def read_blocks(task: Task, chunk_bytes: int):
         checked = blosc_checked(zarr)(store)
         folder = where.source if isinstance(store, zarr.storage.LocalStore) else None
         try:
-            arr = open_array(zarr, checked, folder, where.member,
-                             lambda: _open_node(zarr, checked, where.member))
+            arr, kept = open_array(zarr, checked, folder, where.member,
+                                   lambda: _open_node(zarr, checked, where.member))
         except ReaderError as e:
             raise ReaderError(f"zarr cannot open the array: {e}") from None
-        md = arr.metadata.to_dict()
-        if blosc_frames(md):
-            checked.prefix = f"{where.member}/" if where.member else ""
-        now = _array_task(zarr, store, task.file, task.name, arr, md)
+        if kept is None or (kept.frames and kept.blosc_here != decodes_here("blosc")):
+            # other metadata bytes than planned (or none kept): all derived again and compared
+            md = arr.metadata.to_dict()
+            kept = _Read(_array_task(zarr, store, task.file, task.name, arr, md), None,
+                         blosc_frames(md), np.dtype(arr.dtype).kind == "c", False)
+        now = kept.task
         if (now.status, now.shape, now.element) != (CHECK, task.shape, task.element) \
                 or now.storage.nblocks != where.nblocks:
             blocks = now.storage.nblocks if now.storage is not None else 0
             raise ReaderError(f"the array changed since the store was planned: now {now.dtype}"
                               f"{list(now.shape)} in {blocks} blocks")
-        blocks = _Blocks.of(zarr, store, arr)
+        if kept.frames:
+            checked.prefix = f"{where.member}/" if where.member else ""
+        blocks, complex_ = kept.blocks or _Blocks.of(zarr, store, arr), kept.complex_
         end = where.nblocks if task.count < 0 else task.first + task.count
-        complex_ = np.dtype(arr.dtype).kind == "c"
         if blocks.raw is not None:
             parts = _raw_blocks(arr, task, blocks, end, chunk_bytes)
         elif blocks.codec is not None:
@@ -340,8 +364,8 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
     rows_per_read = max(1, chunk_bytes // max(row, 1))
     buf = thread_buffer("read", min(rows_per_read * row, chunk) if ndim else chunk)
     folder = _folder(task.storage)
-    key_of = arr.metadata.encode_chunk_key
-    walk = BlockGrid(arr.shape, blocks.shape)
+    key_of, shape = arr.metadata.encode_chunk_key, tuple(arr.shape)  # (a property each look)
+    walk = BlockGrid(shape, blocks.shape)
     for k in range(task.first, end):
         idx = walk.index(k)
         key = key_of(idx)
@@ -362,8 +386,8 @@ def _raw_blocks(arr, task, blocks, end, chunk_bytes):
                 yield origin, buf.view(dtype).reshape(())
                 continue
             inside = tuple(slice(0, min(c, s - o))
-                           for c, s, o in zip(blocks.shape[1:], arr.shape[1:], origin[1:]))
-            rows = min(blocks.shape[0], arr.shape[0] - origin[0])
+                           for c, s, o in zip(blocks.shape[1:], shape[1:], origin[1:]))
+            rows = min(blocks.shape[0], shape[0] - origin[0])
             for r in range(0, rows, rows_per_read):
                 n = min(rows_per_read, rows - r)
                 read_exactly(fd, memoryview(buf)[: n * row], r * row, path)
