@@ -4,6 +4,7 @@
     python benchmarks/bench_watch.py --threads 1          # torch on one thread (a shared machine)
     python benchmarks/bench_watch.py --models mlp --steps 50
     python benchmarks/bench_watch.py --threads 1 --clock cpu --batch 16,4  # a loaded machine
+    python benchmarks/bench_watch.py --base /work/main/src     # an A/B against another tree
 
 A step: zero the grads, forward, mean-square loss, backward, SGD update. The models: the README's
 8-layer 512-wide MLP, a two-layer transformer encoder with a causal float mask, and a small
@@ -18,14 +19,21 @@ post-accumulate hook on every parameter) with empty bodies and removes them afte
 torch's own cost of calling hooks, the floor under any watch of this kind. `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
+`--base SRC` adds a sixth mode, the watch (with parameter grads) of the fpclass package under SRC
+(another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
+two trees in one process, their steps alternating with the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import importlib
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 
@@ -99,8 +107,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall clock, or the stepping thread's CPU time (use with --threads 1)")
+    ap.add_argument("--base", default=None,
+                    help="a source folder holding another fpclass (e.g. /work/main/src): its "
+                         "watch alternates with this one's")
     args = ap.parse_args()
     args.models = args.models.split(",")
+    args.base_watch = base_watch(args.base) if args.base else None
     if args.threads:
         torch.set_num_threads(args.threads)
     for batch in (int(b) for b in args.batch.split(",")):
@@ -108,6 +120,18 @@ def main() -> int:
             run(args, name, what, model, inputs)
             print()
     return 0
+
+
+def base_watch(src: str):
+    """watch from the fpclass package under `src`, imported as `fpclass_base` from a copy."""
+    if not os.path.isdir(os.path.join(src, "fpclass")):
+        raise SystemExit(f"--base {src}: no fpclass package there")
+    folder = tempfile.mkdtemp(prefix="bench_watch_base_")
+    atexit.register(shutil.rmtree, folder, True)
+    shutil.copytree(os.path.join(src, "fpclass"), os.path.join(folder, "fpclass_base"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    sys.path.insert(0, folder)
+    return importlib.import_module("fpclass_base.torch").watch
 
 
 def run(args, name, what, model, inputs) -> None:
@@ -155,6 +179,11 @@ def run(args, name, what, model, inputs) -> None:
     modes = {"plain": plain, "hooks alone (empty bodies)": hooks_alone,
              "watch(grads=False)": watched, "watch (+ parameter grads)": watched_grads,
              "detect_anomaly(check_nan=True)": anomaly}
+    if args.base_watch is not None:
+        def base_grads():
+            with args.base_watch(model):
+                step()
+        modes[f"base: watch (+ parameter grads) from {args.base}"] = base_grads
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     times = {mode: [] for mode in modes}
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled
