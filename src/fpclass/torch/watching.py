@@ -94,19 +94,20 @@ class watch:
             if module is root and not ended:
                 ended = True
                 register.append(module.register_forward_hook(
-                    partial(_opaque(watch._after_root), self, name, kind), with_kwargs=True))
-            elif not one_hook or module._forward_hooks or id(module) in shared:
+                    partial(_opaque(watch._after_root), self, {id(module): (module, name, kind)}),
+                    with_kwargs=True))
+            elif not one_hook or module._forward_hooks:
                 # its own hooks run after the global ones: watch's must follow them, as if
-                # registered last on it (and a module watched twice is hooked on its own)
+                # registered last on it
                 register.append(module.register_forward_hook(
-                    partial(after, self, name, kind), with_kwargs=True))
+                    partial(after, self, {id(module): (module, name, kind)}), with_kwargs=True))
             else:
                 shared[id(module)] = (module, name, kind)
         if not ended:
             register.append(root.register_forward_hook(partial(_opaque(watch._end), self)))
         if shared:  # one registration instead of one a module: each cost microseconds a step
             register.append(_global_forward_hook(torch)(
-                partial(_opaque(watch._after_shared), self, shared), with_kwargs=True))
+                partial(after, self, shared), with_kwargs=True))
         self._owners = parameters.owners(every)
         if self.grads:
             register += parameters.hook_gradients(
@@ -146,15 +147,8 @@ class watch:
     def _end(self, module, args, output):
         self._pass().forget()
 
-    def _after_shared(self, shared, module, args, kwargs, output):
-        """The global forward hook: every module's output in the process comes here; those of
-        the watched modules go on to _after."""
-        entry = shared.get(id(module))
-        if entry is not None and entry[0] is module:
-            self._after(entry[1], entry[2], module, args, kwargs, output)
-
-    def _after_root(self, name, kind, module, args, kwargs, output):
-        self._after(name, kind, module, args, kwargs, output)
+    def _after_root(self, watched, module, args, kwargs, output):
+        self._after(watched, module, args, kwargs, output)
         self._pass().forget()
 
     def _argument_names(self, name) -> tuple:
@@ -197,9 +191,13 @@ class watch:
             if bad is not None and first:
                 self._found(state, Finding(name, kind, "forward", label, *bad, True), module, t)
 
-    def _after(self, name, kind, module, args, kwargs, output):
-        if not self._active:
+    def _after(self, watched, module, args, kwargs, output):
+        """A forward hook: on one module, or global (every module of the process comes here);
+        `watched` maps id(module) to (module, name, class name) for those watched."""
+        entry = watched.get(id(module))
+        if entry is None or entry[0] is not module or not self._active:
             return
+        _, name, kind = entry
         state = getattr(self._local, "state", None) or self._pass()
         if isinstance(output, self._tensor):  # most modules: one tensor out, read without a walk
             outputs = (("output", output, None),)
