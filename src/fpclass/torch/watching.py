@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+from weakref import ref as _ref
 
 from . import parameters
 from .findings import Finding, NonFiniteError, policy, selector
@@ -165,12 +166,12 @@ class watch:
         container returns its last child's output, which is then neither checked nor reported
         twice."""
         known = state.checked.get(id(t))
-        if known is not None and known[0] is t:
+        if known is not None and known[0]() is t:
             return known[1], False
         described = None if self._finite(t) else self._checker.describe(t)
         if len(state.checked) >= _RECENT:  # bounded: in inference, activations are freed as
             del state.checked[next(iter(state.checked))]  # the pass goes on; keep only recent
-        state.checked[id(t)] = (t, described)
+        state.checked[id(t)] = (_ref(t), described)
         return described, True
 
     def _failing(self, state, name, t, argument) -> tuple | None:
@@ -186,7 +187,7 @@ class watch:
             return
         state = self._pass()
         for label, t, argument in tensors(args, kwargs, "input", self._argument_names(name)):
-            first = id(t) not in state.checked or state.checked[id(t)][0] is not t
+            first = id(t) not in state.checked or state.checked[id(t)][0]() is not t
             bad = self._failing(state, name, t, argument)
             if bad is not None and first:
                 self._found(state, Finding(name, kind, "forward", label, *bad, True), module, t)
@@ -226,10 +227,10 @@ class watch:
         """Note what `t` (which requires grad) is to a module; its first role in this pass hooks
         its gradient."""
         seen = state.seen.get(id(t))
-        if seen is None or seen[0] is not t:
+        if seen is None or seen[0]() is not t:
             if len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
                 del state.seen[next(iter(state.seen))]
-            seen = state.seen[id(t)] = (t, [])
+            seen = state.seen[id(t)] = (_ref(t), [])
             # the pass is bound here, not looked up: a device's backward runs on torch's threads
             t.register_hook(functools.partial(self._on_gradient, state, seen[1]))
         seen[1].append(role)
@@ -318,9 +319,14 @@ class _Pass:
     __slots__ = ("seen", "checked", "bad_outputs", "reported")
 
     def __init__(self):
-        self.seen: dict = {}         # id(tensor) -> (tensor, its roles: ("output" | "input",
+        # tensors are held by weak references: one torch would free as the pass goes on (a
+        # Linear's output once the ReLU after it has run) is freed as in a plain step, its
+        # memory reused while in cache (held to the pass's end, they cost a step hundreds of
+        # microseconds: docs/benchmarks.md, issue 22, watch3 helper); a dead reference tells
+        # a new tensor at the same address from the one met
+        self.seen: dict = {}         # id(tensor) -> (weakref to it, its roles: ("output" | "input",
         #                              module name, module class, label), in the order met)
-        self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None)
+        self.checked: dict = {}      # id(tensor) -> (weakref to it, (counts, first) or None)
         self.bad_outputs: set = set()
         self.reported = False
 
@@ -359,11 +365,18 @@ def _nothing_compiled() -> bool:
     caller also asks that no module of the model be compiled or wrapped for compiling)."""
     if "torch._dynamo" not in sys.modules:
         return True
-    try:
-        from torch._dynamo.utils import counters
-        return not counters.get("frames", {}).get("total", 0)
-    except Exception:  # noqa: BLE001 - a torch without these counters: take the safe way
-        return False
+    counters = _DYNAMO_COUNTERS.get("counters")
+    if counters is None:
+        try:
+            from torch._dynamo.utils import counters
+        except ImportError:  # a torch without these counters: take the safe way
+            return False
+        _DYNAMO_COUNTERS["counters"] = counters
+    frames = counters.get("frames")
+    return not (frames and frames.get("total", 0))
+
+
+_DYNAMO_COUNTERS: dict = {}  # torch._dynamo.utils.counters, imported once (a watch a step)
 
 
 def _depth(role) -> int:
