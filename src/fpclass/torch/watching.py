@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-from weakref import ref as _ref
 
 from . import parameters
 from .findings import Finding, NonFiniteError, policy, selector
@@ -166,12 +165,12 @@ class watch:
         container returns its last child's output, which is then neither checked nor reported
         twice."""
         known = state.checked.get(id(t))
-        if known is not None and known[0]() is t:
+        if known is not None and known[0] is t:
             return known[1], False
         described = None if self._finite(t) else self._checker.describe(t)
         if len(state.checked) >= _RECENT:  # bounded: in inference, activations are freed as
             del state.checked[next(iter(state.checked))]  # the pass goes on; keep only recent
-        state.checked[id(t)] = (_ref(t), described)
+        state.checked[id(t)] = (t, described)
         return described, True
 
     def _failing(self, state, name, t, argument) -> tuple | None:
@@ -187,7 +186,7 @@ class watch:
             return
         state = self._pass()
         for label, t, argument in tensors(args, kwargs, "input", self._argument_names(name)):
-            first = id(t) not in state.checked or state.checked[id(t)][0]() is not t
+            first = id(t) not in state.checked or state.checked[id(t)][0] is not t
             bad = self._failing(state, name, t, argument)
             if bad is not None and first:
                 self._found(state, Finding(name, kind, "forward", label, *bad, True), module, t)
@@ -227,10 +226,10 @@ class watch:
         """Note what `t` (which requires grad) is to a module; its first role in this pass hooks
         its gradient."""
         seen = state.seen.get(id(t))
-        if seen is None or seen[0]() is not t:
+        if seen is None or seen[0] is not t:
             if len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
                 del state.seen[next(iter(state.seen))]
-            seen = state.seen[id(t)] = (_ref(t), [])
+            seen = state.seen[id(t)] = (t, [])
             # the pass is bound here, not looked up: a device's backward runs on torch's threads
             t.register_hook(functools.partial(self._on_gradient, state, seen[1]))
         seen[1].append(role)
@@ -319,14 +318,12 @@ class _Pass:
     __slots__ = ("seen", "checked", "bad_outputs", "reported")
 
     def __init__(self):
-        # tensors are held by weak references: one torch would free as the pass goes on (a
-        # Linear's output once the ReLU after it has run) is freed as in a plain step, its
-        # memory reused while in cache (held to the pass's end, they cost a step hundreds of
-        # microseconds: docs/benchmarks.md, issue 22, watch3 helper); a dead reference tells
-        # a new tensor at the same address from the one met
-        self.seen: dict = {}         # id(tensor) -> (weakref to it, its roles: ("output" | "input",
+        # tensors are held to the pass's end (weak references, which let torch free a
+        # Linear's output after its ReLU, were measured dearer: docs/benchmarks.md, issue 22,
+        # watch3 helper)
+        self.seen: dict = {}         # id(tensor) -> (tensor, its roles: ("output" | "input",
         #                              module name, module class, label), in the order met)
-        self.checked: dict = {}      # id(tensor) -> (weakref to it, (counts, first) or None)
+        self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None)
         self.bad_outputs: set = set()
         self.reported = False
 
