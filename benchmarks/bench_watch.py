@@ -13,10 +13,13 @@ channels_last CNN (conv, batch norm, ReLU, pooling). Four ways of running a step
 `with fpclass.torch.watch(model)`: also every parameter's gradient; inside
 `with torch.autograd.detect_anomaly(check_nan=True)`) take turns step by step, entered and left
 every step as in the README, so drift in the machine's speed reaches all alike; each row is the
-median over --steps steps. A fifth mode, "hooks alone", registers the hooks watch registers (a
-forward hook on every module, a gradient hook on each module output that requires grad, a
-post-accumulate hook on every parameter) with empty bodies and removes them after the step:
-torch's own cost of calling hooks, the floor under any watch of this kind. `--clock cpu` times the
+median over --steps steps, and the paired column the median over rounds of each step's time
+minus the plain step's of the same round (steadier on a loaded machine). A fifth mode, "hooks
+alone", registers the hooks a watch of one hook a module would register (a forward hook on every
+module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
+parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
+that way (watch shares one global forward hook among the modules while nothing is compiled, so
+its hooking costs less than this row). `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
 `--base SRC` adds a sixth mode, the watch (with parameter grads) of the fpclass package under SRC
@@ -202,9 +205,13 @@ def run(args, name, what, model, inputs) -> None:
     print(f"### {name}: {what}\n\n{hooked} modules and {params} parameters hooked, float32 on "
           f"CPU, torch threads {torch.get_num_threads()}; median of {args.steps} steps each "
           f"({clocked}), the {len(modes)} modes alternating\n")
-    rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}"]
+    # each step against the plain step of its own round: drift between rounds cancels
+    paired = {mode: statistics.median(t - p for t, p in zip(ts, times["plain"]))
+              for mode, ts in times.items()}
+    rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}",
+             "—" if mode == "plain" else f"{paired[mode] * 1e3:+.2f} ms ({paired[mode] / base:+.1%})"]
             for mode, m in median.items()]
-    print(table(["step", "median", "overhead"], rows))
+    print(table(["step", "median", "overhead", "paired: median of differences"], rows))
     watch_cost = median["watch (+ parameter grads)"] - base
     anomaly_cost = median["detect_anomaly(check_nan=True)"] - base
     print(f"\nwatch's overhead (with parameter grads) is {watch_cost / anomaly_cost:.2f} of "
