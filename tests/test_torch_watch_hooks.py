@@ -149,3 +149,14 @@ def test_a_compiled_function_first_traced_inside_the_context():
     first, second = out["findings"]
     assert first == second
     assert [f[0] for f in first if f[1] == "forward"] == out["truth"]
+
+
+def test_a_policy_is_made_once_only_from_strings():
+    model = planted()
+    assert ft.watch(model).policy is ft.watch(model).policy
+    assert ft.watch(model, ignore="1.*").policy is not ft.watch(model).policy
+    keep = lambda name: False  # noqa: E731 - a predicate is never cached (nor kept alive)
+    assert ft.watch(model, ignore=keep).policy is not ft.watch(model, ignore=keep).policy
+    for _ in range(2):
+        with pytest.raises(ValueError, match="bogus"):
+            ft.watch(model, fail_on="bogus")

@@ -103,12 +103,14 @@ class Policy:
 
 
 def policy(fail_on="nan,inf", ignore=None, action="raise") -> Policy:
-    """Policy(fail_on, ignore, action), one per process for each hashable set of arguments: a
-    watch is made every step, and parsing fail_on each time cost tens of microseconds."""
-    try:
+    """Policy(fail_on, ignore, action), one per process for each set of arguments made of
+    strings (a watch is made every step, and parsing fail_on each time cost tens of
+    microseconds); made afresh for anything else (lists, a predicate, which a cache would keep
+    alive)."""
+    if (isinstance(fail_on, str) and isinstance(action, str)
+            and (ignore is None or isinstance(ignore, str))):
         return _policy(fail_on, ignore, action)
-    except TypeError:  # unhashable: a list of classes or of globs, made afresh
-        return Policy(fail_on, ignore, action)
+    return Policy(fail_on, ignore, action)
 
 
 @functools.lru_cache(maxsize=64)
