@@ -4,6 +4,7 @@
     python benchmarks/bench_watch.py --threads 1          # torch on one thread (a shared machine)
     python benchmarks/bench_watch.py --models mlp --steps 50
     python benchmarks/bench_watch.py --threads 1 --clock cpu --batch 16,4  # a loaded machine
+    python benchmarks/bench_watch.py --base /work/main/src     # an A/B against another tree
 
 A step: zero the grads, forward, mean-square loss, backward, SGD update. The models: the README's
 8-layer 512-wide MLP, a two-layer transformer encoder with a causal float mask, and a small
@@ -12,20 +13,30 @@ channels_last CNN (conv, batch norm, ReLU, pooling). Four ways of running a step
 `with fpclass.torch.watch(model)`: also every parameter's gradient; inside
 `with torch.autograd.detect_anomaly(check_nan=True)`) take turns step by step, entered and left
 every step as in the README, so drift in the machine's speed reaches all alike; each row is the
-median over --steps steps. A fifth mode, "hooks alone", registers the hooks watch registers (a
-forward hook on every module, a gradient hook on each module output that requires grad, a
-post-accumulate hook on every parameter) with empty bodies and removes them after the step:
-torch's own cost of calling hooks, the floor under any watch of this kind. `--clock cpu` times the
+median over --steps steps, and the paired column the median over rounds of each step's time
+minus the plain step's of the same round (steadier on a loaded machine). A fifth mode, "hooks
+alone", registers the hooks a watch of one hook a module would register (a forward hook on every
+module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
+parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
+that way (watch shares one global forward hook among the modules while nothing is compiled, so
+its hooking costs less than this row). `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
+`--base SRC` adds a sixth mode, the watch (with parameter grads) of the fpclass package under SRC
+(another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
+two trees in one process, their steps alternating with the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import importlib
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 
@@ -99,8 +110,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall clock, or the stepping thread's CPU time (use with --threads 1)")
+    ap.add_argument("--base", default=None,
+                    help="a source folder holding another fpclass (e.g. /work/main/src): its "
+                         "watch alternates with this one's")
     args = ap.parse_args()
     args.models = args.models.split(",")
+    args.base_watch = base_watch(args.base) if args.base else None
     if args.threads:
         torch.set_num_threads(args.threads)
     for batch in (int(b) for b in args.batch.split(",")):
@@ -108,6 +123,18 @@ def main() -> int:
             run(args, name, what, model, inputs)
             print()
     return 0
+
+
+def base_watch(src: str):
+    """watch from the fpclass package under `src`, imported as `fpclass_base` from a copy."""
+    if not os.path.isdir(os.path.join(src, "fpclass")):
+        raise SystemExit(f"--base {src}: no fpclass package there")
+    folder = tempfile.mkdtemp(prefix="bench_watch_base_")
+    atexit.register(shutil.rmtree, folder, True)
+    shutil.copytree(os.path.join(src, "fpclass"), os.path.join(folder, "fpclass_base"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    sys.path.insert(0, folder)
+    return importlib.import_module("fpclass_base.torch").watch
 
 
 def run(args, name, what, model, inputs) -> None:
@@ -155,6 +182,11 @@ def run(args, name, what, model, inputs) -> None:
     modes = {"plain": plain, "hooks alone (empty bodies)": hooks_alone,
              "watch(grads=False)": watched, "watch (+ parameter grads)": watched_grads,
              "detect_anomaly(check_nan=True)": anomaly}
+    if args.base_watch is not None:
+        def base_grads():
+            with args.base_watch(model):
+                step()
+        modes[f"base: watch (+ parameter grads) from {args.base}"] = base_grads
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     times = {mode: [] for mode in modes}
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled
@@ -173,9 +205,13 @@ def run(args, name, what, model, inputs) -> None:
     print(f"### {name}: {what}\n\n{hooked} modules and {params} parameters hooked, float32 on "
           f"CPU, torch threads {torch.get_num_threads()}; median of {args.steps} steps each "
           f"({clocked}), the {len(modes)} modes alternating\n")
-    rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}"]
+    # each step against the plain step of its own round: drift between rounds cancels
+    paired = {mode: statistics.median(t - p for t, p in zip(ts, times["plain"]))
+              for mode, ts in times.items()}
+    rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}",
+             "—" if mode == "plain" else f"{paired[mode] * 1e3:+.2f} ms ({paired[mode] / base:+.1%})"]
             for mode, m in median.items()]
-    print(table(["step", "median", "overhead"], rows))
+    print(table(["step", "median", "overhead", "paired: median of differences"], rows))
     watch_cost = median["watch (+ parameter grads)"] - base
     anomaly_cost = median["detect_anomaly(check_nan=True)"] - base
     print(f"\nwatch's overhead (with parameter grads) is {watch_cost / anomaly_cost:.2f} of "

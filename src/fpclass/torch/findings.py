@@ -4,6 +4,7 @@ one, and the policy (which classes fail, which names are ignored, raise / warn /
 from __future__ import annotations
 
 import fnmatch
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -101,6 +102,22 @@ class Policy:
             debug(finding, module, tensor)
 
 
+def policy(fail_on="nan,inf", ignore=None, action="raise") -> Policy:
+    """Policy(fail_on, ignore, action), one per process for each set of arguments made of
+    strings (a watch is made every step, and parsing fail_on each time cost tens of
+    microseconds); made afresh for anything else (lists, a predicate, which a cache would keep
+    alive)."""
+    if (isinstance(fail_on, str) and isinstance(action, str)
+            and (ignore is None or isinstance(ignore, str))):
+        return _policy(fail_on, ignore, action)
+    return Policy(fail_on, ignore, action)
+
+
+@functools.lru_cache(maxsize=64)
+def _policy(fail_on, ignore, action) -> Policy:
+    return Policy(fail_on, ignore, action)
+
+
 def debug(finding, module, tensor) -> None:
     """pdb stops here, at the module that made the first finding of the pass: `finding`,
     `module` (the nn.Module, None for a tensor outside every module) and `tensor` are in scope;
@@ -114,10 +131,18 @@ def selector(names, what: str = "names", default: bool = True):
     """A predicate over names: None is `default` for every name; a glob or a list of globs
     matches with fnmatch (case-sensitive); a callable is used as it is."""
     if names is None:
-        return lambda *name: default
+        return _every if default else _none
     if callable(names):
         return names
     patterns = [names] if isinstance(names, str) else list(names)
     if not all(isinstance(p, str) for p in patterns):
         raise TypeError(f"{what} must be a glob, a list of globs or a predicate, got {names!r}")
     return lambda name, *rest: any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _every(*name) -> bool:
+    return True
+
+
+def _none(*name) -> bool:
+    return False
