@@ -23,8 +23,9 @@ from ..tasks import CHECK
 
 _UNREAD = object()
 #: One REFERENCE_LIST record in memory: the object reference as HDF5 gives it (hobj_ref_t, the
-#: object's address) and the axis, wide enough for any integer of 4 bytes or less.
-_RECORD = np.dtype({"names": ["dataset", "dimension"], "formats": ["<u8", "<i8"],
+#: object's address) and the axis, wide enough for any integer of 4 bytes or less; both in the
+#: machine's own byte order, as HDF5 writes memory types.
+_RECORD = np.dtype({"names": ["dataset", "dimension"], "formats": ["=u8", "=i8"],
                     "offsets": [0, 8], "itemsize": 16})
 
 

@@ -98,7 +98,9 @@ def _complex_base(h5py, tid):
 
 
 def parts(h5py, tid, suffix: str = "", offset: int = 0, sub: tuple = ()) -> list:
-    """The leaves of the HDF5 type `tid` (see Part), in the type's member order."""
+    """The leaves of the HDF5 type `tid` (see Part), in the type's member order. (holds_no_floats
+    skips attributes without calling this: it may say True only where every leaf here is not
+    applicable.)"""
     h5t = h5py.h5t
     cls = tid.get_class()
     size = tid.get_size()
