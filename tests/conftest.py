@@ -19,6 +19,17 @@ def both_launchers(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=["numpy", "serial", "threaded"])
+def launcher(request, monkeypatch):
+    """NumPy's bit tests (small inputs), the numba kernels on one thread, and on numba's pool with
+    every input over the threshold. (A test module may define its own `launcher`.)"""
+    from fpclass.kernels import numpy_bits, threads
+    monkeypatch.setattr(numpy_bits, "SMALL_BYTES", 1 << 62 if request.param == "numpy" else -1)
+    if request.param == "threaded":
+        monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
+    return request.param
+
+
 def pytest_collection_modifyitems(items):
     # Once the adapter tests have imported JAX, JAX warns at every os.fork() in this process (its
     # threads would not survive into the child); tests that fork a worker later say nothing

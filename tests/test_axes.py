@@ -25,16 +25,6 @@ QUERIES = {  # name -> (fpclass function, the twin's answer along `axis`)
 }
 
 
-@pytest.fixture(params=["numpy", "serial", "threaded"])
-def launcher(request, monkeypatch):
-    """NumPy's bit tests (small inputs), the numba kernels on one thread, and on numba's pool with
-    every input over the threshold."""
-    monkeypatch.setattr(numpy_bits, "SMALL_BYTES", 1 << 62 if request.param == "numpy" else -1)
-    if request.param == "threaded":
-        monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
-    return request.param
-
-
 def sample(dtype, shape, seed, share=0.15):
     """Random finite values with NaN and Inf sprinkled in (`share` of the elements each); formats
     without Inf get NaN there, as the cast gives."""

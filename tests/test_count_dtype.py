@@ -10,7 +10,6 @@ import pytest
 
 import fpclass
 from fpclass import twin
-from fpclass.kernels import numpy_bits, threads
 
 INTEGERS = [np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
                                   np.int64, np.uint64, ">i4", ">u2")]
@@ -21,14 +20,6 @@ COUNTS = {
     "count_nonfinite": (fpclass.count_nonfinite, lambda x: ~twin.isfinite(x)),
     "count_inf": (fpclass.count_inf, twin.isinf),
 }
-
-
-@pytest.fixture(params=["numpy", "serial", "threaded"])
-def launcher(request, monkeypatch):
-    monkeypatch.setattr(numpy_bits, "SMALL_BYTES", 1 << 62 if request.param == "numpy" else -1)
-    if request.param == "threaded":
-        monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
-    return request.param
 
 
 def sample(dtype, shape, seed):

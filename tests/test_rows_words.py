@@ -10,7 +10,7 @@ import pytest
 
 import fpclass
 from fpclass import twin
-from fpclass.kernels import numpy_bits, row_words, threads
+from fpclass.kernels import row_words
 from samples import NARROW, all_patterns, random_bits
 
 #: query -> (fpclass function, keyword arguments, the twin's element mask, reduced with any)
@@ -28,15 +28,6 @@ QUERIES = {
 }
 ONE_BYTE = [d for d in NARROW if d.itemsize == 1]
 TWO_BYTES = [d for d in NARROW if d.itemsize == 2]
-
-
-@pytest.fixture(params=["numpy", "serial", "threaded"])
-def launcher(request, monkeypatch):
-    """NumPy's bit tests, the numba kernels on one thread, and on numba's pool."""
-    monkeypatch.setattr(numpy_bits, "SMALL_BYTES", 1 << 62 if request.param == "numpy" else -1)
-    if request.param == "threaded":
-        monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
-    return request.param
 
 
 @pytest.fixture
