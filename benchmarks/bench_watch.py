@@ -18,8 +18,7 @@ minus the plain step's of the same round (steadier on a loaded machine). A fifth
 alone", registers the hooks a watch of one hook a module would register (a forward hook on every
 module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
 parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
-that way (watch shares one global forward hook among the modules while nothing is compiled, so
-its hooking costs less than this row). `--clock cpu` times the
+that way, as watch registers them. `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
 `--base SRC` adds a sixth mode, the watch (with parameter grads) of the fpclass package under SRC

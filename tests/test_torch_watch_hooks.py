@@ -1,17 +1,15 @@
-"""How fpclass.torch.watch hooks a model: while nothing is compiled, the watched modules share one
-global forward hook (the root and modules with forward hooks of their own keep one each). Either
-way the findings are the same, a user's own forward hook still runs before watch looks at the
-output, modules outside the model are never reported, and no hook is left after the context.
-torch's isfinite on the same tensors is the truth."""
+"""How fpclass.torch.watch hooks a model: one forward hook a watched module, registered when the
+context is entered (after the user's own hooks, and on DataParallel's replicas, which copy a
+module's hooks); modules outside the model are never reported; no hook is left after the
+context, nor after a context that failed to enter. torch's isfinite on the same tensors is the
+truth."""
 
 import pytest
 
 import fpclass.torch as ft
-from fpclass.torch import watching
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
-module_hooks = torch.nn.modules.module
 
 
 class Log(nn.Module):
@@ -43,34 +41,24 @@ def bad_outputs(model, x):
     return bad
 
 
-def findings(model, x, shared: bool, monkeypatch):
-    monkeypatch.setattr(watching, "_nothing_compiled", lambda: shared)
-    with ft.watch(model, raise_on=False) as w:
-        globals_inside = len(module_hooks._global_forward_hooks)
-        own_inside = sum(len(m._forward_hooks) for m in model.modules())
-        model(x).sum().backward()
-    return w.findings, globals_inside, own_inside
+def hooks_left(model) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()) + sum(
+        len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in model.parameters())
 
 
-def test_one_global_hook_or_one_a_module_find_the_same(monkeypatch):
+def test_the_findings_are_torchs_and_no_hook_is_left():
     x = torch.randn(8, 4)
-    globals_before = len(module_hooks._global_forward_hooks)
-    shared, g1, own1 = findings(planted(), x, True, monkeypatch)
-    alone, g2, own2 = findings(planted(), x, False, monkeypatch)
-    assert (g1, own1) == (globals_before + 1, 1)          # the root's own, and the global one
-    assert (g2, own2) == (globals_before, 7)              # one a module
-    assert shared == alone
-    forward = [f.module for f in shared if f.direction == "forward"]
+    model = planted()
+    with ft.watch(model, raise_on=False) as w:
+        model(x).sum().backward()
+    forward = [f.module for f in w.findings if f.direction == "forward"]
     assert forward == bad_outputs(planted(), x)
-    assert forward[0] == "1.1" and shared[0].born_here
-    assert len(module_hooks._global_forward_hooks) == globals_before
-    assert sum(len(m._forward_hooks) for m in planted().modules()) == 0
+    assert forward[0] == "1.1" and w.findings[0].born_here
+    assert hooks_left(model) == 0
 
 
-def test_a_users_own_forward_hook_runs_before_watch_looks(monkeypatch):
-    # the user's hook (registered before watch) cleans Log's output: watch sees the clean one,
-    # as when its hook was registered after the user's on every module
-    monkeypatch.setattr(watching, "_nothing_compiled", lambda: True)
+def test_a_users_own_forward_hook_runs_before_watch_looks():
+    # the user's hook (registered before watch) cleans Log's output: watch sees the clean one
     x = torch.randn(8, 4)
     model = planted()
     cleaned = []
@@ -84,8 +72,7 @@ def test_a_users_own_forward_hook_runs_before_watch_looks(monkeypatch):
     assert "1.1" in bad_outputs(truth, x)  # without the user's hook, Log's output is not finite
 
 
-def test_modules_outside_the_model_are_never_reported(monkeypatch):
-    monkeypatch.setattr(watching, "_nothing_compiled", lambda: True)
+def test_modules_outside_the_model_are_never_reported():
     x = torch.randn(8, 4)
     model, other = nn.Sequential(nn.Linear(4, 4), nn.Tanh()), planted()
     with ft.watch(model, raise_on=False) as w:
@@ -98,14 +85,39 @@ def test_modules_outside_the_model_are_never_reported(monkeypatch):
     assert caught.value.module == "1.1"
 
 
-def test_a_module_called_on_its_own_is_watched_by_either_hook(monkeypatch):
-    x = torch.randn(8, 4)
-    for shared in (True, False):
-        monkeypatch.setattr(watching, "_nothing_compiled", lambda shared=shared: shared)
-        model = planted()
-        with pytest.raises(ft.NonFiniteError) as caught, ft.watch(model):
-            model[1](torch.full((2, 4), -1.0))
-        assert caught.value.module == "1.1" and caught.value.born_here
+def test_a_module_called_on_its_own_is_watched():
+    model = planted()
+    with pytest.raises(ft.NonFiniteError) as caught, ft.watch(model):
+        model[1](torch.full((2, 4), -1.0))
+    assert caught.value.module == "1.1" and caught.value.born_here
+
+
+def test_a_data_parallel_replica_is_watched():
+    # nn.parallel.replicate makes each replica by _replicate_for_data_parallel, which copies the
+    # module's __dict__, its hooks among them
+    model = Log()
+    x = torch.full((2, 3), -1.0)
+    assert not torch.isfinite(model(x)).all()
+    with pytest.raises(ft.NonFiniteError) as caught, ft.watch(model):
+        model._replicate_for_data_parallel()(x)
+    assert caught.value.module == "" and caught.value.module_type == "Log"
+
+
+class FailingOptimizer:
+    """Has an optimizer's hook method, which fails: the context fails to enter after the
+    module and parameter hooks are registered."""
+
+    def register_step_post_hook(self, hook):
+        raise RuntimeError("no hooks here")
+
+
+def test_a_context_that_fails_to_enter_leaves_no_hook():
+    model = planted()
+    with pytest.raises(RuntimeError, match="no hooks here"):
+        with ft.watch(model, optimizer=FailingOptimizer()):
+            pass
+    assert hooks_left(model) == 0
+    model(torch.full((2, 4), -1.0)).sum().backward()  # unwatched: nothing raises
 
 
 COMPILED_FUNCTION = r"""
@@ -126,7 +138,7 @@ for h in hooks:
 out = []
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    for _ in range(2):  # first traced with the global hook in place, then with a hook a module
+    for _ in range(2):  # first traced inside the context, then again
         with ft.watch(model, raise_on=False) as w:
             fwd(x).sum().backward()
         out.append([[f.module, f.direction, f.tensor] for f in w.findings])
@@ -149,14 +161,3 @@ def test_a_compiled_function_first_traced_inside_the_context():
     first, second = out["findings"]
     assert first == second
     assert [f[0] for f in first if f[1] == "forward"] == out["truth"]
-
-
-def test_a_policy_is_made_once_only_from_strings():
-    model = planted()
-    assert ft.watch(model).policy is ft.watch(model).policy
-    assert ft.watch(model, ignore="1.*").policy is not ft.watch(model).policy
-    keep = lambda name: False  # noqa: E731 - a predicate is never cached (nor kept alive)
-    assert ft.watch(model, ignore=keep).policy is not ft.watch(model, ignore=keep).policy
-    for _ in range(2):
-        with pytest.raises(ValueError, match="bogus"):
-            ft.watch(model, fail_on="bogus")

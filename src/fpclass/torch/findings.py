@@ -4,7 +4,6 @@ one, and the policy (which classes fail, which names are ignored, raise / warn /
 from __future__ import annotations
 
 import fnmatch
-import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -100,22 +99,6 @@ class Policy:
             warnings.warn(NonFiniteWarning(finding), stacklevel=3)
         elif self.action == "pdb":
             debug(finding, module, tensor)
-
-
-def policy(fail_on="nan,inf", ignore=None, action="raise") -> Policy:
-    """Policy(fail_on, ignore, action), one per process for each set of arguments made of
-    strings (a watch is made every step, and parsing fail_on each time cost tens of
-    microseconds); made afresh for anything else (lists, a predicate, which a cache would keep
-    alive)."""
-    if (isinstance(fail_on, str) and isinstance(action, str)
-            and (ignore is None or isinstance(ignore, str))):
-        return _policy(fail_on, ignore, action)
-    return Policy(fail_on, ignore, action)
-
-
-@functools.lru_cache(maxsize=64)
-def _policy(fail_on, ignore, action) -> Policy:
-    return Policy(fail_on, ignore, action)
 
 
 def debug(finding, module, tensor) -> None:

@@ -24,10 +24,11 @@ def owners(modules) -> dict:
     return out
 
 
-def hook_gradients(owners: dict, selected: dict, hook) -> list:
+def hook_gradients(owners: dict, selected: dict, hook, handles: list | None = None) -> list:
     """Handles of `hook(parameter)` run on each parameter (of a module in `selected`) that
-    requires grad, each time autograd has accumulated its .grad."""
-    handles = []
+    requires grad, each time autograd has accumulated its .grad; appended to `handles` as they
+    are registered where given (so a failure halfway leaves them to the caller to remove)."""
+    handles = [] if handles is None else handles
     for name, _, _, p in owners.values():
         if name in selected and p.requires_grad:
             if not hasattr(p, "register_post_accumulate_grad_hook"):

@@ -9,7 +9,7 @@ import sys
 import threading
 
 from . import parameters
-from .findings import Finding, NonFiniteError, policy, selector
+from .findings import Finding, NonFiniteError, Policy, selector
 from .tensors import argument_names, checker, input_tensors, mask_selector, tensors
 
 __all__ = ["watch"]
@@ -43,11 +43,11 @@ class watch:
         self.grads, self.optimizer, self.collect = grads and backward, optimizer, collect
         self.selected = selector(names)
         self.masked = mask_selector(masks)
-        self.policy = policy(fail_on, ignore, action)
+        self.policy = Policy(fail_on, ignore, action)
         self.findings: list[Finding] = []
         self._handles: list = []
         self._active = False
-        self._local = None
+        self._local = threading.local()
         self._lock = threading.Lock()
         self._last: _Pass | None = None
 
@@ -57,67 +57,48 @@ class watch:
         import torch
         self._checker = checker(torch)
         self._finite = self._checker.finite
-        self._on_gradient = self._gradient  # a tensor's gradient hook, bound once
         self._tensor = torch.Tensor
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
-        modules = self._modules = {}
-        self._arguments = {}      # module name -> its positional parameters' names, when asked
-        register = []
-        partial, selected, check_inputs = functools.partial, self.selected, self.check_inputs
+        self._modules, self._arguments = {}, {}
+        register = self._handles = []  # filled as registered: a failure below removes them
+        try:
+            self._register(register)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _register(self, register: list) -> None:
+        """Registers every hook of the context into `register` as it goes."""
         before, after = _opaque(watch._before), _opaque(watch._after)
         root = _unwrap(self.model)
-        every, compiled = [], root is not self.model
-        for name, module in root.named_modules():
-            if _is_compiled(module):
-                compiled = True
-                continue
-            compiled = compiled or module.__dict__.get("_compiled_call_impl") is not None
-            every.append((_clean(name), module))
-        one_hook = not compiled and _nothing_compiled()
-        # the model's own hooks bracket each forward pass: a new pass forgets the last one's
-        # tensors (its output hook is the root's watching hook and the end of the pass in one,
-        # where the root is watched)
-        register.append(root.register_forward_pre_hook(partial(_opaque(watch._start), self),
-                                                       prepend=True))
-        ended = False
-        shared = {}  # id(module) -> (module, name, class name): watched by the one global hook
+        every = [(_clean(name), module) for name, module in root.named_modules()
+                 if not _is_compiled(module)]
         for name, module in every:
-            if not selected(name):
+            if not self.selected(name):
                 continue
             kind = type(module).__name__
-            modules[name] = module
-            if check_inputs:
+            self._modules[name] = module
+            self._arguments[name] = argument_names(module)
+            if self.check_inputs:
                 register.append(module.register_forward_pre_hook(
-                    partial(before, self, name, kind), with_kwargs=True))
-            if module is root and not ended:
-                ended = True
-                register.append(module.register_forward_hook(
-                    partial(_opaque(watch._after_root), self, {id(module): (module, name, kind)}),
-                    with_kwargs=True))
-            elif not one_hook or module._forward_hooks:
-                # its own hooks run after the global ones: watch's must follow them, as if
-                # registered last on it
-                register.append(module.register_forward_hook(
-                    partial(after, self, {id(module): (module, name, kind)}), with_kwargs=True))
-            else:
-                shared[id(module)] = (module, name, kind)
-        if not ended:
-            register.append(root.register_forward_hook(partial(_opaque(watch._end), self)))
-        if shared:  # one registration instead of one a module: each cost microseconds a step
-            register.append(_global_forward_hook(torch)(
-                partial(after, self, shared), with_kwargs=True))
+                    functools.partial(before, self, name, kind), with_kwargs=True))
+            register.append(module.register_forward_hook(
+                functools.partial(after, self, name, kind), with_kwargs=True))
+        # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
+        register.append(root.register_forward_pre_hook(
+            functools.partial(_opaque(watch._start), self), prepend=True))
+        register.append(root.register_forward_hook(functools.partial(_opaque(watch._end), self)))
         self._owners = parameters.owners(every)
         if self.grads:
-            register += parameters.hook_gradients(
+            parameters.hook_gradients(
                 self._owners, self._modules,
-                functools.partial(_opaque(watch._parameter_gradient), self))
+                functools.partial(_opaque(watch._parameter_gradient), self), register)
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
-        self._handles = register
-        return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self._active = False
@@ -147,17 +128,6 @@ class watch:
     def _end(self, module, args, output):
         self._pass().forget()
 
-    def _after_root(self, watched, module, args, kwargs, output):
-        self._after(watched, module, args, kwargs, output)
-        self._pass().forget()
-
-    def _argument_names(self, name) -> tuple:
-        """The positional parameter names of the watched module `name`, read when first asked."""
-        names = self._arguments.get(name)
-        if names is None:
-            names = self._arguments[name] = argument_names(self._modules[name])
-        return names
-
     # -- forward -------------------------------------------------------------------------------
 
     def _known(self, state, t):
@@ -185,20 +155,16 @@ class watch:
         if not self._active:
             return
         state = self._pass()
-        for label, t, argument in tensors(args, kwargs, "input", self._argument_names(name)):
+        for label, t, argument in tensors(args, kwargs, "input", self._arguments[name]):
             first = id(t) not in state.checked or state.checked[id(t)][0] is not t
             bad = self._failing(state, name, t, argument)
             if bad is not None and first:
                 self._found(state, Finding(name, kind, "forward", label, *bad, True), module, t)
 
-    def _after(self, watched, module, args, kwargs, output):
-        """A forward hook: on one module, or global (every module of the process comes here);
-        `watched` maps id(module) to (module, name, class name) for those watched."""
-        entry = watched.get(id(module))
-        if entry is None or entry[0] is not module or not self._active:
+    def _after(self, name, kind, module, args, kwargs, output):
+        if not self._active:
             return
-        _, name, kind = entry
-        state = getattr(self._local, "state", None) or self._pass()
+        state = self._pass()
         if isinstance(output, self._tensor):  # most modules: one tensor out, read without a walk
             outputs = (("output", output, None),)
         else:
@@ -206,33 +172,32 @@ class watch:
         if self.backward:
             role = self._role
             for label, t, _ in outputs:
-                if t.requires_grad:
-                    role(state, t, ("output", name, kind, label))
+                role(state, t, ("output", name, kind, label))
             for label, t, _ in input_tensors(args, kwargs, self._tensor):
-                if t.requires_grad:
-                    role(state, t, ("input", name, kind, label))
+                role(state, t, ("input", name, kind, label))
         for label, t, _ in outputs:
             described, first = self._known(state, t)
             if described is None or not first or not self.policy.failing(described[0]):
                 continue
             inputs = any(self._failing(state, name, i, argument) is not None for _, i, argument
-                         in tensors(args, kwargs, "input", self._argument_names(name)))
+                         in tensors(args, kwargs, "input", self._arguments[name]))
             self._found(state, Finding(name, kind, "forward", label, *described, inputs),
                         module, t)
 
     # -- backward ------------------------------------------------------------------------------
 
     def _role(self, state, t, role) -> None:
-        """Note what `t` (which requires grad) is to a module; its first role in this pass hooks
-        its gradient."""
+        """Note what `t` is to a module; its first role in this pass hooks its gradient."""
+        if not t.requires_grad:
+            return
         seen = state.seen.get(id(t))
-        if seen is None or seen[0] is not t:
+        if seen is None or seen.tensor is not t:
             if len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
                 del state.seen[next(iter(state.seen))]
-            seen = state.seen[id(t)] = (t, [])
+            seen = state.seen[id(t)] = _Seen(t)
             # the pass is bound here, not looked up: a device's backward runs on torch's threads
-            t.register_hook(functools.partial(self._on_gradient, state, seen[1]))
-        seen[1].append(role)
+            t.register_hook(functools.partial(self._gradient, state, seen.roles))
+        seen.roles.append(role)
 
     def _gradient(self, state, roles, grad):
         if not self._active or grad is None or self._finite(grad):
@@ -255,7 +220,7 @@ class watch:
 
     def _parameter_gradient(self, param):
         grad = param.grad
-        if grad is None or not self._active or self._finite(grad):
+        if not self._active or grad is None or self._finite(grad):
             return
         described = self._checker.describe(grad)
         if not self.policy.failing(described[0]):
@@ -318,11 +283,7 @@ class _Pass:
     __slots__ = ("seen", "checked", "bad_outputs", "reported")
 
     def __init__(self):
-        # tensors are held to the pass's end (weak references, which let torch free a
-        # Linear's output after its ReLU, were measured dearer: docs/benchmarks.md, issue 22,
-        # watch3 helper)
-        self.seen: dict = {}         # id(tensor) -> (tensor, its roles: ("output" | "input",
-        #                              module name, module class, label), in the order met)
+        self.seen: dict = {}         # id(tensor) -> _Seen
         self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None)
         self.bad_outputs: set = set()
         self.reported = False
@@ -331,6 +292,16 @@ class _Pass:
         """Drop the forward pass's tensors (their gradient hooks hold what they need)."""
         self.seen.clear()
         self.checked.clear()
+
+
+class _Seen:
+    """A tensor met in this forward pass and its roles: ("output" | "input", module name,
+    module class, label)."""
+
+    __slots__ = ("tensor", "roles")
+
+    def __init__(self, tensor):
+        self.tensor, self.roles = tensor, []
 
 
 _OPAQUE: dict = {}
@@ -348,32 +319,6 @@ def _opaque(function):
         import torch
         wrapped = _OPAQUE[function] = torch.compiler.disable(function)
     return wrapped
-
-
-def _global_forward_hook(torch):
-    """torch's register_module_forward_hook: a forward hook on every module of the process."""
-    return torch.nn.modules.module.register_module_forward_hook
-
-
-def _nothing_compiled() -> bool:
-    """Has dynamo compiled nothing in this process yet? Then the watched modules may share one
-    global forward hook; not once torch.compile is in play: a global hook changes how dynamo
-    traces every module of the process, and torch.compile's wrapper warns when one is set (the
-    caller also asks that no module of the model be compiled or wrapped for compiling)."""
-    if "torch._dynamo" not in sys.modules:
-        return True
-    counters = _DYNAMO_COUNTERS.get("counters")
-    if counters is None:
-        try:
-            from torch._dynamo.utils import counters
-        except ImportError:  # a torch without these counters: take the safe way
-            return False
-        _DYNAMO_COUNTERS["counters"] = counters
-    frames = counters.get("frames")
-    return not (frames and frames.get("total", 0))
-
-
-_DYNAMO_COUNTERS: dict = {}  # torch._dynamo.utils.counters, imported once (a watch a step)
 
 
 def _depth(role) -> int:
