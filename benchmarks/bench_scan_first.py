@@ -23,6 +23,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import READ_SOURCE  # noqa: E402
+
 CHILD = r"""
 import json, os, sys, time
 path, kind = sys.argv[1:3]
@@ -50,15 +53,7 @@ for n in (1, 2):
     engine.plan = lambda *a, **k: timed(f"plan {n}", lambda: plan(*a, **k))
     engine.execute = lambda *a, **k: timed(f"read+classify {n}", lambda: execute(*a, **k))
     timed(f"scan {n}", lambda: scan([path]))
-def read():
-    view = memoryview(bytearray(4 << 20))
-    files = [path] if os.path.isfile(path) else [
-        os.path.join(r, n) for r, _, ns in os.walk(path) for n in ns]
-    for name in files:
-        with open(name, "rb", buffering=0) as f:
-            while f.readinto(view):
-                pass
-timed("read (1 thread)", read)
+timed("read (1 thread)", lambda: read_one_thread(path))
 print(json.dumps(out))
 """
 
@@ -87,7 +82,7 @@ def main(argv=None) -> int:
     try:
         for r in range(args.runs + 1):
             for p in args.files:
-                out = subprocess.run([sys.executable, "-c", CHILD, p, kinds[p]],
+                out = subprocess.run([sys.executable, "-c", READ_SOURCE + CHILD, p, kinds[p]],
                                      capture_output=True, text=True, env=env)
                 if out.returncode:
                     raise SystemExit(f"{p}: {out.stderr[-600:]}")

@@ -56,7 +56,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import table  # noqa: E402
+from common import READ_SOURCE, table  # noqa: E402
 
 TENSOR = 32 << 20   # bytes per tensor / dataset / array (--tensor-mib)
 
@@ -125,19 +125,11 @@ elif mode == "decode":
         numcodecs.blosc.use_threads = False  # one thread per worker, as zarr sets it
 t, cpu = time.perf_counter(), time.process_time()
 if mode == "read":
-    import os
-    buf = bytearray(4 << 20); view = memoryview(buf)
-    files = [path] if os.path.isfile(path) else [
-        os.path.join(r, n) for r, _, ns in os.walk(path) for n in ns]
-    for name in files:
-        with open(name, "rb", buffering=0) as f:
-            while f.readinto(view):
-                pass
+    read_one_thread(path)
     found = 0
 elif mode == "read-all":  # a thread per core, each reading 4 MiB pieces into its own buffer
     import os, threading
-    files = [path] if os.path.isfile(path) else [
-        os.path.join(r, n) for r, _, ns in os.walk(path) for n in ns]
+    files = files_of(path)
     pieces = iter([(n, at) for n in files for at in range(0, max(os.path.getsize(n), 1), 4 << 20)])
     lock = threading.Lock()
 
@@ -340,7 +332,7 @@ def run(mode, kind, path, src=None) -> dict:
     if PYCACHE is not None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = PYCACHE
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, kind, path], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", READ_SOURCE + CHILD, mode, kind, path], capture_output=True,
                          text=True, env=env)
     if out.returncode:
         raise RuntimeError(f"{mode} {kind}: {out.stderr[-600:]}")

@@ -177,3 +177,25 @@ def ort_bound_run(session, x: np.ndarray, onnx_type: int, out: np.ndarray):
         session.run_with_iobinding(binding)
         return values  # kept alive with the binding
     return run
+
+
+#: Source text for benchmark child processes (run with `python -c`, so they cannot import this
+#: module): `files_of(path)` lists a file or a folder's files, and `read_one_thread(path)` reads
+#: them with one thread into a reused 4 MiB buffer, the "reading the bytes" every scan benchmark
+#: compares with.
+READ_SOURCE = r"""
+import os as _os
+
+
+def files_of(path):
+    return [path] if _os.path.isfile(path) else [
+        _os.path.join(r, n) for r, _, ns in _os.walk(path) for n in ns]
+
+
+def read_one_thread(path):
+    view = memoryview(bytearray(4 << 20))
+    for name in files_of(path):
+        with open(name, "rb", buffering=0) as f:
+            while f.readinto(view):
+                pass
+"""
