@@ -16,7 +16,7 @@ def mask_selector(masks):
     """A predicate (module name, argument name) -> bool: globs (or one glob) match the argument
     name, a callable is asked as it is, () marks nothing."""
     if masks is None:
-        return _default_masks
+        masks = DEFAULT_MASKS
     if callable(masks):
         return masks
     patterns = [masks] if isinstance(masks, str) else list(masks)
@@ -27,10 +27,6 @@ def mask_selector(masks):
         return lambda module, argument: False
     return lambda module, argument: argument is not None and any(
         fnmatch.fnmatchcase(argument, p) for p in patterns)
-
-
-def _default_masks(module, argument) -> bool:
-    return argument is not None and any(fnmatch.fnmatchcase(argument, p) for p in DEFAULT_MASKS)
 
 
 _ARGUMENTS: dict = {}
