@@ -173,9 +173,10 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
 
 
 #: Most groups and datasets one file may hold. HDF5 opens each object through its library, about
-#: 70 us apiece here (the walk, not the data), so a 64 MB file of tiny datasets (200,000 of them)
-#: took 14-18 s; this keeps every file within the 10 s of docs/scan.md. The objects past it are
-#: a problem of the file (exit 2, never clean); those before it are reported as usual.
+#: 70 us apiece here (the walk, not the data; 40-60 us since the plan uses h5py's low-level ids),
+#: so a 64 MB file of tiny datasets (200,000 of them) took 14-18 s; this keeps every file within
+#: the 10 s of docs/scan.md. The objects past it are a problem of the file (exit 2, never clean);
+#: those before it are reported as usual.
 MAX_OBJECTS = 100_000
 #: Attributes read per object and per file: HDF5 opens an attribute of an object holding many
 #: (dense storage) in time growing with their number (350 us each among 30,000), so a small file
