@@ -33,9 +33,6 @@ class Attributes:
     def __contains__(self, name) -> bool:
         return name in self._set
 
-    def __len__(self) -> int:
-        return len(self.names)
-
     def any_of(self, names: frozenset) -> bool:
         """Whether any of `names` is among the attributes."""
         return not names.isdisjoint(self._set)
@@ -177,4 +174,5 @@ def cf_attributes(attrs: Attributes) -> dict:
     return found
 
 
-__all__ = ["ATTRIBUTE_BYTES", "Attributes", "SCALE", "cf_attributes", "class_of", "float_attributes"]
+__all__ = ["ATTRIBUTE_BYTES", "Attributes", "SCALE", "cf_attributes", "class_of",
+           "float_attributes"]
