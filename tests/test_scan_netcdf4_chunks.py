@@ -188,7 +188,9 @@ def test_dimension_scales_are_matched_to_their_variables(tmp_path):
     is stored), and a variable shorter than its unlimited dimension with a masked fill is
     checked."""
     import h5py
+    from fpclass.scan.readers.hdf5_attributes import Attributes, class_of
     from fpclass.scan.readers.hdf5_netcdf import Dimensions
+    from fpclass.scan.readers.hdf5_walk import attribute_names
     path = tmp_path / "short.nc"
     with netCDF4.Dataset(path, "w") as d:
         d.createDimension("time", None)
@@ -201,7 +203,9 @@ def test_dimension_scales_are_matched_to_their_variables(tmp_path):
     with h5py.File(path, "r") as f:
         dims = Dimensions(h5py, f)
         for name in ("time", "x", "long", "short"):
-            dims.add(f[name], name, 0, 0)
+            d = f[name]
+            attrs = Attributes(h5py, d.id, attribute_names(h5py, d.id)[0])
+            dims.add(name, 0, 0, h5py.h5o.get_info(d.id).addr, d.shape, class_of(attrs), attrs)
         attached = {a for _, pairs in dims.scales for a, _ in pairs}
         names = {dims.variables[a].name for a in attached if a in dims.variables}
     assert len(dims.scales) == 2 and names == {"long", "short"}

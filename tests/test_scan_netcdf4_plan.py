@@ -16,9 +16,10 @@ from fpclass.scan import scan
 h5py = pytest.importorskip("h5py")
 netCDF4 = pytest.importorskip("netCDF4")
 
+from fpclass.scan.readers.hdf5_attributes import Attributes, class_of  # noqa: E402
 from fpclass.scan.readers.hdf5_netcdf import Dimensions  # noqa: E402
 from fpclass.scan.readers.hdf5_types import holds_no_floats, parts  # noqa: E402
-from fpclass.scan.readers.hdf5_walk import attribute_names, walk  # noqa: E402
+from fpclass.scan.readers.hdf5_walk import attribute_names, name_of, walk  # noqa: E402
 from fpclass.scan.tasks import NOT_APPLICABLE  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
@@ -100,9 +101,12 @@ def test_attribute_names_are_h5pys(tmp_path):
         f.create_group("none")
     with h5py.File(path, "r") as f:
         seen = 0
-        for _, obj, _ in walk(h5py, f, str(path), "", []):
-            names, _ = attribute_names(h5py, obj)
-            assert names == list(obj.attrs), obj.name
+        for node, oid, _, count in walk(h5py, f, str(path), "", []):
+            obj = f["/" + name_of(node)]
+            assert count == len(obj.attrs)
+            for known in (count, None):
+                names, _ = attribute_names(h5py, oid, known)
+                assert names == list(obj.attrs), obj.name
             seen += 1
         assert seen == 6
         # both orders occur: creation order where tracked, else name order
@@ -118,7 +122,7 @@ def test_attribute_names_not_utf8_are_bytes_as_in_h5py(tmp_path):
                               h5py.h5s.create(h5py.h5s.SCALAR))
         aid.write(np.array(np.nan))
     with h5py.File(path, "r") as f:
-        assert attribute_names(h5py, f["d"])[0] == list(f["d"].attrs) == [b"ok\xff"]
+        assert attribute_names(h5py, f["d"].id)[0] == list(f["d"].attrs) == [b"ok\xff"]
 
 
 def _types():
@@ -172,17 +176,30 @@ def _dereferenced(f, scale):
             for r, a in zip(listed["dataset"], listed["dimension"])]
 
 
+def _attributes(obj):
+    """The planner's Attributes of h5py object `obj`."""
+    return Attributes(h5py, obj.id, attribute_names(h5py, obj.id)[0])
+
+
+def _add(dims, f, name, address=None):
+    """Dimensions.add of dataset `name` as the plan adds it."""
+    d = f[name]
+    attrs = _attributes(d)
+    dims.add(name, 0, 0, h5py.h5o.get_info(d.id).addr if address is None else address,
+             d.shape, class_of(attrs), attrs)
+
+
 def test_reference_lists_read_as_addresses_are_h5pys_dereferenced(tmp_path):
     path = _scale_file(tmp_path / "s.nc")
     with h5py.File(path, "r") as f:
         dims = Dimensions(h5py, f)
         walked = {}
-        for node, obj, address in walk(h5py, f, str(path), "", []):
-            if isinstance(obj, h5py.Dataset):
-                walked[obj.name] = address
-                assert address == h5py.h5o.get_info(obj.id).addr
+        for node, oid, address, _ in walk(h5py, f, str(path), "", []):
+            if isinstance(oid, h5py.h5d.DatasetID):
+                walked["/" + name_of(node)] = address
+                assert address == h5py.h5o.get_info(oid).addr
         for name in ("t", "x"):
-            got = dims._attached(f[name])
+            got = dims._attached(_attributes(f[name]))
             assert got == _dereferenced(f, f[name]) and len(got) == 6
             assert {a for a, _ in got} == {walked[f"/v{i}"] for i in range(6)}
 
@@ -203,10 +220,10 @@ def test_a_reference_list_of_another_layout_is_dereferenced(tmp_path):
         t.attrs["REFERENCE_LIST"] = np.array([(a.ref, 0)], named)
     with h5py.File(path, "r") as f:
         dims = Dimensions(h5py, f)
-        assert dims._attached(f["s"]) == _dereferenced(f, f["s"])
+        assert dims._attached(_attributes(f["s"])) == _dereferenced(f, f["s"])
         with pytest.raises(ValueError):  # no field "dataset": h5py refuses, nothing recorded
-            dims._attached(f["t"])
-        dims.add(f["t"], "t", 0, 0)
+            dims._attached(_attributes(f["t"]))
+        _add(dims, f, "t")
         assert dims.scales == []
 
 

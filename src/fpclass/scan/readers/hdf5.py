@@ -28,17 +28,17 @@ from __future__ import annotations
 import math
 import zipfile
 import zlib
-from dataclasses import replace
 
 import numpy as np
 
 from . import ReaderError
 from .hdf5_blocks import block_shape, read_blocks
-from .hdf5_netcdf import Dimensions, class_of, is_bare_dimension
+from .hdf5_attributes import Attributes, cf_attributes, class_of, float_attributes
+from .hdf5_netcdf import Dimensions, is_bare_dimension
 from .hdf5_walk import attribute_names, name_of, walk
 from .hdf5_container import KERAS_WEIGHTS, MEMBER_SEP, _h5_file, _member_bytes
-from .hdf5_types import Part, _h5py, _type_label, holds_no_floats, leaf_values, parts
-from .reporting import marker, not_applicable, unchecked, values_task
+from .hdf5_types import Part, Types, _h5py, _type_label
+from .reporting import marker, not_applicable, unchecked
 from ..missing import cf, nan_blank
 from .zipmembers import duplicate_names
 from ..dtypes import np_dtype
@@ -113,8 +113,10 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
     tasks: list = []
     walked = kept = dropped = opened = 0
     dims = Dimensions(h5py, f)
+    types = Types(h5py)
+    dataset_id = h5py.h5d.DatasetID
     try:
-        for node, obj, address in walk(h5py, f, path, prefix, tasks):
+        for node, oid, address, count in walk(h5py, f, path, prefix, tasks):
             walked += 1
             if walked > MAX_OBJECTS:
                 tasks.append(problem(path, f"{prefix}the file holds more than {MAX_OBJECTS} "
@@ -123,36 +125,40 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
                 break
             unlisted, cpl = "", None
             try:
-                attrs, cpl = attribute_names(h5py, obj)
+                names, cpl = attribute_names(h5py, oid, count)
             except Exception as e:
-                attrs, unlisted = [], f"the attributes cannot be listed: {e}"
-            if not attrs and not unlisted and not isinstance(obj, h5py.Dataset):
+                names, unlisted = [], f"the attributes cannot be listed: {e}"
+            is_dataset = isinstance(oid, dataset_id)
+            if not names and not unlisted and not is_dataset:
                 continue  # a group without attributes: its name is never built
+            attrs = Attributes(h5py, oid, names)
             name = name_of(node)
             owner = prefix + name
             if unlisted:
                 tasks.append(unchecked(path, f"{owner}@", "?", (), unlisted))
-            if isinstance(obj, h5py.Dataset):
+            if is_dataset:
                 first = len(tasks)
-                scale = class_of(obj) if "CLASS" in attrs else b""
+                scale = class_of(attrs)
+                shape = _UNREAD
                 try:
-                    found = _dataset(h5py, obj, path, owner, start, size, member_prefix + name,
-                                     attrs, scale, cpl)
+                    shape = oid.shape
+                    found = _dataset(h5py, oid, path, owner, start, size, member_prefix + name,
+                                     attrs, types, scale, cpl, shape)
                     if "actual_range" in attrs:
-                        found = cf.with_declared_range(found, _cf_attributes(obj, attrs))
+                        found = cf.with_declared_range(found, cf_attributes(attrs))
                     tasks += found
                 except Exception as e:
                     tasks.append(unchecked(path, owner, "?", (), f"cannot be read: {e}"))
-                if "CLASS" in attrs or "DIMENSION_LIST" in attrs:
-                    dims.add(obj, name, first, len(tasks), address, scale)
-            if len(attrs) > OBJECT_ATTRIBUTES or opened + len(attrs) > FILE_ATTRIBUTES:
-                tasks.append(unchecked(path, f"{owner}@", "attributes", (len(attrs),),
-                                       f"{len(attrs)} attributes are not read (at most "
+                if ("CLASS" in attrs or "DIMENSION_LIST" in attrs) and shape is not _UNREAD:
+                    dims.add(name, first, len(tasks), address, shape, scale, attrs)
+            if len(names) > OBJECT_ATTRIBUTES or opened + len(names) > FILE_ATTRIBUTES:
+                tasks.append(unchecked(path, f"{owner}@", "attributes", (len(names),),
+                                       f"{len(names)} attributes are not read (at most "
                                        f"{OBJECT_ATTRIBUTES} per object and {FILE_ATTRIBUTES} "
                                        "per file are)"))
-            elif attrs:
-                opened += len(attrs)
-                found = _attributes(h5py, obj, path, owner, attrs)
+            elif names:
+                opened += len(names)
+                found = float_attributes(h5py, attrs, path, owner, types)
                 room = cf.ATTRIBUTE_LIMIT - kept
                 tasks += found[:room]
                 kept += min(room, len(found))
@@ -167,96 +173,36 @@ def _plan_file(h5py, f, path, start, size, prefix, member_prefix) -> list:
 
 
 #: Most groups and datasets one file may hold. HDF5 opens each object through its library, about
-#: 70 us apiece here (the walk, not the data), so a 64 MB file of tiny datasets (200,000 of them)
-#: took 14-18 s; this keeps every file within the 10 s of docs/scan.md. The objects past it are
-#: a problem of the file (exit 2, never clean); those before it are reported as usual.
+#: 70 us apiece here (the walk, not the data; 40-60 us since the plan uses h5py's low-level ids),
+#: so a 64 MB file of tiny datasets (200,000 of them) took 14-18 s; this keeps every file within
+#: the 10 s of docs/scan.md. The objects past it are a problem of the file (exit 2, never clean);
+#: those before it are reported as usual.
 MAX_OBJECTS = 100_000
 #: Attributes read per object and per file: HDF5 opens an attribute of an object holding many
 #: (dense storage) in time growing with their number (350 us each among 30,000), so a small file
 #: could hold hours of work. Real objects hold a few, NetCDF-4 variables tens.
 OBJECT_ATTRIBUTES = 1000
 FILE_ATTRIBUTES = 200_000
-#: Attributes larger than this are reported unchecked, not read (HDF5 keeps large attributes in
-#: dense storage; real ones are a few bytes).
-ATTRIBUTE_BYTES = 16 << 20
+_UNREAD = object()
+_RESERVED, _BLANKS = frozenset(cf.RESERVED), frozenset(cf.BLANKS)
 
 
-def _attributes(h5py, obj, path, owner, names) -> list:
-    """Tasks for the attributes of `obj` that can hold floats, named "owner@attribute" (nested
-    fields: "owner@attribute.field"); a NaN fill value is not counted (cf.attribute_values).
-    Attributes that hold no float (integers, text, references) are not listed."""
-    out = []
-    h5a, oid = h5py.h5a, obj.id
-    for attr in names:
-        full = f"{owner}@{attr}"
-        try:
-            aid = h5a.open(oid, attr.encode("utf-8", "surrogateescape"))
-            tid = aid.get_type()
-            if holds_no_floats(h5py, tid):
-                continue
-            leaves = [p for p in parts(h5py, tid) if p.status != NOT_APPLICABLE]
-            if not leaves or aid.get_space().get_simple_extent_type() == h5py.h5s.NULL:
-                continue
-            shape = tuple(aid.shape)
-            if any(p.status != CHECK for p in leaves):
-                out += [unchecked(path, full + p.suffix, p.label, shape + p.sub_shape, p.reason)
-                        for p in leaves if p.status != CHECK]
-                leaves = [p for p in leaves if p.status == CHECK]
-            if not leaves:
-                continue
-            if aid.get_storage_size() > ATTRIBUTE_BYTES:
-                out += [unchecked(path, full + p.suffix, p.label, shape + p.sub_shape,
-                                  f"an attribute of {aid.get_storage_size()} bytes is not read")
-                        for p in leaves]
-                continue
-            raw = np.empty(shape, np.dtype((np.void, tid.get_size())))
-            aid.read(raw, mtype=tid)
-            for p in leaves:
-                values = leaf_values(raw, shape, tid.get_size(), p)
-                blank = not p.suffix and cf.blank_attribute(attr, values)
-                if not p.suffix:
-                    values = cf.attribute_values(attr, values)
-                task = values_task(path, full + p.suffix, values, p.label)
-                out.append(replace(task, stats=False) if blank else task)
-        except Exception as e:
-            out.append(unchecked(path, full, "?", (), f"cannot be read: {e}"))
-    return out
-
-
-def _cf_attributes(dset, names) -> dict:
-    """The CF attributes of `dset` among its attributes `names` ({name: values}, text as str);
-    one h5py cannot read declares nothing."""
-    found = {}
-    for key in cf.RESERVED:
-        if key not in names:
-            continue
-        try:
-            value = dset.attrs[key]
-        except Exception:
-            continue
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        elif isinstance(value, np.ndarray) and value.dtype.kind in "SO" and value.size == 1:
-            value = value.reshape(-1)[0]
-            value = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        found[key] = value
-    return found
-
-
-def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
-             dcpl=None) -> list:
-    """Tasks for one dataset, whose attributes are named `attrs` (`scale`: its CLASS attribute,
-    None where unreadable; `dcpl`: its creation property list where already at hand): one per
-    leaf of its type (its CF attributes applied to a plain integer or float type)."""
+def _dataset(h5py, dsid, path, name, start, size, member, attrs, types, scale=b"", dcpl=None,
+             shape=_UNREAD) -> list:
+    """Tasks for one dataset (`dsid`: its low-level id), whose attributes are `attrs`
+    (hdf5_attributes.Attributes; `types`: the file's hdf5_types.Types; `scale`: its CLASS
+    attribute, None where unreadable; `dcpl`: its creation property list and `shape` its shape
+    where already at hand): one per leaf of its type (its CF attributes applied to a plain
+    integer or float type)."""
     h5d = h5py.h5d
-    shape = dset.shape
-    tid = dset.id.get_type()
+    shape = dsid.shape if shape is _UNREAD else shape
+    tid = dsid.get_type()
     if shape is None:
         return [not_applicable(path, name, _type_label(h5py, tid), (),
                                "null dataspace: the dataset holds no values")]
-    if "CLASS" in attrs and is_bare_dimension(dset, scale):
+    if "CLASS" in attrs and is_bare_dimension(dsid, scale, attrs):
         return []
-    dcpl = dcpl if dcpl is not None else dset.id.get_create_plist()
+    dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
     layout = dcpl.get_layout()
     where = ""
     if layout == h5d.VIRTUAL:
@@ -269,18 +215,17 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
                  for i in range(dcpl.get_external_count())]
         where = (f"raw data stored in external file(s) {', '.join(files[:3])}"
                  f"{', ...' if len(files) > 3 else ''}, not read (only data in this file is)")
-    leaves = parts(h5py, tid)
+    leaves = types.parts(tid)
     decode, missing = None, False
-    stored = _plain_stored(h5py, tid, leaves) if set(attrs) & set(cf.RESERVED) else ""
+    stored = _plain_stored(h5py, tid, leaves) if attrs.any_of(_RESERVED) else ""
     if stored:
         byte_fill = dcpl.get_fill_time() != h5d.FILL_TIME_NEVER
-        decode, missing, why = cf.policy(_cf_attributes(dset, attrs), stored,
-                                         byte_fill=byte_fill)
+        decode, missing, why = cf.policy(cf_attributes(attrs), stored, byte_fill=byte_fill)
         if why:
             return [unchecked(path, name, leaves[0].label, tuple(shape), why)]
-    elif len(leaves) == 1 and leaves[0].complex and set(attrs) & set(cf.BLANKS):
+    elif len(leaves) == 1 and leaves[0].complex and attrs.any_of(_BLANKS):
         # complex data (no CF type): a NaN fill or missing value still declares NaN a blank
-        found = _cf_attributes(dset, attrs)
+        found = cf_attributes(attrs)
         missing = any(nan_blank(found[k]) for k in cf.BLANKS if k in found)
     record = tid.get_size()
     n = math.prod(shape)
@@ -293,7 +238,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
                                    f"packed integers unpack to {physical.name}")]
         if where:
             return [unchecked(path, name, label, tuple(shape), where)]
-        blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
+        blocks = BlockGrid(shape, block_shape(dsid, dcpl, shape, layout, h5d, record)).count
         return [Task(path, name, label, tuple(shape), CHECK, element=physical.str,
                      grid=tuple(shape), fields=(Field("", 0, stored),),
                      storage=Grid(path, "hdf5", n * record, blocks, member, decode=decode,
@@ -317,7 +262,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
         grid = pshape + ((2,) if p.complex else ())
         # One Task per leaf, built once (dataclasses.replace costs 15 us: files hold 100,000s)
         common = dict(element=p.element, grid=grid, missing=missing and not p.suffix)
-        raw = _raw_offset(dset, layout, h5d, p, item * values == record)
+        raw = _raw_offset(dsid, layout, h5d, p, item * values == record)
         if raw is not None and start is not None:
             offset, stored_bytes = raw
             if stored_bytes != nbytes:
@@ -331,7 +276,7 @@ def _dataset(h5py, dset, path, name, start, size, member, attrs=(), scale=b"",
                 out.append(Task(path, full, p.label, pshape, CHECK,
                                 storage=Range(path, start + offset, nbytes), **common))
             continue
-        blocks = BlockGrid(shape, block_shape(dset, layout, h5d, record)).count
+        blocks = BlockGrid(shape, block_shape(dsid, dcpl, shape, layout, h5d, record)).count
         out.append(Task(path, full, p.label, pshape, CHECK,
                         storage=Grid(path, "hdf5", nbytes, blocks, member,
                                      packed=_filtered(dcpl, layout, h5d)),
@@ -359,7 +304,7 @@ def _plain_stored(h5py, tid, leaves) -> str:
     return ""
 
 
-def _raw_offset(dset, layout, h5d, part: Part, fills_record: bool):
+def _raw_offset(dsid, layout, h5d, part: Part, fills_record: bool):
     """(byte offset in the HDF5 file, stored bytes) of a contiguous, allocated dataset whose
     records are exactly `part`'s values in C order; None otherwise."""
     if layout != h5d.CONTIGUOUS or part.offset or not fills_record:
@@ -369,10 +314,10 @@ def _raw_offset(dset, layout, h5d, part: Part, fills_record: bool):
         if stride != step:
             return None
         step *= n
-    if dset.id.get_space_status() != h5d.SPACE_STATUS_ALLOCATED:
+    if dsid.get_space_status() != h5d.SPACE_STATUS_ALLOCATED:
         return None  # never written: read_blocks gives the fill value
-    offset = dset.id.get_offset()
-    return (offset, dset.id.get_storage_size()) if offset is not None else None
+    offset = dsid.get_offset()
+    return (offset, dsid.get_storage_size()) if offset is not None else None
 
 
 __all__ = ["plan", "plan_keras", "read_blocks"]

@@ -43,13 +43,14 @@ from ..tasks import Field, Task
 SLAB_BYTES = 4 << 20
 
 
-def block_shape(dset, layout, h5d, record: int) -> tuple:
-    """The shape of the blocks a dataset is read in: its chunks (the whole dataset when no
+def block_shape(dsid, dcpl, shape, layout, h5d, record: int) -> tuple:
+    """The shape of the blocks a dataset (low-level id `dsid`, creation property list `dcpl`,
+    of shape `shape` and layout `layout`) is read in: its chunks (the whole dataset when no
     chunk was ever written: one fill value); for a contiguous or compact dataset, whole
     trailing axes and a piece of the next one, about SLAB_BYTES."""
-    shape = tuple(dset.shape)
+    shape = tuple(shape)
     if layout == h5d.CHUNKED:
-        return tuple(dset.chunks) if dset.id.get_num_chunks() else shape
+        return tuple(dcpl.get_chunk()) if dsid.get_num_chunks() else shape
     out = list(shape)
     span = record
     for axis in range(len(shape) - 1, -1, -1):
@@ -141,7 +142,7 @@ class _Blocks:
                               f"{list(task.shape)} was planned (the file changed?)")
         dcpl = self.id.get_create_plist()
         self.layout = dcpl.get_layout()
-        self.block = block_shape(dset, self.layout, h5d, self.record)
+        self.block = block_shape(self.id, dcpl, self.shape, self.layout, h5d, self.record)
         self.walk = BlockGrid(self.shape, self.block)
         self.grid = self.walk.grid
         if math.prod(self.grid) != task.storage.nblocks:

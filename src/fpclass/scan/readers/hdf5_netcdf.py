@@ -21,7 +21,6 @@ from ..missing import cf
 from ..tasks import CHECK
 
 
-_UNREAD = object()
 #: One REFERENCE_LIST record in memory: the object reference as HDF5 gives it (hobj_ref_t, the
 #: object's address) and the axis, wide enough for any integer of 4 bytes or less; both in the
 #: machine's own byte order, as HDF5 writes memory types.
@@ -29,11 +28,12 @@ _RECORD = np.dtype({"names": ["dataset", "dimension"], "formats": ["=u8", "=i8"]
                     "offsets": [0, 8], "itemsize": 16})
 
 
-def _record_type(h5t):
-    """The HDF5 memory type of _RECORD."""
+def _record_type(h5t, dimension=None):
+    """The HDF5 memory type of _RECORD; with `dimension`, the file type of a REFERENCE_LIST as
+    HDF5's dimension scales write it (its axis of that integer type)."""
     t = h5t.create(h5t.COMPOUND, _RECORD.itemsize)
     t.insert(b"dataset", 0, h5t.STD_REF_OBJ)
-    t.insert(b"dimension", 8, h5t.NATIVE_INT64)
+    t.insert(b"dimension", 8, h5t.NATIVE_INT64 if dimension is None else dimension)
     return t
 
 
@@ -56,50 +56,50 @@ class Dimensions:
         self.scales: list = []     # (own length, [(dataset address, axis)])
         self.variables: dict = {}  # dataset address -> _Variable
         self._record = None        # _RECORD's HDF5 memory type, made once
+        self._written: list = []   # REFERENCE_LIST types as HDF5 writes them (one check each)
 
     def _address(self, oid) -> int:
         """The object's address in the file, as the walk and object references give it."""
         return self.h5py.h5o.get_info(oid).addr
 
-    def add(self, dset, name: str, first: int, last: int, address=None, cls=_UNREAD) -> None:
-        """Dataset `dset` at `address` in the file (the walk's), whose tasks are
-        tasks[first:last] (`cls`: its CLASS attribute where already read, None where unreadable);
-        a problem here records nothing (the dataset is then checked as HDF5 stores it)."""
+    def add(self, name: str, first: int, last: int, address: int, shape, cls, attrs) -> None:
+        """The dataset at `address` in the file (the walk's), of shape `shape` (None: null
+        dataspace), whose tasks are tasks[first:last] (`cls`: its CLASS attribute as
+        hdf5_attributes.class_of reads it; `attrs`: its hdf5_attributes.Attributes); a problem
+        here records nothing more (the dataset is then checked as HDF5 stores it)."""
+        shape = tuple(shape or ())
+        self.variables[address] = _Variable(name, first, last, shape)
         try:
-            shape = tuple(dset.shape or ())
-            address = self._address(dset.id) if address is None else address
-            self.variables[address] = _Variable(name, first, last, shape)
-            attrs = dset.attrs
-            cls = attrs.get("CLASS", b"") if cls is _UNREAD else cls
             if cls != b"DIMENSION_SCALE" or len(shape) != 1 or "REFERENCE_LIST" not in attrs:
                 return
-            attached = self._attached(dset)
+            attached = self._attached(attrs)
         except Exception:
             return
         self.scales.append((shape[0], attached))
 
-    def _attached(self, dset) -> list:
-        """[(address of a dataset, its axis)] that the scale `dset`'s REFERENCE_LIST lists. In
-        the layout HDF5's dimension scales write (a compound of an object reference "dataset" and
-        an integer "dimension"), the references are read as HDF5 gives them in memory
-        (hobj_ref_t: the object's address) without opening each object; in any other, h5py
-        reads them and each is dereferenced."""
+    def _attached(self, attrs) -> list:
+        """[(address of a dataset, its axis)] that the REFERENCE_LIST among the scale's
+        attributes `attrs` lists. In the layout HDF5's dimension scales write (a compound of an
+        object reference "dataset" and an integer "dimension"), the references are read as HDF5
+        gives them in memory (hobj_ref_t: the object's address) without opening each object; in
+        any other, h5py reads them and each is dereferenced."""
         h5py = self.h5py
-        h5a, h5t = h5py.h5a, h5py.h5t
-        aid = h5a.open(dset.id, b"REFERENCE_LIST")
-        tid = aid.get_type()
-        if (aid.shape is not None and tid.get_class() == h5t.COMPOUND
-                and tid.get_nmembers() == 2
+        h5t = h5py.h5t
+        aid, tid = attrs.opened("REFERENCE_LIST")
+        shape = aid.shape
+        if self._record is None:
+            self._record = _record_type(h5t)
+            self._written = [_record_type(h5t, t) for t in (h5t.STD_U32LE, h5t.STD_I32LE)]
+        if shape is not None and (any(tid.equal(t) for t in self._written) or (
+                tid.get_class() == h5t.COMPOUND and tid.get_nmembers() == 2
                 and (tid.get_member_name(0), tid.get_member_name(1)) == (b"dataset", b"dimension")
                 and tid.get_member_type(0).equal(h5t.STD_REF_OBJ)
                 and tid.get_member_type(1).get_class() == h5t.INTEGER
-                and tid.get_member_type(1).get_size() <= 4):
-            if self._record is None:
-                self._record = _record_type(h5t)
-            listed = np.empty(aid.shape, _RECORD)
+                and tid.get_member_type(1).get_size() <= 4)):
+            listed = np.empty(shape, _RECORD)
             aid.read(listed, mtype=self._record)
         else:
-            listed = dset.attrs["REFERENCE_LIST"]
+            listed = attrs.value("REFERENCE_LIST")
             listed = [(self._address(h5py.h5r.dereference(ref, self.f.id)), axis)
                       for ref, axis in zip(listed["dataset"], listed["dimension"])]
             return [(a, int(axis)) for a, axis in listed]
@@ -135,27 +135,33 @@ class Dimensions:
                                      f"decodes to {value}; they are not counted")
 
 
-def class_of(dset):
-    """The dataset's CLASS attribute as h5py reads it (b"DIMENSION_SCALE" for a dimension
-    scale), read once for the checks that use it; None where h5py cannot read it."""
-    try:
-        return dset.attrs.get("CLASS", b"")
-    except Exception:
-        return None
-
-
-def is_bare_dimension(dset, cls) -> bool:
+def is_bare_dimension(dsid, cls, attrs) -> bool:
     """A NetCDF-4 dimension without a variable: a dimension scale (`cls`: its CLASS attribute)
     netCDF writes with no data ("This is a netCDF dimension but not a netCDF variable"), never
-    allocated."""
-    if cls != b"DIMENSION_SCALE" or dset.id.get_storage_size() != 0:
+    allocated (`dsid`: the dataset's low-level id, `attrs`: its Attributes)."""
+    if cls != b"DIMENSION_SCALE" or dsid.get_storage_size() != 0:
         return False  # a coordinate variable, its NAME not read
     try:
-        name = dset.attrs.get("NAME", b"")
+        if "NAME" not in attrs:
+            return False
+        aid, _ = attrs.opened("NAME")
+        raw = attrs.one_text("NAME")
+        if raw is not None and \
+                aid.get_space().get_simple_extent_type() == attrs.h5py.h5s.SCALAR:
+            # h5py's conversions of one string keep its bytes to the first NUL (or drop its
+            # trailing spaces): the text, which holds neither, begins the same either way
+            return raw.startswith(BARE)
+        name = attrs.value("NAME")
+    except KeyError:  # as h5py's attrs.get("NAME", b"")
+        return False
     except Exception:
         return False
     name = name if isinstance(name, bytes) else str(name).encode()
-    return name.startswith(b"This is a netCDF dimension but not a netCDF variable")
+    return name.startswith(BARE)
+
+
+#: What the NAME of a netCDF dimension without a variable begins with.
+BARE = b"This is a netCDF dimension but not a netCDF variable"
 
 
 def _fill_decoded(dset, task):
@@ -182,4 +188,4 @@ def _fill_decoded(dset, task):
     return None if np.isfinite(value) else value
 
 
-__all__ = ["Dimensions", "class_of", "is_bare_dimension"]
+__all__ = ["Dimensions", "is_bare_dimension"]

@@ -178,6 +178,54 @@ def holds_no_floats(h5py, tid) -> bool:
     return False
 
 
+class Types:
+    """`parts` and `holds_no_floats` for the types of one file, each answer remembered for the
+    types HDF5 finds equal to one asked before (H5Tequal compares every property both read): a
+    file repeats a few types, and reading one again costs calls that each make a new type id
+    (a compound's members, a sequence's base)."""
+
+    #: Types remembered per type class and size.
+    KEEP = 8
+
+    def __init__(self, h5py):
+        self.h5py = h5py
+        self._seen: dict = {}  # (class, size) -> [[type, parts or None, holds_no_floats or None]]
+
+    def _entry(self, tid, cls):
+        """The entry of a type equal to `tid`, made where there is none (None where KEEP types
+        of its class and size are remembered already)."""
+        same = self._seen.setdefault((cls, tid.get_size()), [])
+        for entry in same:
+            if tid.equal(entry[0]):
+                return entry
+        if len(same) >= self.KEEP:
+            return None
+        same.append([tid, None, None])
+        return same[-1]
+
+    def parts(self, tid) -> list:
+        """parts(h5py, tid), a new list each time."""
+        entry = self._entry(tid, tid.get_class())
+        if entry is None:
+            return parts(self.h5py, tid)
+        if entry[1] is None:
+            entry[1] = parts(self.h5py, tid)
+        return list(entry[1])
+
+    def holds_no_floats(self, tid) -> bool:
+        """holds_no_floats(h5py, tid)."""
+        h5t = self.h5py.h5t
+        cls = tid.get_class()
+        if cls not in (h5t.COMPOUND, h5t.ARRAY, h5t.VLEN):  # answered by the class alone
+            return holds_no_floats(self.h5py, tid)
+        entry = self._entry(tid, cls)
+        if entry is None:
+            return holds_no_floats(self.h5py, tid)
+        if entry[2] is None:
+            entry[2] = holds_no_floats(self.h5py, tid)
+        return entry[2]
+
+
 def _int_label(h5t, tid) -> str:
     bo = {h5t.ORDER_LE: "<", h5t.ORDER_BE: ">"}.get(tid.get_order(), "|")
     signed = "i" if tid.get_sign() == h5t.SGN_2 else "u"

@@ -7,19 +7,22 @@ from ..tasks import problem
 
 
 def walk(h5py, f, path, prefix, tasks):
-    """Yield (node, object, address in the file) for the root group (node None) and every object
-    reachable from it by hard links, once each, depth first in name order (as HDF5's own visit);
-    `name_of(node)` is its path. Each object is opened from its parent group; a group is held
-    open only while its own links are walked, and reopened through an object reference when the
-    walk comes back to it: time and memory linear in the objects, whatever the nesting (HDF5
-    keeps thousands of open nested groups slowly). External links become unchecked tasks; soft
-    links name objects reached by their hard links, and are skipped."""
-    h5l, h5o, h5r = h5py.h5l, h5py.h5o, h5py.h5r
-    kinds = ((h5py.h5d.DatasetID, h5py.Dataset), (h5py.h5g.GroupID, h5py.Group))
+    """Yield (node, object, address in the file, number of attributes) for the root group (node
+    None) and every object reachable from it by hard links, once each, depth first in name order
+    (as HDF5's own visit); `name_of(node)` is its path. Objects are h5py's low-level ids
+    (h5g.GroupID, h5d.DatasetID, h5t.TypeID of a named type), never wrapped in h5py's high-level
+    classes (which read what the plan does not need). Each object is opened from its parent
+    group; a group is held open only while its own links are walked, and reopened through an
+    object reference when the walk comes back to it: time and memory linear in the objects,
+    whatever the nesting (HDF5 keeps thousands of open nested groups slowly). External links
+    become unchecked tasks; soft links name objects reached by their hard links, and are
+    skipped."""
+    h5l, h5o, h5r, h5g = h5py.h5l, h5py.h5o, h5py.h5r, h5py.h5g
     fid = f.id
-    root = h5o.get_info(fid).addr
+    info = h5o.get_info(fid)
+    root = info.addr
     seen = {root}
-    yield None, f, root
+    yield None, h5g.open(fid, b"/"), root, info.num_attrs
     stack = [[None, fid, _links(fid)]]  # node, reference to reopen it (the root: its id), links
     gid = fid
     while stack:
@@ -44,17 +47,15 @@ def walk(h5py, f, path, prefix, tasks):
         seen.add(address)
         oid = h5o.open(gid, raw)
         try:
-            h5o.get_info(oid)  # reads its whole header (a chunk index too), as HDF5's visit does
-            links_of_child = _links(oid) if isinstance(oid, h5py.h5g.GroupID) else None
+            info = h5o.get_info(oid)  # reads its whole header (a chunk index too), as HDF5's
+            group = isinstance(oid, h5g.GroupID)  # visit does
+            links_of_child = _links(oid) if group else None
         except Exception as e:
             tasks.append(problem(path, f"{prefix}{name_of(child)}: the object cannot be read: "
                                  f"{e}"))
             continue
-        obj = next((wrap(oid) for cls, wrap in kinds if isinstance(oid, cls)), None)
-        if obj is None:
-            obj = h5py.Datatype(oid)
-        yield child, obj, address
-        if isinstance(obj, h5py.Group):
+        yield child, oid, address, info.num_attrs
+        if group:
             if ref is None:
                 entry[1] = h5r.create(gid, b".", h5r.OBJECT)
             stack.append([child, None, links_of_child])
@@ -69,21 +70,22 @@ def _links(gid):
     return iter(found)
 
 
-def attribute_names(h5py, obj) -> tuple:
-    """(the names of `obj`'s attributes in h5py's order and as h5py gives them, the object's
-    creation property list or None): `list(obj.attrs)` without its high-level machinery (18 us
-    an object), the list shared with the dataset's planning."""
-    oid = obj.id
-    if isinstance(obj, h5py.File):  # h5py lists the root group's, by the group
-        oid = h5py.h5g.open(oid, b"/")
-    if not h5py.h5a.get_num_attrs(oid):
+def attribute_names(h5py, oid, count=None) -> tuple:
+    """(the names of the attributes of object `oid` (a low-level id) in h5py's order and as
+    h5py gives them, the object's creation property list or None): `list(obj.attrs)` without
+    its high-level machinery (18 us an object), the list shared with the dataset's planning.
+    `count`: the number of attributes where already known (the walk's)."""
+    if not (h5py.h5a.get_num_attrs(oid) if count is None else count):
         return [], None
     cpl = oid.get_create_plist()
     tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
-    names: list = []
-    h5py.h5a.iterate(oid, lambda name: names.append(_decoded(name)),
+    raw: list = []
+    h5py.h5a.iterate(oid, raw.append,
                      index_type=h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME)
-    return names, cpl
+    try:  # names hold no NUL (HDF5 keeps them as C strings): decoded at once
+        return b"\0".join(raw).decode("utf-8").split("\0") if raw else [], cpl
+    except UnicodeDecodeError:
+        return [_decoded(name) for name in raw], cpl
 
 
 def _decoded(name: bytes):
