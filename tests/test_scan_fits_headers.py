@@ -330,3 +330,26 @@ def test_a_fits_file_over_http_is_read_as_on_disk(tmp_path):
     assert [(t.name, t.status, t.nan, t.posinf, t.missing) for t in remote.tensors] == \
         [(t.name, t.status, t.nan, t.posinf, t.missing) for t in local.tensors]
     assert len(remote.tensors) == 7  # the empty image has none
+
+
+def test_huge_axes_in_a_header_read_is_found_as_in_the_file(tmp_path):
+    """fits_headers.huge_axes (on the header bytes read once) answers as fits._huge_axes (card by
+    card in the file) on seeded soups of axis cards, END-like cards and fragments of them at
+    every offset, the words split across cards included."""
+    rng = np.random.default_rng(5)
+    pieces = [b"NAXIS   = 5000 ", b"ZNAXIS  = 1000 ", b"NAXIS   = 999 ", b"NAXIS   = -1000 ",
+              b"END     x", b"END", b"Z", b"ZNAXIS  ", b"NAXIS   = ", b"12 ", b" " * 7, b"x" * 13]
+    found = 0
+    for case in range(300):
+        soup = b"".join(pieces[int(k)] for k in rng.integers(len(pieces), size=40))
+        text = soup[:80 * int(rng.integers(1, 36))]
+        text = text.ljust(-(-len(text) // 80) * 80) + fits_headers.END_CARD
+        text = text.ljust(-(-len(text) // 2880) * 2880)
+        path = tmp_path / f"h{case}"
+        path.write_bytes(text)
+        read, end = fits_headers.header_text(io.BytesIO(text), 0)[0], text.index(
+            fits_headers.END_CARD)
+        want = fits_reader._huge_axes(str(path), 0, len(text))
+        assert fits_headers.huge_axes(read, end) == want, text
+        found += bool(want)
+    assert 30 < found < 270

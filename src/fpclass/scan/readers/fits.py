@@ -112,9 +112,9 @@ def _walk(fits, hdul, f, path, size) -> tuple:
         if index == MAX_HDUS:
             return planned, [problem(path, f"more than {MAX_HDUS} HDUs: those after the first "
                                      f"{MAX_HDUS} are not read")]
-        if _no_hdu_at(f, path, end, size):
-            break
         text, stop = header_text(f, end)
+        if not text and _no_hdu_at(f, path, end, size):
+            break
         huge = huge_axes(text, stop) if text else _huge_axes(path, end, size)
         if huge:
             if not index:

@@ -27,9 +27,10 @@ _IMAGE = re.compile(rb"XTENSION= 'IMAGE *' *(?:/.*)?", re.S)
 #: own, or stand in a value or a comment.
 _BUILT_FROM = re.compile(rb"SIMPLE|XTENSION|GROUPS|BITPIX|NAXIS[0-9]*|PCOUNT|GCOUNT|BSCALE|"
                          rb"BZERO|BLANK")
-#: Every place a card may declare its number of axes or end fits._huge_axes's search
-#: (lookahead: overlapping places too).
-_AXES_AT = re.compile(rb"(?=(?:NAXIS   |ZNAXIS  )= |END     )")
+#: Every place a card may declare its number of axes or end fits._huge_axes's search. No
+#: match hides one that starts inside it (none holds another's first letter followed by the
+#: rest of that word), so non-overlapping matches find them all.
+_AXES_AT = re.compile(rb"(?:NAXIS   |ZNAXIS  )= |END     ")
 _AXES_CARD = re.compile(rb"(NAXIS   |ZNAXIS  )= +([+-]?[0-9]+) ")
 _DATA_KEYS = ("BITPIX", "PCOUNT", "GCOUNT", "BSCALE", "BZERO", "BLANK")
 
