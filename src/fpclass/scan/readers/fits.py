@@ -1,6 +1,8 @@
 """FITS files (.fits .fit .fts, and tile-compressed .fz): every HDU's header, parsed by astropy;
-no data is read while planning. `fits_hdus` makes the tasks of each HDU, `fits_read` reads them,
-`fits_scaling` holds header values and the physical values of scaled data.
+no data is read while planning. `fits_headers` reads plain image headers (parsed once by
+astropy's Header, without its HDU objects), astropy's HDU list every other; `fits_hdus` makes
+the tasks of each HDU, `fits_read` reads them, `fits_scaling` holds header values and the
+physical values of scaled data.
 
 - Images (primary or IMAGE) of BITPIX -32/-64: big-endian floats stored contiguously, read raw
   from the HDU's data offset.
@@ -46,8 +48,8 @@ from .fits_scaling import _astropy, _line, header_cards, header_text_cards
 from .reporting import marker
 from ..storage.reads import file_size, open_binary
 
-#: HDUs read from one file; the HDUs after are a problem (astropy parses a header in about
-#: 0.4 ms, so a file of a million tiny HDUs would take minutes to plan).
+#: HDUs read from one file; the HDUs after are a problem (a header takes 0.1 to 0.4 ms to
+#: parse, so a file of a million tiny HDUs would take minutes to plan).
 MAX_HDUS = 10_000
 
 
