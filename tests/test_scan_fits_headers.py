@@ -353,3 +353,15 @@ def test_huge_axes_in_a_header_read_is_found_as_in_the_file(tmp_path):
         assert fits_headers.huge_axes(read, end) == want, text
         found += bool(want)
     assert 30 < found < 270
+
+
+def test_an_image_extension_of_gcount_2_without_pcount_is_unchecked_and_the_rest_read(tmp_path):
+    """(Before, its message read the absent PCOUNT card: a KeyError that lost the HDUs after
+    it.)"""
+    path = tmp_path / "gcount.fits"
+    path.write_bytes(_edit(1, "PCOUNT", ["GCOUNT  = 2"], 2)(_hdus(tmp_path)))
+    report = scan([path])
+    sci = next(t for t in report.tensors if t.name.startswith("SCI"))
+    assert sci.status == "unchecked" and "PCOUNT 0 and GCOUNT 2" in sci.reason
+    assert not report.problems and {"TAB/x", "COMPRESSED_IMAGE", "7"} <= {
+        t.name for t in report.tensors}
