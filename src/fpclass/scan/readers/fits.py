@@ -1,6 +1,8 @@
 """FITS files (.fits .fit .fts, and tile-compressed .fz): every HDU's header, parsed by astropy;
-no data is read while planning. `fits_hdus` makes the tasks of each HDU, `fits_read` reads them,
-`fits_scaling` holds header values and the physical values of scaled data.
+no data is read while planning. `fits_headers` reads plain image headers (parsed once by
+astropy's Header, without its HDU objects), astropy's HDU list every other; `fits_hdus` makes
+the tasks of each HDU, `fits_read` reads them, `fits_scaling` holds header values and the
+physical values of scaled data.
 
 - Images (primary or IMAGE) of BITPIX -32/-64: big-endian floats stored contiguously, read raw
   from the HDU's data offset.
@@ -39,14 +41,15 @@ from dataclasses import replace
 from . import ReaderError
 from ..signatures import FITS_MAGIC
 from ..tasks import problem
-from .fits_hdus import hdu_tasks
+from .fits_headers import header_text, huge_axes, plain_image
+from .fits_hdus import hdu_tasks, plain_image_tasks
 from .fits_read import decode_bands, read_blocks  # noqa: F401  (its storages name this module)
-from .fits_scaling import _astropy, _line, header_cards
+from .fits_scaling import _astropy, _line, header_cards, header_text_cards
 from .reporting import marker
-from ..storage.reads import file_size, is_url, open_binary
+from ..storage.reads import file_size, open_binary
 
-#: HDUs read from one file; the HDUs after are a problem (astropy parses a header in about
-#: 0.4 ms, so a file of a million tiny HDUs would take minutes to plan).
+#: HDUs read from one file; the HDUs after are a problem (a header takes 0.1 to 0.4 ms to
+#: parse, so a file of a million tiny HDUs would take minutes to plan).
 MAX_HDUS = 10_000
 
 
@@ -59,72 +62,84 @@ def plan(path: str) -> list:
     if not head.startswith(FITS_MAGIC):
         raise ReaderError(f"not a FITS file: it starts with {head!r}, not "
                           f"{FITS_MAGIC.decode()!r}")
-    huge = _huge_axes(path, 0, size)  # fits.open reads the first HDU
-    if huge:
-        raise ReaderError(f"not a readable FITS file: its primary header declares {huge} (FITS "
-                          "allows at most 999 axes)")
     # astropy warns about what it repairs or skips; what matters is checked below instead.
-    # A URL is read through a file object (astropy would download it whole).
-    with warnings.catch_warnings(), \
-            (open_binary(path) if is_url(path) else contextlib.nullcontext(path)) as named:
+    with warnings.catch_warnings(), _HDUList(fits, path) as hdul, open_binary(path) as f:
         warnings.simplefilter("ignore")
-        try:
-            hdul = fits.open(named, memmap=False, lazy_load_hdus=True,
-                             disable_image_compression=True)
-        except Exception as e:  # astropy raises OSError, ValueError, VerifyError, KeyError...
-            raise ReaderError(f"not a readable FITS file: {_line(e)}") from None
-        with hdul:
-            planned, tail = _walk(fits, hdul, path, size)
+        planned, tail = _walk(fits, hdul, f, path, size)
     tasks = [marker(path, "fits")]
     for (_, _, _, hdu_tasks_), name in zip(planned, _hdu_names(planned)):
         tasks += [replace(t, name=name + t.name) for t in hdu_tasks_]
     return tasks + tail
 
 
-def _walk(fits, hdul, path, size) -> tuple:
-    """([(index, EXTNAME, EXTVER, tasks)] of the HDUs astropy reads, [problems]): what stops
-    the reading (MAX_HDUS, a header astropy cannot read, a truncated file, bytes after the last
-    HDU) is a problem."""
+class _HDUList:
+    """astropy's list of the file's HDUs, opened on first use (a file of plain images is read
+    without it); a failure to open is the ReaderError of an unreadable file."""
+
+    def __init__(self, fits, path: str):
+        self._fits, self._path = fits, path
+        self._stack = contextlib.ExitStack()
+        self._hdul = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
+
+    def __getitem__(self, index: int):
+        if self._hdul is None:
+            # A file object of ours: astropy would download a URL whole, and leaves a file it
+            # opened itself open when a header fails it with anything but OSError.
+            f = self._stack.enter_context(open_binary(self._path))
+            try:
+                self._hdul = self._stack.enter_context(self._fits.open(
+                    f, memmap=False, lazy_load_hdus=True, disable_image_compression=True))
+            except Exception as e:  # astropy raises OSError, ValueError, VerifyError, KeyError...
+                raise ReaderError(f"not a readable FITS file: {_line(e)}") from None
+        return self._hdul[index]
+
+    def __len__(self) -> int:
+        """HDUs astropy read (once it has read them all)."""
+        return 0 if self._hdul is None else len(self._hdul)
+
+
+def _walk(fits, hdul, f, path, size) -> tuple:
+    """([(index, EXTNAME, EXTVER, tasks)] of the HDUs read, [problems]): what stops the reading
+    (MAX_HDUS, a header astropy cannot read, a truncated file, bytes after the last HDU) is a
+    problem. Plain image headers are read by fits_headers, every other by astropy's HDU list
+    `hdul` (which reads the HDUs before it again: each must be where fits_headers put it)."""
     planned, end, start = [], 0, -1
     for index in itertools.count():
         if index == MAX_HDUS:
             return planned, [problem(path, f"more than {MAX_HDUS} HDUs: those after the first "
                                      f"{MAX_HDUS} are not read")]
-        huge = _huge_axes(path, end, size)
-        if huge:
-            why = f"HDU {index} declares {huge} (FITS allows at most 999 axes)"
-            if not index:
-                raise ReaderError(f"not a readable FITS file: {why}")
-            return planned, [problem(path, f"{why}: it and the HDUs after it are not read")]
-        try:
-            hdu = hdul[index]
-        except IndexError:
+        text, stop = header_text(f, end)
+        if not text and _no_hdu_at(f, path, end, size):
             break
-        except Exception as e:
+        huge = huge_axes(text, stop) if text else _huge_axes(path, end, size)
+        if huge:
             if not index:
-                raise ReaderError(f"not a readable FITS file: {_line(e)}") from None
-            return planned, [problem(path, f"HDU {index} cannot be read ({_line(e)}): it and "
-                                     "the HDUs after it are not read")]
-        if not hasattr(hdu, "fileinfo"):  # SIMPLE = F: astropy gives the rest as raw bytes
-            raise ReaderError("SIMPLE = F: the file says it does not conform to the FITS "
-                              "standard, so its layout is unknown (astropy reads it only as "
-                              "bytes): not read")
-        try:
-            info = hdu.fileinfo()
-            if info["hdrLoc"] <= start or info["datSpan"] < 0:  # GCOUNT < 0, for one: astropy
-                return planned, [problem(path, f"HDU {index} starts at byte {info['hdrLoc']} "
-                                         f"with {info['datSpan']} data bytes, not after HDU "
-                                         f"{index - 1}: its header (PCOUNT, GCOUNT, NAXISn) is "
-                                         "corrupt; it and the HDUs after it are not read")]
-            start, end = info["hdrLoc"], info["datLoc"] + info["datSpan"]
-            ident = (index, hdu.name, hdu.header.get("EXTVER", 1))
-            tasks = hdu_tasks(fits, path, size, hdu, info)
-            tasks += header_cards(path, info["hdrLoc"], info["datLoc"])
-        except Exception as e:  # a header card astropy refuses when it is used
-            if not index:
-                raise ReaderError(f"not a readable FITS file: {_line(e)}") from None
-            return planned, [problem(path, f"HDU {index} cannot be read ({_line(e)}): it and "
-                                     "the HDUs after it are not read")]
+                raise ReaderError(f"not a readable FITS file: its primary header declares "
+                                  f"{huge} (FITS allows at most 999 axes)")
+            return planned, [problem(path, f"HDU {index} declares {huge} (FITS allows at most "
+                                     "999 axes): it and the HDUs after it are not read")]
+        image = plain_image(fits.Header, text, stop, end, not index) if text else None
+        if image is not None:
+            info, ident = image.info, (index, image.name, image.ver)
+            try:
+                tasks = plain_image_tasks(path, size, image)
+                tasks += header_text_cards(path, image.text)
+            except Exception as e:
+                return planned, _unreadable(path, index, e)
+        else:
+            got = _astropy_hdu(fits, hdul, path, size, index, end, start)
+            if got is None:
+                break
+            if not isinstance(got, tuple):
+                return planned, got
+            info, ident, tasks = got
+        start, end = info["hdrLoc"], info["datLoc"] + info["datSpan"]
         planned.append((*ident, tasks))
     if end > size:  # FITS files are whole 2880-byte blocks
         return planned, [problem(path, f"the file ends at byte {size}, inside its last HDU "
@@ -134,6 +149,56 @@ def _walk(fits, hdul, path, size) -> tuple:
         return planned, [problem(path, f"bytes {end}..{size} after the last HDU are not a "
                                  "readable HDU (a corrupt header?): not read")]
     return planned, []
+
+
+def _no_hdu_at(f, path, end, size) -> bool:
+    """Whether astropy reads no HDU at byte `end`: the end of the file, or zeros to it (astropy
+    takes them for padding)."""
+    return end >= size or _zeros(path, end, size, f)
+
+
+def _astropy_hdu(fits, hdul, path, size, index, at, start):
+    """(fileinfo, (index, EXTNAME, EXTVER), tasks) of HDU `index` (at byte `at`) as astropy's
+    HDU list reads it; None when astropy finds no HDU there; else [problems]."""
+    try:
+        hdu = hdul[index]
+    except IndexError:
+        if len(hdul) < index:
+            return [problem(path, f"astropy reads {len(hdul)} HDUs where fpclass found "
+                            f"{index}: HDU {index} and those after it are not read")]
+        return None
+    except ReaderError:
+        raise
+    except Exception as e:
+        return _unreadable(path, index, e)
+    if not hasattr(hdu, "fileinfo"):  # SIMPLE = F: astropy gives the rest as raw bytes
+        raise ReaderError("SIMPLE = F: the file says it does not conform to the FITS "
+                          "standard, so its layout is unknown (astropy reads it only as "
+                          "bytes): not read")
+    try:
+        info = hdu.fileinfo()
+        if info["hdrLoc"] <= start or info["datSpan"] < 0:  # GCOUNT < 0, for one: astropy
+            return [problem(path, f"HDU {index} starts at byte {info['hdrLoc']} with "
+                            f"{info['datSpan']} data bytes, not after HDU {index - 1}: its "
+                            "header (PCOUNT, GCOUNT, NAXISn) is corrupt; it and the HDUs after "
+                            "it are not read")]
+        if info["hdrLoc"] != at:
+            return [problem(path, f"astropy reads HDU {index} at byte {info['hdrLoc']}, "
+                            f"fpclass found it at byte {at}: it and the HDUs after it are not "
+                            "read")]
+        ident = (index, hdu.name, hdu.header.get("EXTVER", 1))
+        tasks = hdu_tasks(fits, path, size, hdu, info)
+        tasks += header_cards(path, info["hdrLoc"], info["datLoc"])
+    except Exception as e:  # a header card astropy refuses when it is used
+        return _unreadable(path, index, e)
+    return info, ident, tasks
+
+
+def _unreadable(path, index, e) -> list:
+    if not index:
+        raise ReaderError(f"not a readable FITS file: {_line(e)}") from None
+    return [problem(path, f"HDU {index} cannot be read ({_line(e)}): it and the HDUs after it "
+                    "are not read")]
 
 
 _AXES_CARD = re.compile(rb"(NAXIS   |ZNAXIS  )= +([+-]?[0-9]+) ")
@@ -159,15 +224,16 @@ def _huge_axes(path: str, begin: int, size: int) -> str:
                 return ""
 
 
-def _zeros(path: str, begin: int, end: int) -> bool:
-    """Whether bytes [begin, end) of `path` are all zero (padding)."""
-    with open_binary(path) as f:
+def _zeros(path: str, begin: int, end: int, f=None) -> bool:
+    """Whether bytes [begin, end) of `path` (open as `f`, if given) are all zero (padding)."""
+    step = 2880  # a header's first block first: most are not zeros
+    with contextlib.nullcontext(f) if f is not None else open_binary(path) as f:
         f.seek(begin)
         while begin < end:
-            block = f.read(min(1 << 20, end - begin))
+            block = f.read(min(step, end - begin))
             if not block or block.count(0) != len(block):
                 return False
-            begin += len(block)
+            begin, step = begin + len(block), 1 << 20
     return True
 
 

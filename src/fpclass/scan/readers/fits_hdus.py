@@ -31,7 +31,7 @@ def hdu_tasks(fits, path, size, hdu, info) -> list:
         if isinstance(hdu, fits.GroupsHDU):
             return _groups(path, h)
         if isinstance(hdu, (fits.PrimaryHDU, fits.ImageHDU)):
-            return _image(path, size, h, info)
+            return _image(path, size, h, info, h.get("XTENSION") is not None)
         if isinstance(hdu, fits.BinTableHDU):
             if fits.CompImageHDU.match_header(h):
                 return _compressed(path, size, h, info)
@@ -44,6 +44,15 @@ def hdu_tasks(fits, path, size, hdu, info) -> list:
         kind = h.get("XTENSION", "primary HDU")
         return [unchecked(path, "", str(kind), (), f"{kind} HDU: not a kind of HDU fpclass reads")]
     return []
+
+
+def plain_image_tasks(path, size, image) -> list:
+    """hdu_tasks of a fits_headers.PlainImage (no astropy HDU object)."""
+    try:
+        _no_twice(image.header)
+        return _image(path, size, image.values, image.info, image.extension)
+    except Bad as e:
+        return [unchecked(path, "", "", (), str(e))]
 
 
 #: Keywords that describe the data: one that appears twice makes the data ambiguous (astropy
@@ -79,7 +88,9 @@ def _integer_images(path, label, shape, bitpix, bscale, bzero) -> Task:
     return not_applicable(path, "", label, shape, "integers (BLANK is an integer blank)")
 
 
-def _image(path, size, h, info) -> list:
+def _image(path, size, h, info, extension) -> list:
+    """Tasks of an image of header values `h` (a Header, or a dict of the data keywords), an
+    IMAGE extension or a primary HDU."""
     shape = axes(h)
     if not shape:
         return []  # NAXIS = 0: no data (an empty primary HDU)
@@ -88,10 +99,11 @@ def _image(path, size, h, info) -> list:
     if isinstance(bitpix, bool) or bitpix not in BITPIX_DTYPES:
         return [unchecked(path, "", label, shape, f"BITPIX {bitpix!r} is not a FITS data type")]
     bitpix = int(bitpix)
-    if h.get("XTENSION") is not None and \
-            (header_int(h, "PCOUNT", 0), header_int(h, "GCOUNT", 1)) != (0, 1):
-        return [unchecked(path, "", label, shape, f"IMAGE extension with PCOUNT {h['PCOUNT']} "
-                          f"and GCOUNT {h['GCOUNT']}: not a plain image")]
+    if extension:
+        counts = header_int(h, "PCOUNT", 0), header_int(h, "GCOUNT", 1)
+        if counts != (0, 1):
+            return [unchecked(path, "", label, shape, f"IMAGE extension with PCOUNT {counts[0]} "
+                              f"and GCOUNT {counts[1]}: not a plain image")]
     bscale, bzero = header_number(h, "BSCALE", 1.0), header_number(h, "BZERO", 0.0)
     scaling = image_scaling(bitpix, bscale, bzero, h.get("BLANK"))
     if bitpix > 0 and scaling is None:

@@ -169,6 +169,11 @@ def header_cards(path: str, begin: int, end: int) -> list:
     with open_binary(path) as f:
         f.seek(begin)
         text = f.read(max(0, end - begin))
+    return header_text_cards(path, text)
+
+
+def header_text_cards(path: str, text: bytes) -> list:
+    """header_cards of header bytes `text` already read."""
     if suspect_free(text):
         return []
     cards = sorted({m.start() // 80 for m in _SUSPECT.finditer(text)})
