@@ -195,6 +195,13 @@ def _types():
         t.insert(b"dataset", 0, h5t.STD_REF_OBJ)
         t.insert(b"dimension", 8, dim)
         out.append(t)
+    # compounds H5Tequal finds equal whatever their members' order, whose parts differ:
+    # complex only as (r, i), the leaves in the members' order
+    for names in (["r", "i"], ["i", "r"], ["a", "b"], ["b", "a"]):
+        dt = np.dtype({"names": names, "formats": ["<f4", "<f4"],
+                       "offsets": [0, 4] if names[0] < names[1] else [4, 0], "itemsize": 8})
+        out += [h5t.py_create(dt), h5t.py_create(np.dtype((dt, (2,)))),
+                h5t.py_create(h5py.vlen_dtype(dt), logical=True)]
     return out
 
 
@@ -219,3 +226,21 @@ def test_attributes_are_not_held_open(tmp_path):
         tasks = float_attributes(h5py, attrs, str(path), "d", Types(h5py))
         assert [t.name for t in tasks] == [f"d@a{i}" for i in sorted(range(1, 50, 2), key=str)]
         assert h5py.h5f.get_obj_count(f.id, h5py.h5f.OBJ_ATTR) == 0
+
+
+def test_a_compound_like_an_earlier_complex_type_keeps_its_own_parts(tmp_path):
+    # {i@4, r@0} is H5Tequal to h5py's complex64 {r@0, i@4}: a float attribute of that type
+    # holding NaN after a complex dataset must still be read as its two fields
+    from fpclass.scan import scan
+    ir = np.dtype({"names": ["i", "r"], "formats": ["<f4", "<f4"], "offsets": [4, 0],
+                   "itemsize": 8})
+    path = tmp_path / "fill.h5"
+    with h5py.File(path, "w") as f:
+        f["a"] = np.array([1 + 1j], np.complex64)
+        f.create_group("g").attrs["_FillValue"] = np.array([(np.nan, np.nan)], ir)
+    with h5py.File(path, "r") as f:  # h5py's own reading: NaN in both fields
+        held = f["g"].attrs["_FillValue"]
+        assert np.isnan(held["r"]).all() and np.isnan(held["i"]).all()
+    report = scan([str(path)])
+    assert report.exit_code == 1
+    assert report.summary()["nan"] == 2

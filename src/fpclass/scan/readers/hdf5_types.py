@@ -204,8 +204,14 @@ class Types:
         return same[-1]
 
     def parts(self, tid) -> list:
-        """parts(h5py, tid), a new list each time."""
-        entry = self._entry(tid, tid.get_class())
+        """parts(h5py, tid), a new list each time. Remembered for atomic types only: H5Tequal
+        finds compounds equal whatever their members' order, which the parts follow (and
+        a compound is complex only as (r, i))."""
+        h5t = self.h5py.h5t
+        cls = tid.get_class()
+        if cls in (h5t.COMPOUND, h5t.ARRAY, h5t.VLEN):
+            return parts(self.h5py, tid)
+        entry = self._entry(tid, cls)
         if entry is None:
             return parts(self.h5py, tid)
         if entry[1] is None:
