@@ -365,3 +365,32 @@ def test_an_image_extension_of_gcount_2_without_pcount_is_unchecked_and_the_rest
     assert sci.status == "unchecked" and "PCOUNT 0 and GCOUNT 2" in sci.reason
     assert not report.problems and {"TAB/x", "COMPRESSED_IMAGE", "7"} <= {
         t.name for t in report.tensors}
+
+
+@pytest.mark.parametrize("axes", [[10**15], [10**18, 100]])
+def test_an_extension_declaring_more_data_than_a_seek_reaches_keeps_the_hdus_before(tmp_path,
+                                                                                    axes):
+    # the primary's +Inf is found whatever the extension after it declares
+    from fpclass.scan import scan
+
+    def card(text):
+        return text.encode().ljust(80)
+
+    def header(cards):
+        b = b"".join(card(c) for c in cards) + card("END")
+        return b + b" " * (-len(b) % 2880)
+
+    data = np.array([1, np.inf], ">f4").tobytes()
+    data += b"\0" * (-len(data) % 2880)
+    naxes = [f"NAXIS{i + 1:<3}= {n:>20}" for i, n in enumerate(axes)]
+    path = tmp_path / "huge.fits"
+    path.write_bytes(
+        header(["SIMPLE  =                    T", "BITPIX  =                  -32",
+                "NAXIS   =                    1", "NAXIS1  =                    2",
+                "EXTEND  =                    T"]) + data
+        + header(["XTENSION= 'IMAGE   '", "BITPIX  =                  -32",
+                  f"NAXIS   = {len(axes):>20}", *naxes, "PCOUNT  =                    0",
+                  "GCOUNT  =                    1"]) + data)
+    report = scan([str(path)])
+    assert report.summary()["posinf"] == 1
+    assert report.exit_code == 1

@@ -114,7 +114,8 @@ def _walk(fits, hdul, f, path, size) -> tuple:
         if index == MAX_HDUS:
             return planned, [problem(path, f"more than {MAX_HDUS} HDUs: those after the first "
                                      f"{MAX_HDUS} are not read")]
-        text, stop = header_text(f, end)
+        # a header whose data ends past the file's end (or past what a seek reaches) ends it
+        text, stop = header_text(f, end) if end < size else (b"", -1)
         if not text and _no_hdu_at(f, path, end, size):
             break
         huge = huge_axes(text, stop) if text else _huge_axes(path, end, size)
