@@ -94,7 +94,7 @@ if mode == "fpclass":
     if kind.startswith("h5") and finite_shuffled_stats is not None:
         for dt in ("<f4", ">f4"):
             finite_shuffled_stats(np.ones(1 << 20, dt).tobytes(), dt, 1 << 20)
-    try:  # and the kernel that reads raw ranges and classifies them in one call (not in older trees)
+    try:  # and the kernel reading and classifying raw ranges in one call (not in older trees)
         from fpclass.operators.read_sieve import compile_for
     except ImportError:
         compile_for = None

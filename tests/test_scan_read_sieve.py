@@ -1,7 +1,7 @@
-"""Raw ranges read and classified in one nogil call (operators/read_sieve.py, kernels/read_stats.py):
-the counts, locations and statistics of the usual path, from NumPy as the reference, wherever a
-finding falls among the pieces; reads that fail or end early, interruption and empty ranges as
-before."""
+"""Raw ranges read and classified in one nogil call (operators/read_sieve.py and
+kernels/read_stats.py): the counts, locations and statistics of the usual path, from NumPy as the
+reference, wherever a finding falls among the pieces; reads that fail or end early, interruption
+and empty ranges as before."""
 
 import os
 import threading
@@ -215,7 +215,8 @@ def test_the_warmup_compiles_what_the_scan_calls(tmp_path):
         return out.stdout
     python("import numpy as np\nfrom fpclass.operators import read_sieve\n"
            "read_sieve.compile_for(np.dtype('>f4'))\n")
-    out = python("from fpclass.scan import run_task\nfrom fpclass.scan.storage.ranges import Range\n"
+    out = python("from fpclass.scan import run_task\n"
+                 "from fpclass.scan.storage.ranges import Range\n"
                  "from fpclass.scan.tasks import Task\nfrom fpclass.kernels import read_stats\n"
                  f"t = Task({path!r}, 'x', 'f', ({a.size},), element='>f4', grid=({a.size},),\n"
                  f"         storage=Range({path!r}, 40, {a.nbytes}))\n"

@@ -33,10 +33,11 @@ class ReadSieve:
 
     def read(self, fd: int, buf: np.ndarray, position: int, nbytes: int) -> int:
         """Read `nbytes` bytes (whole elements) of the file descriptor `fd` from byte `position`
-        through `buf` (uint8, PIECE_BYTES or at least one element), keeping the statistics of those read while
-        none is non-finite. Returns how many bytes were read and kept (a multiple of the
-        element size): `nbytes`, or fewer where a piece holds a non-finite value or a read
-        failed or ended early (read those again from there, the caller's way)."""
+        through `buf` (uint8: PIECE_BYTES, or fewer but at least one element), keeping the
+        statistics of those read while none is non-finite. Returns how many bytes were read and
+        kept (a multiple of the element size): `nbytes`, or fewer where a piece holds a
+        non-finite value or a read failed or ended early (read those again from there, the
+        caller's way)."""
         if not self._views or self._views[0] is not buf:
             piece = min(PIECE_BYTES, buf.size)
             piece -= piece % self._itemsize
