@@ -224,3 +224,37 @@ def test_the_warmup_compiles_what_the_scan_calls(tmp_path):
                  "print(r.status, r.values_checked, sum(read_stats.read_clean.stats.cache_hits"
                  ".values()), sum(read_stats.read_clean.stats.cache_misses.values()))\n")
     assert out.split() == ["checked", str(a.size), "1", "0"]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("dtype", ["<f4", ">f8", "<f2"])
+@pytest.mark.parametrize("where", ["none", "first", "edge", "middle", "many"])
+def test_uncompressed_zarr_chunks_as_numpy_wherever_a_finding_falls(tmp_path, reads, fmt, dtype,
+                                                                    where):
+    """Chunks (10, 12) of a (23, 18) array: edge chunks along both axes (rows past the edge kept
+    out of the sieve), findings in the first, an edge chunk, in a later piece of the first chunk
+    (what the sieve kept of it given back) or everywhere."""
+    zarr = pytest.importorskip("zarr")
+    from fpclass.scan.engine import plan
+    from fpclass.results.build import merge_parts
+    if fmt == 2 and dtype.startswith(">"):
+        dtype = "<" + dtype[1:]
+    a = _values(dtype, 23 * 18, seed=5).reshape(23, 18)
+    bad = {"none": [], "first": [(0, 1)], "edge": [(22, 17)], "middle": [(7, 9)],
+           "many": [(i, (3 * i) % 18) for i in range(0, 23, 2)]}[where]
+    for k, i in enumerate(bad):
+        a[i] = [np.nan, np.inf, -np.inf][k % 3]
+    path = str(tmp_path / "a.zarr")
+    serializer = "auto" if fmt == 2 else zarr.codecs.BytesCodec(
+        endian="big" if dtype.startswith(">") else "little")
+    z = zarr.create_array(path, shape=a.shape, chunks=(10, 12), dtype=a.dtype, fill_value=0,
+                          zarr_format=fmt, compressors=None, serializer=serializer)
+    z[...] = a
+    tasks = [t for t in plan([path]) if t.status == "check"]
+    r = merge_parts([run_task(t, 100, chunk_bytes=1024) for t in tasks], 100)
+    assert r.status == "checked", r.reason
+    got, expected = _got(r), _expected(a, 100)
+    assert sorted(got[3]) == expected[3]  # found in the order of the chunks
+    assert got[:3] + got[4:] == expected[:3] + expected[4:]
+    assert r.values_checked == a.size
+    assert reads, "the sieve was not used"

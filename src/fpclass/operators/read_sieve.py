@@ -51,6 +51,15 @@ class ReadSieve:
         self.values += done // self._itemsize
         return done
 
+    def read_all(self, fd: int, buf: np.ndarray, position: int, nbytes: int) -> bool:
+        """`read`, all or nothing: whether all `nbytes` bytes were kept; if not, the statistics
+        are as they were before the call (read the bytes again the caller's way)."""
+        row, values = self._row.copy(), self.values
+        if self.read(fd, buf, position, nbytes) == nbytes:
+            return True
+        self._row[:], self.values = row, values
+        return False
+
     def stats(self) -> ValueStats:
         """The ValueStats of the `values` clean elements read."""
         return self._rule[4](self._row, self.values)
