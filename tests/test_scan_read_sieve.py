@@ -258,3 +258,17 @@ def test_uncompressed_zarr_chunks_as_numpy_wherever_a_finding_falls(tmp_path, re
     assert got[:3] + got[4:] == expected[:3] + expected[4:]
     assert r.values_checked == a.size
     assert reads, "the sieve was not used"
+
+
+def test_a_kernel_that_cannot_be_built_means_the_usual_reads(tmp_path, reads, monkeypatch):
+    from fpclass.kernels import read_stats
+
+    def unlinkable(*args):
+        raise RuntimeError("symbol pread not found")
+    monkeypatch.setattr(sieve_module, "_works", {})
+    monkeypatch.setattr(read_stats, "read_clean", unlinkable)
+    assert sieve_module.read_sieve(np.dtype("<f4")) is None
+    a = _values("<f4", 1000)
+    a[10] = np.nan
+    r = run_task(_task(_file(tmp_path, a), a), 5)
+    assert _got(r) == _expected(a, 5) and not reads

@@ -69,7 +69,8 @@ def read_sieve(dtype: np.dtype) -> ReadSieve | None:
     """A ReadSieve for elements of `dtype`, or None where there is none (read and classify the
     usual way): no pread here (Windows, 32-bit systems), numba's cache not warm (the compile
     policy), a dtype without statistics kernel words (complex, integer, formats classified by
-    value, sub-byte formats whose words the launcher shifts)."""
+    value, sub-byte formats whose words the launcher shifts), a kernel that cannot be built
+    here."""
     if not compile_cache.kernels_ready():
         return None
     from ..kernels import read_stats  # imports numba: the cache is warm
@@ -81,13 +82,24 @@ def read_sieve(dtype: np.dtype) -> ReadSieve | None:
         return None
     if rule is None or int(rule[1][2]) != 0 or rule[2].itemsize != dtype.itemsize:
         return None
-    return ReadSieve(rule, dtype.itemsize)
+    sieve = ReadSieve(rule, dtype.itemsize)
+    key = (rule[2], rule[3])
+    works = _works.get(key)
+    if works is None:  # built (or loaded) and called once, reading nothing
+        try:
+            sieve.read(-1, np.empty(PIECE_BYTES, np.uint8), 0, 0)
+            works = True
+        except Exception:  # no pread to link with on this system: read the usual way
+            works = False
+        _works[key] = works
+    return sieve if works else None
+
+
+_works: dict = {}  # (word, swapped) -> whether the kernel could be built and called here
 
 
 
 def compile_for(dtype: np.dtype) -> None:
     """Compile (or load from numba's cache) the kernel the scan reads raw ranges of `dtype`
     with, where it has one (`fpclass warmup`)."""
-    sieve = read_sieve(dtype)
-    if sieve is not None:
-        sieve.read(-1, np.empty(PIECE_BYTES, np.uint8), 0, 0)
+    read_sieve(dtype)
