@@ -23,6 +23,7 @@ DTYPES = ["<f4", ">f4", "<f8", ">f8", "<f2", ml_dtypes.bfloat16, ml_dtypes.float
 def reads(monkeypatch):
     """Small pieces (many per chunk), and the bytes the sieve was asked for and kept."""
     monkeypatch.setattr(sieve_module, "PIECE_BYTES", 256)
+    monkeypatch.setattr(sieve_module, "SMALL_BYTES", 0)
     calls = []
     read = sieve_module.ReadSieve.read
 
@@ -101,8 +102,8 @@ def test_counts_locations_and_stats_as_numpy_wherever_a_finding_falls(tmp_path, 
     assert (r.values_checked, r.bytes_checked) == (a.size, a.nbytes)
     assert reads, "the sieve was not used"
     kept = sum(k for _, _, k in reads)
-    if where == "none":
-        assert kept == a.nbytes
+    if where == "none":  # all but the last words short of a vector of 64
+        assert kept == a.nbytes - (a.size % 64) * a.itemsize
 
 
 @pytest.mark.parametrize("dtype", ["<f4", ">f2"])
@@ -138,21 +139,24 @@ def test_a_file_that_shrinks_while_it_is_read_is_unchecked(tmp_path, reads, monk
     assert f"ended at byte {40 + a.nbytes // 2}" in r.reason
 
 
-def test_kernel_keeps_whole_pieces_and_stops_at_the_end_of_the_file_or_an_error(tmp_path):
+def test_kernel_keeps_whole_vectors_and_stops_at_the_end_of_the_file_or_an_error(tmp_path):
     from fpclass.kernels import read_stats
-    a = _values("<f4", 1000)
-    path = _file(tmp_path, a, header=0)
-    sieve = sieve_module.read_sieve(np.dtype("<f4"))
-    buf = np.empty(400, np.uint8)
+    a = _values("<f4", 1024)
+    path = _file(tmp_path, a, header=0)  # 4096 bytes of values, 8 after them
+    sieve = sieve_module.read_sieve(np.dtype("<f4"), 1 << 20)
+    buf = np.empty(512, np.uint8)  # pieces of 512 bytes: two vectors of 64 words
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert sieve.read(fd, buf, 0, 4000) == 4000
+        assert sieve.read(fd, buf, 0, 4096) == 4096
         assert sieve.stats() == _clean_stats(a)
-        # 4008 bytes in the file: a read past its end keeps the whole pieces before it
-        assert sieve.read(fd, buf, 2000, 2400) == 2000
+        # a read past the file's end keeps the whole pieces before it
+        assert sieve.read(fd, buf, 2048, 2560) == 2048
+        # the last words short of a vector are left to the caller
+        assert sieve.read(fd, buf, 0, 4096 - 40) == 3840
     finally:
         os.close(fd)
-    assert sieve.read(fd, buf, 0, 400) == 0  # a closed descriptor: pread fails, nothing kept
+    assert sieve.read(fd, buf, 0, 512) == 0  # a closed descriptor: pread fails, nothing kept
+    assert sieve.values == 1024 + 512 + 960
     assert read_stats.available == (os.name == "posix")
 
 
@@ -164,13 +168,13 @@ def _clean_stats(a):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.complex64, ml_dtypes.float4_e2m1fn])
 def test_no_sieve_where_the_words_are_not_the_statistics_kernels(dtype):
-    assert sieve_module.read_sieve(np.dtype(dtype)) is None
+    assert sieve_module.read_sieve(np.dtype(dtype), 1 << 20) is None
 
 
 def test_no_sieve_while_the_kernels_are_cold(monkeypatch):
     from fpclass.kernels import compile_cache
     monkeypatch.setattr(compile_cache, "kernels_ready", lambda: False)
-    assert sieve_module.read_sieve(np.dtype("<f4")) is None
+    assert sieve_module.read_sieve(np.dtype("<f4"), 1 << 20) is None
 
 
 def test_stop_interrupts_between_chunks_read_through_the_sieve(tmp_path, reads):
@@ -231,7 +235,7 @@ def test_the_warmup_compiles_what_the_scan_calls(tmp_path):
 @pytest.mark.parametrize("where", ["none", "first", "edge", "middle", "many"])
 def test_uncompressed_zarr_chunks_as_numpy_wherever_a_finding_falls(tmp_path, reads, fmt, dtype,
                                                                     where):
-    """Chunks (10, 12) of a (23, 18) array: edge chunks along both axes (rows past the edge kept
+    """Chunks (16, 16) of a (40, 35) array: edge chunks along both axes (rows past the edge kept
     out of the sieve), findings in the first, an edge chunk, in a later piece of the first chunk
     (what the sieve kept of it given back) or everywhere."""
     zarr = pytest.importorskip("zarr")
@@ -239,15 +243,15 @@ def test_uncompressed_zarr_chunks_as_numpy_wherever_a_finding_falls(tmp_path, re
     from fpclass.results.build import merge_parts
     if fmt == 2 and dtype.startswith(">"):
         dtype = "<" + dtype[1:]
-    a = _values(dtype, 23 * 18, seed=5).reshape(23, 18)
-    bad = {"none": [], "first": [(0, 1)], "edge": [(22, 17)], "middle": [(7, 9)],
-           "many": [(i, (3 * i) % 18) for i in range(0, 23, 2)]}[where]
+    a = _values(dtype, 40 * 35, seed=5).reshape(40, 35)
+    bad = {"none": [], "first": [(0, 1)], "edge": [(39, 34)], "middle": [(7, 9)],
+           "many": [(i, (3 * i) % 35) for i in range(0, 40, 2)]}[where]
     for k, i in enumerate(bad):
         a[i] = [np.nan, np.inf, -np.inf][k % 3]
     path = str(tmp_path / "a.zarr")
     serializer = "auto" if fmt == 2 else zarr.codecs.BytesCodec(
         endian="big" if dtype.startswith(">") else "little")
-    z = zarr.create_array(path, shape=a.shape, chunks=(10, 12), dtype=a.dtype, fill_value=0,
+    z = zarr.create_array(path, shape=a.shape, chunks=(16, 16), dtype=a.dtype, fill_value=0,
                           zarr_format=fmt, compressors=None, serializer=serializer)
     z[...] = a
     tasks = [t for t in plan([path]) if t.status == "check"]
@@ -267,7 +271,7 @@ def test_a_kernel_that_cannot_be_built_means_the_usual_reads(tmp_path, reads, mo
         raise RuntimeError("symbol pread not found")
     monkeypatch.setattr(sieve_module, "_works", {})
     monkeypatch.setattr(read_stats, "read_clean", unlinkable)
-    assert sieve_module.read_sieve(np.dtype("<f4")) is None
+    assert sieve_module.read_sieve(np.dtype("<f4"), 1 << 20) is None
     a = _values("<f4", 1000)
     a[10] = np.nan
     r = run_task(_task(_file(tmp_path, a), a), 5)

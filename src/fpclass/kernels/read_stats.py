@@ -1,7 +1,8 @@
 """Read and classify in one nogil call: a run of a file's bytes read with positioned reads (libc
 `pread`, declared to LLVM by name, so the kernel stays in numba's on-disk cache) into a buffer
 of a few hundred KiB, each piece classified by the statistics kernel (stats.py) while it is still
-in the core's L2 cache, until a piece holds a non-finite word.
+in the core's L2 cache, until a piece holds a non-finite word. Only whole vectors of words
+(stats_vectors.py): the last few words of a run are the caller's, as a piece with a finding is.
 
 Reading the same bytes in Python-sized chunks pays the interpreter (and the GIL, which the scan's
 reading threads share) for every chunk, so chunks had to be MiB-sized, larger than L2, and the
@@ -20,7 +21,9 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .stats import NONFINITE, KEY_MAX, KEY_MIN, stats_range
+from .stats import TINY, ZERO, fold_raw
+from .stats_vectors import count_and_extremes, count_and_extremes_swapped
+from .vectors import VECTOR
 from .walk import JIT
 
 #: Whether pread can be called here: a POSIX system (Windows has no pread) with 64-bit sizes and
@@ -55,32 +58,37 @@ def _pread(typingctx, fd, buf, at, nbytes, position):
 def read_clean(fd, raw, words, keys, position, nbytes, piece, tests, c, swap, acc):
     """Read `nbytes` bytes of file descriptor `fd` from byte `position` into `raw` (uint8, at
     least `piece` bytes; `words` / `keys` the same memory as unsigned / signed words), `piece`
-    bytes (whole words) at a time, each piece's statistics row (stats.stats_range: `tests`, `c`,
-    `swap`) merged into `acc` while no piece holds a non-finite word. Returns the bytes read and
-    merged: `nbytes`, or where the piece starts that holds a non-finite word (its bytes then in
-    raw[:piece] but not in `acc`), or that pread ended early or failed in."""
-    size = words.itemsize
-    plan = np.ones(1, np.int64)
-    shape = np.empty(1, np.int64)
-    shape[0] = words.size
-    row = np.empty(5, np.int64)
+    bytes (whole vectors of words) at a time, each piece's statistics (stats.py's row: `tests`,
+    `c`, `swap`) merged into `acc` while no piece holds a non-finite word. Returns the bytes read
+    and merged: `nbytes`, or where the piece starts that holds a non-finite word (its bytes then
+    in raw[:piece] but not in `acc`), or that pread ended early or failed in, or where the last
+    words short of a whole vector start (left to the caller)."""
+    whole = words.itemsize * VECTOR
     done = 0
     while done < nbytes:
         n = min(piece, nbytes - done)
+        n -= n % whole
+        if n == 0:  # words short of a vector: the caller's
+            return done
         got = 0
         while got < n:
             k = _pread(fd, raw, got, n - got, position + done + got)
             if k <= 0:
                 return done
             got += k
-        row[:3] = 0
-        row[KEY_MIN] = np.iinfo(np.int64).max
-        row[KEY_MAX] = np.iinfo(np.int64).min
-        stats_range(words, keys, 0, plan, shape, 0, n // size, tests, c, swap, row)
-        if row[NONFINITE] != 0:
+        vectors = n // whole
+        if swap:  # big-endian FITS / NetCDF classic data: the same loop, swapping words
+            bad, tiny, zero, umin, umax, smax = count_and_extremes_swapped(
+                words, np.uint64(0), np.uint64(vectors), tests[0, 0], tests[0, 1],
+                tests[1, 0], tests[1, 1], tests[1, 2], tests[1, 3], tests[2, 0], tests[2, 1])
+        else:
+            bad, tiny, zero, umin, umax, smax = count_and_extremes(
+                words, np.uint64(0), np.uint64(vectors), tests[0, 0], tests[0, 1],
+                tests[1, 0], tests[1, 1], tests[1, 2], tests[1, 3], tests[2, 0], tests[2, 1])
+        if bad != 0:
             return done
-        acc[:3] += row[:3]
-        acc[KEY_MIN] = min(acc[KEY_MIN], row[KEY_MIN])
-        acc[KEY_MAX] = max(acc[KEY_MAX], row[KEY_MAX])
+        acc[TINY] += np.int64(tiny)
+        acc[ZERO] += np.int64(zero)
+        fold_raw(umin, umax, smax, c, acc)
         done += n
     return done

@@ -288,7 +288,8 @@ def read_blocks(task: Task, chunk_bytes: int):
         end = where.nblocks if task.count < 0 else task.first + task.count
         if blocks.raw is not None:
             # values classified as stored: a sieve keeps the statistics of chunks all finite
-            sieve = read_sieve(blocks.raw) if where.decode is None and not complex_ else None
+            sieve = read_sieve(blocks.raw, math.prod(blocks.shape) * blocks.raw.itemsize) \
+                if where.decode is None and not complex_ else None
             parts = raw_blocks(arr, _folder(where), blocks.shape, blocks.raw, task.first, end,
                                chunk_bytes, lambda idx: _read(arr, blocks, idx, (1,) * len(idx)),
                                sieve)
