@@ -17,7 +17,7 @@ scan costs beside decode alone's shows what the wall time cannot):
             start-up"): importing fpclass's reader of the format (the library child imports
             its library before timing too) and loading the kernels the scan classifies with from
             numba's cache (float32 both byte orders, bfloat16; for HDF5 also the statistics of
-            shuffled chunks), as a process pays them once
+            shuffled chunks; the read sieve's kernel), as a process pays them once
   library   the format's own reader loading every tensor, then `isnan(t).any()` per tensor:
             torch.load(weights_only=True) + torch.isnan for .pt; h5py ds[...] + np.isnan for HDF5;
             zarr a[...] + np.isnan for zarr; astropy hdu.data for FITS (memmap off); netCDF4
@@ -94,6 +94,12 @@ if mode == "fpclass":
     if kind.startswith("h5") and finite_shuffled_stats is not None:
         for dt in ("<f4", ">f4"):
             finite_shuffled_stats(np.ones(1 << 20, dt).tobytes(), dt, 1 << 20)
+    try:  # and the kernel reading and classifying raw ranges in one call (not in older trees)
+        from fpclass.operators.read_sieve import compile_for
+    except ImportError:
+        compile_for = None
+    for dt in ("<f4", ">f4", bfloat16) if compile_for is not None else ():
+        compile_for(np.dtype(dt))
     startup = time.perf_counter() - t
 elif mode == "library":
     import numpy as np

@@ -80,22 +80,49 @@ def emit(context, builder, sig, args, word, load, swap: bool):
     bswap = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(vt, [vt]), f"llvm.bswap.v{VECTOR}i{wt.width}") \
         if swap and wt.width > 8 else None
-    with cgutils.for_range(builder, n) as loop:
-        at = builder.add(start_at, builder.mul(loop.index, ir.Constant(start_at.type, VECTOR)))
-        words = load(at)
-        values = builder.call(bswap, [words]) if bswap is not None else words
-        hits = [builder.icmp_unsigned("==", builder.and_(words, m0s), v0s),
-                builder.and_(builder.icmp_unsigned("==", builder.and_(words, m1s), v1s),
-                             builder.icmp_unsigned("!=", builder.and_(words, m1bs), v1bs)),
-                builder.icmp_unsigned("==", builder.and_(words, m2s), v2s)]
-        for acc, hit in zip(counts, hits):
-            bits = builder.bitcast(hit, ir.IntType(VECTOR))
-            builder.store(builder.add(builder.load(acc), builder.call(popcount, [bits])), acc)
-        for acc, op, cmp in ((umin, "<", builder.icmp_unsigned),
-                             (umax, ">", builder.icmp_unsigned),
-                             (smax, ">", builder.icmp_signed)):
-            old = builder.load(acc)
-            builder.store(builder.select(cmp(op, values, old), values, old), acc)
+
+    def loop_over(one_mask: bool):
+        with cgutils.for_range(builder, n) as loop:
+            at = builder.add(start_at,
+                             builder.mul(loop.index, ir.Constant(start_at.type, VECTOR)))
+            words = load(at)
+            values = builder.call(bswap, [words]) if bswap is not None else words
+            if one_mask:  # zero values as constants: each test of a zero one instruction
+                field = builder.and_(words, m0s)
+                hits = [builder.icmp_unsigned("==", field, v0s),
+                        builder.icmp_unsigned("==", field, zeros),
+                        builder.icmp_unsigned("==", builder.and_(words, m2s), zeros)]
+            else:
+                hits = [builder.icmp_unsigned("==", builder.and_(words, m0s), v0s),
+                        builder.and_(builder.icmp_unsigned("==", builder.and_(words, m1s), v1s),
+                                     builder.icmp_unsigned("!=", builder.and_(words, m1bs),
+                                                           v1bs)),
+                        builder.icmp_unsigned("==", builder.and_(words, m2s), v2s)]
+            for acc, hit in zip(counts, hits):
+                bits = builder.bitcast(hit, ir.IntType(VECTOR))
+                builder.store(builder.add(builder.load(acc), builder.call(popcount, [bits])),
+                              acc)
+            for acc, op, cmp in ((umin, "<", builder.icmp_unsigned),
+                                 (umax, ">", builder.icmp_unsigned),
+                                 (smax, ">", builder.icmp_signed)):
+                old = builder.load(acc)
+                builder.store(builder.select(cmp(op, values, old), values, old), acc)
+
+    # Nearly every format's tests: non-finite and tiny test one field (the exponent), tiny and
+    # zero test it for zero, and the tiny test's second clause never fails (mask 0, value not
+    # 0): one AND fewer, no second clause, and a zero test one instruction per vector
+    # (measured: see docs/benchmarks.md, issue 22).
+    def scalar(i):
+        return context.cast(builder, args[i], sig.args[i], word)
+    zero = ir.Constant(wt, 0)
+    one_mask = builder.icmp_unsigned("==", scalar(3), scalar(5))
+    for i, op in ((6, "=="), (7, "=="), (8, "!="), (10, "==")):
+        one_mask = builder.and_(one_mask, builder.icmp_unsigned(op, scalar(i), zero))
+    with builder.if_else(one_mask) as (then, otherwise):
+        with then:
+            loop_over(True)
+        with otherwise:
+            loop_over(False)
 
     def reduce(name, acc, extend):
         f = cgutils.get_or_insert_function(

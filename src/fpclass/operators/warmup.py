@@ -35,7 +35,7 @@ def compile_unit(name: str, mode: str) -> float:
     and threading thresholds for its duration)."""
     import ml_dtypes
     from ..kernels import threads
-    from . import buffers, elementwise as ops, queries as q, statistics
+    from . import buffers, elementwise as ops, queries as q, read_sieve, statistics
 
     start = time.perf_counter()
     if (name, mode) in (CODECS, DENSITY):
@@ -62,6 +62,8 @@ def compile_unit(name: str, mode: str) -> float:
             # the scan's statistics above; fpclass.check and torch.watch count raw buffers
             buffers.count_nonfinite_words(x.dtype, [x.ctypes.data], [x.size])
             buffers.nonfinite_counter(x.dtype)(x.ctypes.data, x.size)
+        if mode == "serial":  # the scan's reads of raw ranges (read_sieve), per word width
+            read_sieve.compile_for(dtype)
         if dtype.itemsize == 1:
             # rows a word (kernels/row_words.py) are compiled per word, whatever the format: rows
             # of 8 bytes above, of 4 here

@@ -16,6 +16,7 @@ from .density import Gatherer
 from .overlap import run_overlap
 from .missing import cf
 from .readers import ReaderError
+from ..operators.read_sieve import read_sieve
 from ..results import build
 from ..results.report import TensorResult
 from ..results.status import CHECKED
@@ -132,10 +133,16 @@ def with_map(result: TensorResult, gather) -> TensorResult:
 def _run_elements(task, max_locations, chunk_bytes, stop, gather=None):
     dtype = np_dtype(task.element)
     tally = new_tally(task, max_locations)
-    for first, chunk in task.storage.chunks(task, dtype.itemsize, chunk_bytes):
+    # A chunk the sieve kept (None) is all finite: its statistics join the tally once, at the end.
+    sieve = read_sieve(dtype, task.part_bytes) if task.storage.sieves else None
+    extra = (sieve,) if sieve is not None else ()
+    for first, chunk in task.storage.chunks(task, dtype.itemsize, chunk_bytes, *extra):
         if stop is not None and stop.is_set():
             raise Interrupted
-        add_elements(task, tally, first, chunk, gather)
+        if chunk is not None:
+            add_elements(task, tally, first, chunk, gather)
+    if sieve is not None and sieve.values:
+        tally.add_finite(sieve.stats(), sieve.values, sieve.values * dtype.itemsize)
     return tally.result()
 
 

@@ -1,4 +1,5 @@
-"""Compressed zarr chunks of a directory store read from their files and decoded here, by the
+"""Zarr chunks of a directory store read from their files here: uncompressed ones straight into a
+reused buffer (raw_blocks), compressed ones then decoded here (packed_blocks), by the
 codec their metadata names, on the scan thread that reads them: no trip through zarr's event loop
 per chunk, so the chunks of a large array (cut into parts, storage.grids.PACKED_PART_BYTES)
 decompress on every core. Only pipelines known exactly are taken: the chunk's elements in C order
@@ -19,9 +20,11 @@ import zlib
 import numpy as np
 
 from . import ReaderError
+from ...operators.statistics import ValueStats
 from ..storage.buffers import thread_buffer
+from ..storage.classified import FiniteBlock
 from ..storage.grids import BlockGrid
-from ..storage.reads import read_exactly
+from ..storage.reads import close_source, open_source, read_exactly, source_size
 from .zarr_blosc import check_blosc_frame
 
 #: Compressors decoded here, by their numcodecs / zarr v3 names.
@@ -148,3 +151,56 @@ def packed_blocks(arr, folder: str, shape: tuple, codec: tuple, first: int, stop
         block = data.view(dtype).reshape(shape)
         inside = tuple(slice(0, min(b, n - o)) for b, n, o in zip(shape, arr.shape, origin))
         yield origin, block[inside]
+
+
+def raw_blocks(arr, folder: str, shape: tuple, dtype: np.dtype, first: int, stop: int,
+               chunk_bytes: int, missing, sieve=None):
+    """Yield (origin, block) for uncompressed chunks [first, stop) of `arr` (chunks of `shape`
+    holding `dtype` in C order) read from their files under `folder` straight into one reused
+    buffer, `chunk_bytes` at a time (whole rows of the chunk's first axis), cut to the array at
+    its edges; `missing(idx)` reads a chunk never written. Rows a `sieve`
+    (operators/read_sieve.py) keeps come as FiniteBlocks without statistics, which a last
+    FiniteBlock of no values brings (the sieve's)."""
+    ndim = len(shape)
+    row = math.prod(shape[1:]) * dtype.itemsize
+    chunk = math.prod(shape) * dtype.itemsize
+    rows_per_read = max(1, chunk_bytes // max(row, 1))
+    buf = thread_buffer("read", min(rows_per_read * row, chunk) if ndim else chunk)
+    key_of, whole_shape = arr.metadata.encode_chunk_key, tuple(arr.shape)  # (a property each look)
+    walk = BlockGrid(whole_shape, shape)
+    for k in range(first, stop):
+        idx = walk.index(k)
+        key = key_of(idx)
+        origin = tuple(i * b for i, b in zip(idx, shape))
+        path = os.path.join(folder, *key.split("/"))
+        try:
+            fd = open_source(path)
+        except FileNotFoundError:
+            yield origin, missing(idx)
+            continue
+        try:
+            size = source_size(fd)
+            if size != chunk:
+                raise ReaderError(f"chunk {key!r} holds {size} bytes; an uncompressed chunk of "
+                                  f"{list(shape)} {dtype.str} holds {chunk} (corrupt?)")
+            if not ndim:
+                read_exactly(fd, memoryview(buf), 0, path)
+                yield origin, buf.view(dtype).reshape(())
+                continue
+            inside = tuple(slice(0, min(c, s - o))
+                           for c, s, o in zip(shape[1:], whole_shape[1:], origin[1:]))
+            rows = min(shape[0], whole_shape[0] - origin[0])
+            # the sieve takes rows holding no value beyond the array's edge
+            whole = sieve is not None and all(s.stop == c for s, c in zip(inside, shape[1:]))
+            for r in range(0, rows, rows_per_read):
+                n = min(rows_per_read, rows - r)
+                if whole and sieve.read_all(fd, buf, r * row, n * row):
+                    yield origin, FiniteBlock(n * row // dtype.itemsize, n * row, ValueStats())
+                    continue
+                read_exactly(fd, memoryview(buf)[: n * row], r * row, path)
+                block = buf[: n * row].view(dtype).reshape((n,) + shape[1:])
+                yield (origin[0] + r,) + origin[1:], block[(slice(None),) + inside]
+        finally:
+            close_source(fd)
+    if sieve is not None and sieve.values:
+        yield (), FiniteBlock(0, 0, sieve.stats())

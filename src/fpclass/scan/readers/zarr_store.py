@@ -35,15 +35,14 @@ from . import ReaderError, require
 from ..._optional import install_hint
 from ..dtypes import component
 from ..missing import cf, zarr_fill_is_blank
-from ..storage.buffers import thread_buffer
+from ...operators.read_sieve import read_sieve
 from ..storage.grids import BlockGrid, Grid, boxes
-from ..storage.reads import close_source, open_source, read_exactly, source_size
 from ..storage.source import is_url
 from ..tasks import CHECK, Task, problem
 from .bounds import check_count
 from .reporting import marker, not_applicable, unchecked
 from .zarr_blosc import blosc_checked, blosc_frames
-from .zarr_chunks import chunk_codec, decodes_here, packed_blocks
+from .zarr_chunks import chunk_codec, decodes_here, packed_blocks, raw_blocks
 from .zarr_nodes import Listing, attribute_tasks, head_reader, stored_files, strays
 from .zarr_open import attach, open_array, open_nodes
 
@@ -288,7 +287,12 @@ def read_blocks(task: Task, chunk_bytes: int):
         blocks, complex_ = kept.blocks or _Blocks.of(zarr, store, arr), kept.complex_
         end = where.nblocks if task.count < 0 else task.first + task.count
         if blocks.raw is not None:
-            parts = _raw_blocks(arr, task, blocks, end, chunk_bytes)
+            # values classified as stored: a sieve keeps the statistics of chunks all finite
+            sieve = read_sieve(blocks.raw, math.prod(blocks.shape) * blocks.raw.itemsize) \
+                if where.decode is None and not complex_ else None
+            parts = raw_blocks(arr, _folder(where), blocks.shape, blocks.raw, task.first, end,
+                               chunk_bytes, lambda idx: _read(arr, blocks, idx, (1,) * len(idx)),
+                               sieve)
         elif blocks.codec is not None:
             parts = packed_blocks(arr, _folder(where), blocks.shape, blocks.codec, task.first,
                                   end, lambda idx: _read(arr, blocks, idx, (1,) * len(idx)))
@@ -352,46 +356,3 @@ def _block_name(arr, blocks, idx) -> str:
 def _folder(where) -> str:
     """The directory of the array a Grid storage names."""
     return os.path.join(where.source, *where.member.split("/")) if where.member else where.source
-
-
-def _raw_blocks(arr, task, blocks, end, chunk_bytes):
-    """Uncompressed chunk files read straight into one reused buffer, `chunk_bytes` at a time
-    (whole rows of the chunk's first axis); a chunk never written is read by zarr (fill value)."""
-    dtype = blocks.raw
-    ndim = len(blocks.shape)
-    row = math.prod(blocks.shape[1:]) * dtype.itemsize
-    chunk = math.prod(blocks.shape) * dtype.itemsize
-    rows_per_read = max(1, chunk_bytes // max(row, 1))
-    buf = thread_buffer("read", min(rows_per_read * row, chunk) if ndim else chunk)
-    folder = _folder(task.storage)
-    key_of, shape = arr.metadata.encode_chunk_key, tuple(arr.shape)  # (a property each look)
-    walk = BlockGrid(shape, blocks.shape)
-    for k in range(task.first, end):
-        idx = walk.index(k)
-        key = key_of(idx)
-        origin = _origin(blocks, idx)
-        path = os.path.join(folder, *key.split("/"))
-        try:
-            fd = open_source(path)
-        except FileNotFoundError:
-            yield origin, _read(arr, blocks, idx, (1,) * ndim)
-            continue
-        try:
-            size = source_size(fd)
-            if size != chunk:
-                raise ReaderError(f"chunk {key!r} holds {size} bytes; an uncompressed chunk of "
-                                  f"{list(blocks.shape)} {dtype.str} holds {chunk} (corrupt?)")
-            if not ndim:
-                read_exactly(fd, memoryview(buf), 0, path)
-                yield origin, buf.view(dtype).reshape(())
-                continue
-            inside = tuple(slice(0, min(c, s - o))
-                           for c, s, o in zip(blocks.shape[1:], shape[1:], origin[1:]))
-            rows = min(blocks.shape[0], shape[0] - origin[0])
-            for r in range(0, rows, rows_per_read):
-                n = min(rows_per_read, rows - r)
-                read_exactly(fd, memoryview(buf)[: n * row], r * row, path)
-                block = buf[: n * row].view(dtype).reshape((n,) + blocks.shape[1:])
-                yield (origin[0] + r,) + origin[1:], block[(slice(None),) + inside]
-        finally:
-            close_source(fd)

@@ -38,6 +38,8 @@ class Storage:
     flat = True
     #: Dimensions of the view overlap in the stored bytes (Strided only).
     overlap = False
+    #: `chunks` takes a read sieve (operators/read_sieve.py: Range only).
+    sieves = False
     # Every kind has `source` (the file holding the bytes; "" when the task holds them) and
     # `nbytes` (the stored bytes); they are fields of the kinds, not class attributes here, as a
     # dataclass would take a class attribute for a default.

@@ -27,6 +27,7 @@ class Range(Storage):
     offset: int
     nbytes: int
     kind = "raw"
+    sieves = True
 
     def parts(self, task, task_bytes):
         if self.nbytes <= task_bytes or not task.grid:
@@ -34,10 +35,13 @@ class Range(Storage):
         item = task.block_bytes or np_dtype(task.element).itemsize
         return cut(self.nbytes // item, self.nbytes, task_bytes, max(1, task_bytes // item))
 
-    def chunks(self, task, item_bytes: int, chunk_bytes: int):
+    def chunks(self, task, item_bytes: int, chunk_bytes: int, sieve=None):
         """Yield (first item, uint8 array of whole items) over the task's part, the array reused
         for the next chunk. SourceError when the file is short, also when it shrinks while it is
-        read."""
+        read. With a `sieve` (operators/read_sieve.py, items of its dtype), a local file's chunks
+        are read through it first: a chunk it keeps whole (all finite, its statistics now in the
+        sieve) is yielded as (first item, None); from the piece it stops at, the chunk is read
+        and yielded as usual."""
         first = task.first
         count = (self.nbytes // item_bytes - first) if task.count < 0 else task.count
         per_chunk = max(1, chunk_bytes // item_bytes)
@@ -51,9 +55,19 @@ class Range(Storage):
                 raise SourceError(f"data ends at byte {end} but {path} has {size} bytes "
                                   "(truncated?)")
             buf = thread_buffer("read", min(per_chunk, count) * item_bytes)
+            if fd.__class__ is not int:
+                sieve = None
             done = 0
             while done < count:
                 n = min(per_chunk, count - done)
+                if sieve is not None:
+                    kept = sieve.read(fd, buf, offset + done * item_bytes, n * item_bytes)
+                    if kept == n * item_bytes:
+                        yield first + done, None
+                        done += n
+                        continue
+                    done += kept // item_bytes
+                    n = min(per_chunk, count - done)
                 read_exactly(fd, memoryview(buf)[: n * item_bytes], offset + done * item_bytes,
                              path)
                 yield first + done, buf[: n * item_bytes]

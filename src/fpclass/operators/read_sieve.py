@@ -1,0 +1,114 @@
+"""A read sieve: the value statistics of stored words of one real float dtype, read from a local
+file and classified in the same nogil call (kernels/read_stats.py), for as long as the words
+read hold no non-finite value. What holds one (its locations), and every read that fails or
+ends early, is left to the caller's own reading and classification, so findings and errors
+stay theirs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import compile_cache
+from .statistics import ValueStats, word_stats
+
+#: Bytes read and classified at a time: a piece stays in a core's L2 cache (1-2 MiB on current
+#: x86 and ARM cores) between its read and its classification.
+PIECE_BYTES = 256 << 10
+#: Runs of at most this many bytes are read the usual way: the sieve takes whole vectors of words
+#: only, and classifying a run's last words apart costs more than a small run saves.
+SMALL_BYTES = 64 << 10
+
+
+class ReadSieve:
+    """The statistics of the clean words read so far (`values` of them) for one dtype; `read`
+    reads and classifies more. Not shared between threads."""
+
+    __slots__ = ("_rule", "_itemsize", "_vector", "_signed", "_row", "_views", "values")
+
+    def __init__(self, rule, itemsize: int):
+        from ..kernels import launch_stats
+        from ..kernels.vectors import VECTOR
+        self._rule = rule
+        self._itemsize = itemsize
+        self._vector = VECTOR * itemsize
+        self._signed = np.dtype(f"i{rule[2].itemsize}")
+        self._row = launch_stats.empty_row()
+        self._views: tuple = ()
+        self.values = 0
+
+    def read(self, fd: int, buf: np.ndarray, position: int, nbytes: int) -> int:
+        """Read `nbytes` bytes (whole elements) of the file descriptor `fd` from byte `position`
+        through `buf` (uint8: PIECE_BYTES, or fewer but at least one element), keeping the
+        statistics of those read while none is non-finite. Returns how many bytes were read and
+        kept (a multiple of the element size): `nbytes`, or fewer where a piece holds a
+        non-finite value, a read failed or ended early, or at the last elements short of a
+        vector (kernels/vectors.py: 64 words; read those again from there, the caller's
+        way)."""
+        if not self._views or self._views[0] is not buf:
+            piece = min(max(PIECE_BYTES, self._vector), buf.size)
+            piece -= piece % self._vector  # none (nothing kept) in a buffer short of a vector
+            raw = buf[:piece]
+            self._views = (buf, raw, raw.view(self._rule[2]), raw.view(self._signed), piece)
+        from ..kernels.read_stats import read_clean  # imports numba: the caller checked warmth
+        tests, consts, _, swapped, _ = self._rule
+        _, raw, words, keys, piece = self._views
+        done = read_clean(fd, raw, words, keys, position, nbytes, piece, tests, consts,
+                          swapped, self._row)
+        self.values += done // self._itemsize
+        return done
+
+    def read_all(self, fd: int, buf: np.ndarray, position: int, nbytes: int) -> bool:
+        """`read`, all or nothing: whether all `nbytes` bytes were kept; if not, the statistics
+        are as they were before the call (read the bytes again the caller's way)."""
+        if nbytes % self._vector:
+            return False
+        row, values = self._row.copy(), self.values
+        if self.read(fd, buf, position, nbytes) == nbytes:
+            return True
+        self._row[:], self.values = row, values
+        return False
+
+    def stats(self) -> ValueStats:
+        """The ValueStats of the `values` clean elements read."""
+        return self._rule[4](self._row, self.values)
+
+
+def read_sieve(dtype: np.dtype, nbytes: int) -> ReadSieve | None:
+    """A ReadSieve for a run of `nbytes` bytes of elements of `dtype` (or runs of that size), or
+    None where there is none (read and classify the usual way): at most SMALL_BYTES, no pread
+    here (Windows, 32-bit systems), numba's cache not warm (the compile
+    policy), a dtype without statistics kernel words (complex, integer, formats classified by
+    value, sub-byte formats whose words the launcher shifts), a kernel that cannot be built
+    here."""
+    if nbytes <= SMALL_BYTES or not compile_cache.kernels_ready():
+        return None
+    from ..kernels import read_stats  # imports numba: the cache is warm
+    if not read_stats.available:
+        return None
+    try:
+        rule = word_stats(dtype)
+    except TypeError:
+        return None
+    if rule is None or int(rule[1][2]) != 0 or rule[2].itemsize != dtype.itemsize:
+        return None
+    sieve = ReadSieve(rule, dtype.itemsize)
+    key = (rule[2], rule[3])
+    works = _works.get(key)
+    if works is None:  # built (or loaded) and called once, reading nothing
+        try:
+            sieve.read(-1, np.empty(PIECE_BYTES, np.uint8), 0, 0)
+            works = True
+        except Exception:  # no pread to link with on this system: read the usual way
+            works = False
+        _works[key] = works
+    return sieve if works else None
+
+
+_works: dict = {}  # (word, swapped) -> whether the kernel could be built and called here
+
+
+
+def compile_for(dtype: np.dtype) -> None:
+    """Compile (or load from numba's cache) the kernel the scan reads raw ranges of `dtype`
+    with, where it has one (`fpclass warmup`)."""
+    read_sieve(dtype, SMALL_BYTES + 1)
