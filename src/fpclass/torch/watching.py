@@ -76,6 +76,7 @@ class watch:
         root = _unwrap(self.model)
         every = [(_clean(name), module) for name, module in root.named_modules()
                  if not _is_compiled(module)]
+        ended = False
         for name, module in every:
             if not self.selected(name):
                 continue
@@ -85,12 +86,17 @@ class watch:
             if self.check_inputs:
                 register.append(module.register_forward_pre_hook(
                     functools.partial(before, self, name, kind), with_kwargs=True))
+            hook = after
+            if module is root and not ended:  # the root's check also ends the pass: one
+                hook, ended = _opaque(watch._last_after), True  # hook less to add, call, remove
             register.append(module.register_forward_hook(
-                functools.partial(after, self, name, kind), with_kwargs=True))
+                functools.partial(hook, self, name, kind), with_kwargs=True))
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
         register.append(root.register_forward_pre_hook(
             functools.partial(_opaque(watch._start), self), prepend=True))
-        register.append(root.register_forward_hook(functools.partial(_opaque(watch._end), self)))
+        if not ended:
+            register.append(root.register_forward_hook(
+                functools.partial(_opaque(watch._end), self)))
         self._owners = parameters.owners(every)
         if self.grads:
             parameters.hook_gradients(
@@ -126,6 +132,12 @@ class watch:
         self._local.state = self._last = _Pass()
 
     def _end(self, module, args, output):
+        self._pass().forget()
+
+    def _last_after(self, name, kind, module, args, kwargs, output):
+        """The root's check, then the pass's end (not reached when the check raises, as when
+        they were two hooks)."""
+        self._after(name, kind, module, args, kwargs, output)
         self._pass().forget()
 
     # -- forward -------------------------------------------------------------------------------
