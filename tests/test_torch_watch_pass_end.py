@@ -40,7 +40,7 @@ def test_the_pass_lets_go_of_its_tensors_at_the_models_end(names):
         handle.remove()
     truth = not bool(torch.isfinite(out).all())
     watched_root = names is None
-    assert [f.module for f in w.findings] == (["" ] if truth and watched_root else [])
+    assert [f.module for f in w.findings] == ([""] if truth and watched_root else [])
 
 
 def test_a_finding_at_the_root_is_reported_once_a_pass_and_the_next_pass_starts_fresh():
