@@ -84,7 +84,6 @@ class watch:
                 continue
             kind = type(module).__name__
             self._modules[name] = module
-            self._arguments[name] = argument_names(module)
             if self.check_inputs:
                 register.append(module.register_forward_pre_hook(
                     functools.partial(before, self, name, kind), with_kwargs=True))
@@ -120,6 +119,14 @@ class watch:
         if (exc_type is None and new and self.collect and self.raise_on
                 and self.policy.action == "raise"):
             raise NonFiniteError(new[0], new)
+
+    def _argument_names(self, name) -> tuple:
+        """The names of module `name`'s forward parameters, read when first needed (a finding,
+        check_inputs): entering every step does not pay for them."""
+        names = self._arguments.get(name)
+        if names is None:
+            names = self._arguments[name] = argument_names(self._modules[name])
+        return names
 
     # -- pass state ----------------------------------------------------------------------------
 
@@ -187,7 +194,7 @@ class watch:
         if not self._active:
             return
         state = self._pass()
-        for label, t, argument in tensors(args, kwargs, "input", self._arguments[name]):
+        for label, t, argument in tensors(args, kwargs, "input", self._argument_names(name)):
             first = not self._checked(state, t)
             bad = self._failing(state, name, t, argument)
             if bad is not None and first:
@@ -214,7 +221,7 @@ class watch:
                 continue
             inputs = any(self._failing(state, name, i, argument, received) is not None
                          for _, i, argument in tensors(args, kwargs, "input",
-                                                       self._arguments[name]))
+                                                       self._argument_names(name)))
             self._found(state, Finding(name, kind, "forward", label, *described, inputs),
                         module, t)
 
