@@ -72,19 +72,37 @@ class NonFiniteWarning(RuntimeWarning):
         self.finding = finding
 
 
+#: fail_on strings parsed before -> the classes watch checks. A watch is made every step, and
+#: parsing after a step (its data out of the caches) cost ~40 µs of it; only the immutable result
+#: is kept, per string (a spec that fails to parse is not kept: it raises each time).
+_CLASSES: dict = {}
+
+
+def watched_classes(fail_on) -> frozenset:
+    """The classes among nan, posinf, neginf that `fail_on` names; ValueError when it names
+    none of them (an empty spec names nothing, and fails on nothing)."""
+    known = _CLASSES.get(fail_on) if isinstance(fail_on, str) else None
+    if known is not None:
+        return known
+    classes = frozenset(parse_fail_on(fail_on) & {"nan", "posinf", "neginf"})
+    if not classes and fail_on:
+        raise ValueError(f"fail_on={fail_on!r} names no class watch checks; accepted: nan, "
+                         "inf, posinf, neginf")
+    if isinstance(fail_on, str) and len(_CLASSES) < 64:  # bounded: specs made on the fly
+        _CLASSES[fail_on] = classes
+    return classes
+
+
 class Policy:
     """Which classes fail (`fail_on`, as in `fpclass scan`: "nan", "inf", "posinf", "neginf"),
     which findings are ignored (globs or a predicate over module and parameter names), and the
     action taken at the first finding of a pass."""
 
     def __init__(self, fail_on="nan,inf", ignore=None, action="raise"):
-        classes = parse_fail_on(fail_on) & {"nan", "posinf", "neginf"}
-        if not classes and fail_on:
-            raise ValueError(f"fail_on={fail_on!r} names no class watch checks; accepted: nan, "
-                             "inf, posinf, neginf")
+        classes = watched_classes(fail_on)
         if action not in ACTIONS:
             raise ValueError(f"action={action!r}; accepted: " + ", ".join(map(repr, ACTIONS)))
-        self.classes, self.action = frozenset(classes), action
+        self.classes, self.action = classes, action
         self.everything = self.classes == {"nan", "posinf", "neginf"}
         self.ignored = selector(ignore, "ignore", default=False)
 

@@ -58,6 +58,8 @@ class watch:
         self._checker = checker(torch)
         self._finite = self._checker.finite
         self._tensor = torch.Tensor
+        if not _CLAMPS:
+            _CLAMPS.update((torch.nn.ReLU, torch.nn.ReLU6))
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -76,21 +78,26 @@ class watch:
         root = _unwrap(self.model)
         every = [(_clean(name), module) for name, module in root.named_modules()
                  if not _is_compiled(module)]
+        ended = False
         for name, module in every:
             if not self.selected(name):
                 continue
             kind = type(module).__name__
             self._modules[name] = module
-            self._arguments[name] = argument_names(module)
             if self.check_inputs:
                 register.append(module.register_forward_pre_hook(
                     functools.partial(before, self, name, kind), with_kwargs=True))
+            hook = after
+            if module is root and not ended:  # the root's check also ends the pass: one
+                hook, ended = _opaque(watch._last_after), True  # hook less to add, call, remove
             register.append(module.register_forward_hook(
-                functools.partial(after, self, name, kind), with_kwargs=True))
+                functools.partial(hook, self, name, kind), with_kwargs=True))
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
         register.append(root.register_forward_pre_hook(
             functools.partial(_opaque(watch._start), self), prepend=True))
-        register.append(root.register_forward_hook(functools.partial(_opaque(watch._end), self)))
+        if not ended:
+            register.append(root.register_forward_hook(
+                functools.partial(_opaque(watch._end), self)))
         self._owners = parameters.owners(every)
         if self.grads:
             parameters.hook_gradients(
@@ -113,6 +120,14 @@ class watch:
                 and self.policy.action == "raise"):
             raise NonFiniteError(new[0], new)
 
+    def _argument_names(self, name) -> tuple:
+        """The names of module `name`'s forward parameters, read when first needed (a finding,
+        check_inputs): entering every step does not pay for them."""
+        names = self._arguments.get(name)
+        if names is None:
+            names = self._arguments[name] = argument_names(self._modules[name])
+        return names
+
     # -- pass state ----------------------------------------------------------------------------
 
     def _pass(self) -> "_Pass":
@@ -128,24 +143,48 @@ class watch:
     def _end(self, module, args, output):
         self._pass().forget()
 
+    def _last_after(self, name, kind, module, args, kwargs, output):
+        """The root's check, then the pass's end (not reached when the check raises, as when
+        they were two hooks)."""
+        self._after(name, kind, module, args, kwargs, output)
+        self._pass().forget()
+
     # -- forward -------------------------------------------------------------------------------
 
-    def _known(self, state, t):
+    def _known(self, state, t, module=None):
         """(counts or None when finite, first time?) for a tensor of this forward pass: a
         container returns its last child's output, which is then neither checked nor reported
-        twice."""
+        twice. A tensor written in place since (its version moved: `x.log_()`) is checked
+        again, except a finite one that `module`, an in-place clamp (ReLU(inplace=True)), has
+        just written: finite in, finite out."""
         known = state.checked.get(id(t))
+        version = None if t.is_inference() else t._version  # inference tensors keep no version
         if known is not None and known[0] is t:
-            return known[1], False
+            if known[2] == version:
+                return known[1], False
+            if (known[1] is None and version is not None and known[2] + 1 == version
+                    and type(module) in _CLAMPS and module.inplace):
+                state.checked[id(t)] = (t, None, version)
+                return None, False
         described = None if self._finite(t) else self._checker.describe(t)
         if len(state.checked) >= _RECENT:  # bounded: in inference, activations are freed as
             del state.checked[next(iter(state.checked))]  # the pass goes on; keep only recent
-        state.checked[id(t)] = (t, described)
+        state.checked[id(t)] = (t, described, version)
         return described, True
 
-    def _failing(self, state, name, t, argument) -> tuple | None:
-        """(counts, first) when `t` holds a failing class (a mask's -Inf never does), else None."""
-        described, _ = self._known(state, t)
+    def _checked(self, state, t) -> bool:
+        """Was `t` checked in this pass as it is now?"""
+        known = state.checked.get(id(t))
+        return (known is not None and known[0] is t
+                and known[2] == (None if t.is_inference() else t._version))
+
+    def _failing(self, state, name, t, argument, received=None) -> tuple | None:
+        """(counts, first) when `t` holds a failing class (a mask's -Inf never does), else None;
+        `t` as `received` says (its entry before the module wrote into it) when that is `t`."""
+        if received is not None and received[0] is t:
+            described = received[1]
+        else:
+            described, _ = self._known(state, t)
         if described is None:
             return None
         mask = argument is not None and self.masked(name, argument)
@@ -155,8 +194,8 @@ class watch:
         if not self._active:
             return
         state = self._pass()
-        for label, t, argument in tensors(args, kwargs, "input", self._arguments[name]):
-            first = id(t) not in state.checked or state.checked[id(t)][0] is not t
+        for label, t, argument in tensors(args, kwargs, "input", self._argument_names(name)):
+            first = not self._checked(state, t)
             bad = self._failing(state, name, t, argument)
             if bad is not None and first:
                 self._found(state, Finding(name, kind, "forward", label, *bad, True), module, t)
@@ -176,11 +215,13 @@ class watch:
             for label, t, _ in input_tensors(args, kwargs, self._tensor):
                 role(state, t, ("input", name, kind, label))
         for label, t, _ in outputs:
-            described, first = self._known(state, t)
+            received = state.checked.get(id(t))  # an input written in place: as it came in
+            described, first = self._known(state, t, module)
             if described is None or not first or not self.policy.failing(described[0]):
                 continue
-            inputs = any(self._failing(state, name, i, argument) is not None for _, i, argument
-                         in tensors(args, kwargs, "input", self._arguments[name]))
+            inputs = any(self._failing(state, name, i, argument, received) is not None
+                         for _, i, argument in tensors(args, kwargs, "input",
+                                                       self._argument_names(name)))
             self._found(state, Finding(name, kind, "forward", label, *described, inputs),
                         module, t)
 
@@ -270,6 +311,10 @@ class watch:
 #: How many recently checked tensors a forward pass remembers (a container's output is its last
 #: child's, checked just before).
 _RECENT = 16
+#: torch's activations that only clamp (max(x, 0), min(max(x, 0), 6)), by their exact class (a
+#: subclass may compute something else): written in place into a finite tensor they leave it
+#: finite, and it is not read again. Filled when a watch is first entered (torch is loaded).
+_CLAMPS: set = set()
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -284,7 +329,7 @@ class _Pass:
 
     def __init__(self):
         self.seen: dict = {}         # id(tensor) -> _Seen
-        self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None)
+        self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None, version)
         self.bad_outputs: set = set()
         self.reported = False
 

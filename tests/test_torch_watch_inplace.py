@@ -1,0 +1,112 @@
+"""A tensor written in place after watch checked it (its version moved) is checked again, so a
+module that makes NaN / Inf in place (`x.log_()`) is where watch finds it, born there; an
+in-place ReLU reports as the out-of-place one; inference tensors (no version) by identity, as
+before. torch's
+isfinite on the tensors is the truth."""
+
+import pytest
+
+import fpclass.torch as ft
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+class LogInPlace(nn.Module):
+    def forward(self, x):
+        return x.log_()
+
+
+class Inner(nn.Module):
+    """Its own code writes into a watched child's output, then an in-place ReLU runs on it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.relu = nn.Linear(4, 4), nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        h = self.lin(x)
+        h.mul_(float("inf"))  # no module of its own: first seen by the ReLU's hook
+        return self.relu(h)
+
+
+def nonfinite(t):
+    return not bool(torch.isfinite(t).all())
+
+
+def test_a_module_that_writes_nan_in_place_is_found_there_born_here():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), LogInPlace(), nn.Linear(4, 2))
+    x = torch.randn(6, 4)
+    with torch.no_grad():
+        made = model[0](x)
+        assert not nonfinite(made)
+        truth = made.clone().log_()
+    assert nonfinite(truth)
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(x)
+    first = w.findings[0]
+    assert (first.module, first.tensor, first.born_here) == ("1", "output", True)
+    assert first.counts["nan"] == int(torch.isnan(truth).sum())
+    assert first.first == tuple(torch.nonzero(~torch.isfinite(truth))[0].tolist())
+    with pytest.raises(ft.NonFiniteError) as caught, ft.watch(model):
+        model(x).sum().backward()
+    assert caught.value.finding.module == "1"
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_an_in_place_relu_reports_as_the_out_of_place_one(inplace):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=inplace), nn.Linear(4, 2))
+    with torch.no_grad():
+        model[0].bias[:2] = torch.tensor([float("nan"), float("inf")])
+    x = torch.randn(5, 4)
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(x)
+    # by torch: the Linear's output holds NaN and +Inf, the ReLU keeps both, the last mixes them
+    with torch.no_grad():
+        a = model[0](x)
+        b = torch.relu(a)
+        c = model[2](b)
+    expected = [(name, {"nan": int(torch.isnan(t).sum()), "posinf": int(torch.isposinf(t).sum()),
+                        "neginf": int(torch.isneginf(t).sum())})
+                for name, t in (("0", a), ("1", b), ("2", c), ("", c)) if nonfinite(t)][:3]
+    assert [(f.module, f.counts) for f in w.findings] == expected
+    assert [f.born_here for f in w.findings] == [True, False, False]
+
+
+def test_a_finite_tensor_clamped_in_place_is_not_read_again_but_a_second_write_is():
+    torch.manual_seed(0)
+    model = nn.Sequential(Inner(), nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        out = model(x)
+    assert nonfinite(out)
+    assert w.findings and w.findings[0].module == "0.relu" and w.findings[0].born_here
+
+
+def test_a_relu_after_a_finite_layer_in_a_training_step_finds_nothing():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                          nn.Flatten(), nn.Linear(4 * 6 * 6, 2)).to(
+                              memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+    with ft.watch(model) as w:
+        model(x).square().mean().backward()
+    assert w.findings == []
+
+
+class Log(nn.Module):
+    def forward(self, x):
+        return torch.log(x)
+
+
+def test_inference_tensors_keep_the_container_rule():
+    # no version to read: a container's output (its last child's) is not reported twice, as before
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(inplace=True), Log()))
+    x = torch.randn(6, 4)
+    with torch.inference_mode(), ft.watch(model, raise_on=False) as w:
+        out = model(x)
+    assert nonfinite(out) and out.is_inference()
+    assert [f.module for f in w.findings] == ["1.1"]
