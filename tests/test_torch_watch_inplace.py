@@ -82,7 +82,8 @@ def test_a_finite_tensor_clamped_in_place_is_not_read_again_but_a_second_write_i
     with ft.watch(model, raise_on=False, backward=False) as w:
         out = model(x)
     assert nonfinite(out)
-    assert w.findings and w.findings[0].module == "0.relu" and w.findings[0].born_here
+    # found at the ReLU, which received the Inf its parent's own code wrote: not born there
+    assert w.findings and w.findings[0].module == "0.relu" and not w.findings[0].born_here
 
 
 def test_a_relu_after_a_finite_layer_in_a_training_step_finds_nothing():
@@ -110,3 +111,53 @@ def test_inference_tensors_keep_the_container_rule():
         out = model(x)
     assert nonfinite(out) and out.is_inference()
     assert [f.module for f in w.findings] == ["1.1"]
+
+
+class LogView(nn.Module):
+    """Writes NaN into its input in place and returns a view of it."""
+
+    def forward(self, x):
+        return x.log_().unsqueeze(1)
+
+
+def test_a_module_writing_its_input_and_returning_a_view_is_where_it_was_born():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), LogView(), nn.Flatten(), nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        received = model[0](x)
+    assert bool(torch.isfinite(received).all())  # the truth: LogView receives finite values
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(x)
+    assert w.findings and w.findings[0].module == "1" and w.findings[0].born_here
+
+
+class AddBias(nn.Module):
+    def forward(self, x):
+        return x.add_(1)
+
+
+class LogThenBias(nn.Module):
+    """Its own code writes NaN into a child's output before the next child writes in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.act, self.out = nn.Linear(4, 4), AddBias(), nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.lin(x)
+        h.log_()
+        return self.out(self.act(h))
+
+
+def test_a_module_receiving_nan_its_parent_wrote_in_place_passes_it_along():
+    torch.manual_seed(0)
+    model = LogThenBias()
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        received = model.lin(x).log_()
+    assert not bool(torch.isfinite(received).all())  # the truth: act receives NaN
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(x)
+    act = [f for f in w.findings if f.module == "act"]
+    assert act and not act[0].born_here

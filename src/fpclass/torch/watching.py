@@ -180,8 +180,10 @@ class watch:
 
     def _failing(self, state, name, t, argument, received=None) -> tuple | None:
         """(counts, first) when `t` holds a failing class (a mask's -Inf never does), else None;
-        `t` as `received` says (its entry before the module wrote into it) when that is `t`."""
-        if received is not None and received[0] is t:
+        `t` as `received` says (its entry before the module wrote into it) when that is `t` and
+        at most one write behind it (more: others may have written too; read as it is now)."""
+        if received is not None and received[0] is t and (
+                received[2] is None or t._version - received[2] <= 1):
             described = received[1]
         else:
             described, _ = self._known(state, t)
@@ -214,12 +216,15 @@ class watch:
                 role(state, t, ("output", name, kind, label))
             for label, t, _ in input_tensors(args, kwargs, self._tensor):
                 role(state, t, ("input", name, kind, label))
+        checked = state.checked
         for label, t, _ in outputs:
-            received = state.checked.get(id(t))  # an input written in place: as it came in
+            received = checked.get(id(t))  # an input written in place: as it came in
             described, first = self._known(state, t, module)
             if described is None or not first or not self.policy.failing(described[0]):
                 continue
-            inputs = any(self._failing(state, name, i, argument, received) is not None
+            # each input as it came in (an input the module wrote into and returned a view of)
+            inputs = any(self._failing(state, name, i, argument,
+                                       received if i is t else checked.get(id(i))) is not None
                          for _, i, argument in tensors(args, kwargs, "input",
                                                        self._argument_names(name)))
             self._found(state, Finding(name, kind, "forward", label, *described, inputs),
