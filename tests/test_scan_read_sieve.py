@@ -276,3 +276,32 @@ def test_a_kernel_that_cannot_be_built_means_the_usual_reads(tmp_path, reads, mo
     a[10] = np.nan
     r = run_task(_task(_file(tmp_path, a), a), 5)
     assert _got(r) == _expected(a, 5) and not reads
+
+
+def test_no_pread_symbol_to_link_with_means_the_usual_reads(tmp_path, reads, monkeypatch):
+    # numba compiles a call to a missing symbol, which crashes when it runs: asked first
+    from llvmlite import binding
+
+    from fpclass.kernels import read_stats
+    monkeypatch.setattr(sieve_module, "_works", {})
+    monkeypatch.setattr(read_stats, "_linkable", None)
+    monkeypatch.setattr(binding, "address_of_symbol", lambda name: None)
+    assert sieve_module.read_sieve(np.dtype("<f4"), 1 << 20) is None
+    a = _values("<f4", 1000)
+    a[10] = np.nan
+    r = run_task(_task(_file(tmp_path, a), a), 5)
+    assert _got(r) == _expected(a, 5) and not reads
+
+
+def test_a_lazily_conjugated_tensor_keeps_the_statistics_of_its_values(tmp_path):
+    torch = pytest.importorskip("torch")
+    from fpclass.scan import scan
+    g = torch.Generator().manual_seed(0)
+    t = torch.complex(torch.randn(100000, generator=g) + 5, torch.randn(100000, generator=g) + 5)
+    path = tmp_path / "conj.pt"
+    torch.save({"c": t.conj()}, path)
+    truth = t.conj().resolve_conj().numpy()
+    parts = np.concatenate([truth.real, truth.imag])
+    item = next(i for i in scan([str(path)]).tensors if i.name == "c")
+    assert item.status == "checked"
+    assert (item.stats.min, item.stats.max) == (float(parts.min()), float(parts.max()))

@@ -31,6 +31,20 @@ from .walk import JIT
 available = os.name == "posix" and sys.maxsize > 2 ** 32
 
 
+def linkable() -> bool:
+    """Whether the kernel can be called here: `available`, and a `pread` symbol in the process
+    for LLVM to link the call with (numba compiles a call to a missing symbol, which then
+    crashes the process when it runs)."""
+    global _linkable
+    if _linkable is None:
+        from llvmlite import binding
+        _linkable = available and bool(binding.address_of_symbol("pread"))
+    return _linkable
+
+
+_linkable = None
+
+
 @intrinsic
 def _pread(typingctx, fd, buf, at, nbytes, position):
     """pread(fd, &buf[at], nbytes, position): the bytes read, 0 at the end of the file, -1 on an

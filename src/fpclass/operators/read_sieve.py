@@ -83,7 +83,7 @@ def read_sieve(dtype: np.dtype, nbytes: int) -> ReadSieve | None:
     if nbytes <= SMALL_BYTES or not compile_cache.kernels_ready():
         return None
     from ..kernels import read_stats  # imports numba: the cache is warm
-    if not read_stats.available:
+    if not read_stats.linkable():
         return None
     try:
         rule = word_stats(dtype)

@@ -134,7 +134,9 @@ def _run_elements(task, max_locations, chunk_bytes, stop, gather=None):
     dtype = np_dtype(task.element)
     tally = new_tally(task, max_locations)
     # A chunk the sieve kept (None) is all finite: its statistics join the tally once, at the end.
-    sieve = read_sieve(dtype, task.part_bytes) if task.storage.sieves else None
+    # Not for a lazily conjugated tensor: the sieve's one row cannot negate every other value.
+    sieve = read_sieve(dtype, task.part_bytes) \
+        if task.storage.sieves and task.flip != "conj" else None
     extra = (sieve,) if sieve is not None else ()
     for first, chunk in task.storage.chunks(task, dtype.itemsize, chunk_bytes, *extra):
         if stop is not None and stop.is_set():
