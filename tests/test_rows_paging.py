@@ -154,3 +154,19 @@ def test_higher_dimensions_blocks_answer_into_their_own_cells(small_chunks, stat
     check(x[:, 50:])
     check(x.reshape(3, 2100, 2, 4)[:, :, 1])
     assert len(states) >= 3
+
+
+def test_cold_background_policy_answers_the_same(tmp_path, monkeypatch, small_chunks):
+    # FPCLASS_COMPILE=background on a cold cache: NumPy answers while the kernels would compile
+    from fpclass.kernels import compile_cache
+    monkeypatch.setattr(compile_cache, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(compile_cache, "_forced", None)
+    monkeypatch.setenv(compile_cache.ENV, "background")
+    monkeypatch.setattr(compile_cache, "_spawn", lambda: None)
+    compile_cache.reset()
+    try:
+        x = random_bits(ml_dtypes.float8_e4m3fn, 1 << 16, seed=4).reshape(-1, 8)
+        check(x)
+        check(x.reshape(-1, 4)[::-1])
+    finally:
+        compile_cache.reset()
