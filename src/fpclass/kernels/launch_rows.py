@@ -1,5 +1,6 @@
 """Short rows reduced along their own axis (rows.py), launched on their own: a plan of contiguous
-rows of 2..8 words into contiguous cells, 16 rows a step, parts of the rows on threads. Rows of 4
+rows of 2..8 words into contiguous cells, 16 rows a step, chunks of the rows claimed by the
+threads, one of which faults a fresh answer's pages in ahead of the others (paging.py). Rows of 4
 or 8 bytes on a word boundary into one-byte cells go to row_words.py instead, a row a word.
 
 The kernel is not called from slices.py's plan walkers: numba compiles a kernel's callees into
