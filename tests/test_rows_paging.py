@@ -126,6 +126,8 @@ def test_the_pager_only_with_threads_fresh_cells_and_large_answers(monkeypatch, 
     monkeypatch.setattr(launch_rows, "PAGE_MIN", 1 << 30)          # answer too small to fault in
     check(x)
     assert states and all(s[1] == 1 for s in states)
+    # without the pager each thread's rows are one chunk (plus one failed claim each at the end)
+    assert all(s[0] <= 2 * fpclass.get_num_threads() for s in states)
     monkeypatch.setattr(launch_rows, "PAGE_MIN", 0)
     states.clear()
     fpclass.set_num_threads(1)                                       # no other thread to write
