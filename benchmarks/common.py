@@ -62,6 +62,25 @@ def read_baseline(nbytes: int):
     return lambda: read(words)
 
 
+def read_own(a: np.ndarray):
+    """Two functions that read C-contiguous `a`'s own bytes once (a uint64 sum; the last
+    nbytes % 8 left out): over all cores, and on one thread. The read a query of `a` cannot
+    beat, on the memory `a` happens to sit in (huge pages or not); the faster of the two is the
+    machine's read bandwidth for it."""
+    import numba
+    _, read = _parallel_kernels()
+    words = a.reshape(-1).view(np.uint8)[:a.nbytes // 8 * 8].view(np.uint64)
+
+    def one_thread():
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return read(words)
+        finally:
+            numba.set_num_threads(before)
+    return lambda: read(words), one_thread
+
+
 def read_buffers_baseline(addresses, nbytes):
     """A function that reads the buffers of nbytes[i] bytes at addresses[i] once over all cores
     (a uint64 sum, in pieces of 1 MiB): reading the very memory a check reads. Memory from
