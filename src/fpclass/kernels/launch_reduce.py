@@ -128,8 +128,8 @@ def _spread(cells: np.ndarray, shape: tuple, axes: tuple) -> np.ndarray:
 
 
 def _short_rows(a, word, lanes, test, cells, any_mode) -> bool:
-    """Answer into `cells` (a's shape, stride 0 on the reduced axes; a fresh array of reduce's
-    own) with the short-row kernel (launch_rows.py) if it takes this reduction; whether it did."""
+    """Answer into `cells` (a's shape, stride 0 on the reduced axes) with the short-row kernel
+    (launch_rows.py) if it takes this reduction; whether it did."""
     src = as_words(a, word)
     if src is None or lanes != 1:
         return False
@@ -137,8 +137,7 @@ def _short_rows(a, word, lanes, test, cells, any_mode) -> bool:
     p = plan(a.shape, [src, dst], reorder=True)
     if not launch_rows.takes(p, lanes):
         return False
-    launch_rows.reduce_rows(src.flat, dst.flat, p, scalars(test, word), any_mode, threads_for(p.size),
-                            fresh=True)
+    launch_rows.reduce_rows(src.flat, dst.flat, p, scalars(test, word), any_mode, threads_for(p.size))
     return True
 
 

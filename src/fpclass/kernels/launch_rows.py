@@ -1,6 +1,5 @@
 """Short rows reduced along their own axis (rows.py), launched on their own: a plan of contiguous
-rows of 2..8 words into contiguous cells, 16 rows a step, chunks of the rows claimed by the
-threads, one of which faults a fresh answer's pages in ahead of the others (paging.py). Rows of 4
+rows of 2..8 words into contiguous cells, 16 rows a step, parts of the rows on threads. Rows of 4
 or 8 bytes on a word boundary into one-byte cells go to row_words.py instead, a row a word.
 
 The kernel is not called from slices.py's plan walkers: numba compiles a kernel's callees into
@@ -12,18 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import paging, row_words, rows
+from . import row_words, rows
 from .threads import parallel
 
 #: A plan of more axes than two (rows not merged into one run of rows) goes to the kernel block by
 #: block only where each block holds at least this many rows: a call per block costs microseconds.
 BLOCK_ROWS = 1024
-#: With the pager, the threads claim the rows of a block in chunks of about this many bytes of
-#: cells (paging.py; measured: 256 KiB and 1 MiB alike, 4 MiB slower).
-CHUNK_BYTES = 1 << 20
-#: A fresh answer's pages are faulted in ahead of the writers (paging.py) where a block's cells
-#: take at least this many bytes and more than one thread writes them.
-PAGE_MIN = 4 << 20
 
 
 def takes(p, lanes: int) -> bool:
@@ -40,30 +33,25 @@ def takes(p, lanes: int) -> bool:
 
 
 def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode: bool,
-                threads: int, fresh: bool = False) -> None:
+                threads: int) -> None:
     """cells = per-row counts (any_mode: 1 if one matches, else 0) over plan `p` (takes(p)
     holds) into `cells`, a 1-D array of unsigned integers, every cell of the plan written (its
-    old contents never read); `scalars` the test's four constants in the word type. `fresh`:
-    cells is memory of the caller's own, allocated for this answer and nowhere else in use, whose
-    pages may be faulted in ahead (paging.py). The last rows of a block, fewer than a step, are
-    answered by NumPy (by row_words.py: none)."""
+    old contents never read); `scalars` the test's four constants in the word
+    type. The last rows of a block, fewer than a step, are answered by NumPy (by row_words.py:
+    none)."""
     n, width = int(p.shape[-2]), int(p.shape[-1])
     steps = n // rows.ROWS
     parts = max(1, min(threads, steps))
-    # faulting in needs another thread writing meanwhile to gain anything
-    madvise = paging.function() if fresh and parts > 1 and n * cells.itemsize >= PAGE_MIN else 0
+    bounds = np.array([steps * t // parts for t in range(parts + 1)], np.int64)
     data = cells.view(np.uint8)
     m, v, m2, v2 = scalars
     done = steps * rows.ROWS
     row_bytes = width * src.itemsize
     by_words = cells.itemsize == 1 and row_bytes in row_words.ROW_WORDS
-    # without the pager a part's rows in one piece (measured: 1 MiB chunks 2-5% slower than halves)
     if by_words:
+        word_bounds = np.array([n * t // parts for t in range(parts + 1)], np.int64)
         word_args = (*row_words.constants(tuple(int(s) for s in scalars), src.itemsize, row_bytes),
-                     any_mode, parts, max(1, CHUNK_BYTES if madvise else -(-n // parts)), madvise)
-    step_args = (cells.itemsize, *scalars, any_mode, steps, parts,
-                 max(1, CHUNK_BYTES // (rows.ROWS * cells.itemsize) if madvise else -(-steps // parts)),
-                 madvise)
+                     any_mode, word_bounds)
     with parallel(parts):
         for index in np.ndindex(*(int(k) for k in p.shape[:-2])):
             sp = p.offsets[0] + sum(i * int(s) for i, s in zip(index, p.strides[0]))
@@ -73,9 +61,9 @@ def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode:
                 # a view off a word boundary is another numba type, compiled again: shuffles then
                 if block.ctypes.data % row_bytes == 0:
                     row_words.word_rows(block.view(row_words.ROW_WORDS[row_bytes]), data[dp:dp + n],
-                                        *word_args, paging.state())
+                                        *word_args)
                     continue
-            rows.short_rows(src, sp, width, data, dp, *step_args, paging.state())
+            rows.short_rows(src, sp, width, data, dp, cells.itemsize, *scalars, any_mode, bounds)
             if done < n:
                 words = src[sp + done * width:sp + n * width].reshape(-1, width)
                 found = (((words & m) == v) & ((words & m2) != v2)).sum(axis=1, dtype=cells.dtype)

@@ -19,7 +19,6 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from . import paging
 from .launch_find import above as above_form
 from .walk import JIT
 
@@ -67,37 +66,28 @@ def _exact_count(typingctx, w, a, b, c, d, low, high):
 
 
 @njit(parallel=True, **JIT)
-def word_rows(words, cells, a, b, c, d, low, high, above, any_mode, parts, chunk, madvise, state):
+def word_rows(words, cells, a, b, c, d, low, high, above, any_mode, bounds):
     """cells[i] = how many lanes of words[i] pass the test (any_mode: 1 if one does, else 0),
-    the rows claimed `chunk` at a time by `parts` threads (paging.claim: with `madvise` not 0,
-    part 0 faults the cells' pages in ahead; `state` from paging.state()). above: the test is
-    lane & a > bound with b = LOW - bound (a's lane sign bits clear); else (lane & a) == b and
-    (lane & c) != d. low, high: each lane's bits below its sign bit, and its sign bit. cells is
-    uint8, contiguous."""
-    chunks = (words.size + chunk - 1) // chunk
-    start = cells.ctypes.data
-    for t in prange(parts):
-        while True:
-            k = paging.claim(state, t == 0 and madvise != 0, madvise, start, chunk, start + cells.size,
-                             chunks)
-            if k >= chunks:
-                break
-            ws = words[k * chunk:(k + 1) * chunk]
-            out = cells[k * chunk:(k + 1) * chunk]
-            if above:
-                if any_mode:
-                    for i in range(ws.size):
-                        out[i] = _above_count(ws[i], a, b, high) != 0
-                else:
-                    for i in range(ws.size):
-                        out[i] = _above_count(ws[i], a, b, high)
+    for i in bounds[t]..bounds[t+1] on a thread per part t. above: the test is lane & a > bound
+    with b = LOW - bound (a's lane sign bits clear); else (lane & a) == b and (lane & c) != d.
+    low, high: each lane's bits below its sign bit, and its sign bit. cells is uint8."""
+    for t in prange(bounds.size - 1):
+        ws = words[bounds[t]:bounds[t + 1]]
+        out = cells[bounds[t]:bounds[t + 1]]
+        if above:
+            if any_mode:
+                for i in range(ws.size):
+                    out[i] = _above_count(ws[i], a, b, high) != 0
             else:
-                if any_mode:
-                    for i in range(ws.size):
-                        out[i] = _exact_count(ws[i], a, b, c, d, low, high) != 0
-                else:
-                    for i in range(ws.size):
-                        out[i] = _exact_count(ws[i], a, b, c, d, low, high)
+                for i in range(ws.size):
+                    out[i] = _above_count(ws[i], a, b, high)
+        else:
+            if any_mode:
+                for i in range(ws.size):
+                    out[i] = _exact_count(ws[i], a, b, c, d, low, high) != 0
+            else:
+                for i in range(ws.size):
+                    out[i] = _exact_count(ws[i], a, b, c, d, low, high)
 
 
 @functools.lru_cache(maxsize=256)
