@@ -131,13 +131,7 @@ def packed_blocks(arr, folder: str, shape: tuple, codec: tuple, first: int, stop
     buffers)."""
     name, dtype = codec
     nbytes = math.prod(shape) * dtype.itemsize
-    key_of = arr.metadata.encode_chunk_key
-    walk = BlockGrid(arr.shape, shape)
-    for k in range(first, stop):
-        idx = walk.index(k)
-        key = key_of(idx)
-        origin = tuple(i * b for i, b in zip(idx, shape))
-        path = os.path.join(folder, *key.split("/"))
+    for idx, key, origin, path in _chunk_files(arr, folder, shape, first, stop):
         try:
             f = open(path, "rb", buffering=0)
         except FileNotFoundError:
@@ -153,6 +147,18 @@ def packed_blocks(arr, folder: str, shape: tuple, codec: tuple, first: int, stop
         yield origin, block[inside]
 
 
+def _chunk_files(arr, folder: str, shape: tuple, first: int, stop: int):
+    """Yield (chunk index, key, origin, file path) for chunks [first, stop) of `arr` (chunks of
+    `shape`, C order of the chunk grid) stored under `folder`."""
+    key_of = arr.metadata.encode_chunk_key
+    walk = BlockGrid(tuple(arr.shape), shape)
+    for k in range(first, stop):
+        idx = walk.index(k)
+        key = key_of(idx)
+        yield idx, key, tuple(i * b for i, b in zip(idx, shape)), os.path.join(folder,
+                                                                                *key.split("/"))
+
+
 def raw_blocks(arr, folder: str, shape: tuple, dtype: np.dtype, first: int, stop: int,
                chunk_bytes: int, missing, sieve=None):
     """Yield (origin, block) for uncompressed chunks [first, stop) of `arr` (chunks of `shape`
@@ -166,13 +172,8 @@ def raw_blocks(arr, folder: str, shape: tuple, dtype: np.dtype, first: int, stop
     chunk = math.prod(shape) * dtype.itemsize
     rows_per_read = max(1, chunk_bytes // max(row, 1))
     buf = thread_buffer("read", min(rows_per_read * row, chunk) if ndim else chunk)
-    key_of, whole_shape = arr.metadata.encode_chunk_key, tuple(arr.shape)  # (a property each look)
-    walk = BlockGrid(whole_shape, shape)
-    for k in range(first, stop):
-        idx = walk.index(k)
-        key = key_of(idx)
-        origin = tuple(i * b for i, b in zip(idx, shape))
-        path = os.path.join(folder, *key.split("/"))
+    whole_shape = tuple(arr.shape)  # (a property each look)
+    for idx, key, origin, path in _chunk_files(arr, folder, shape, first, stop):
         try:
             fd = open_source(path)
         except FileNotFoundError:
