@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import re
 import warnings
 from collections import Counter
 from dataclasses import replace
@@ -41,7 +40,7 @@ from dataclasses import replace
 from . import ReaderError
 from ..signatures import FITS_MAGIC
 from ..tasks import problem
-from .fits_headers import header_text, huge_axes, plain_image
+from .fits_headers import AXES_CARD, header_text, huge_axes, plain_image
 from .fits_hdus import hdu_tasks, plain_image_tasks
 from .fits_read import decode_bands, read_blocks  # noqa: F401  (its storages name this module)
 from .fits_scaling import _astropy, _line, header_cards, header_text_cards
@@ -202,8 +201,6 @@ def _unreadable(path, index, e) -> list:
                     "are not read")]
 
 
-_AXES_CARD = re.compile(rb"(NAXIS   |ZNAXIS  )= +([+-]?[0-9]+) ")
-
 
 def _huge_axes(path: str, begin: int, size: int) -> str:
     """"NAXIS = n" when the header at byte `begin` declares more than 999 axes, else "":
@@ -218,7 +215,7 @@ def _huge_axes(path: str, begin: int, size: int) -> str:
                 card = block[at:at + 80]
                 if card[:8] == b"END     ":
                     return ""
-                m = _AXES_CARD.match(card)
+                m = AXES_CARD.match(card)
                 if m and abs(int(m[2])) > 999:
                     return f"{m[1].decode().strip()} = {int(m[2])}"
             if len(block) < 2880:

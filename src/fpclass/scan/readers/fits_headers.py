@@ -4,7 +4,7 @@ place and data size computed from that header as astropy computes them, and no a
 object built. astropy builds an HDU from a quick parse of a header's value cards (keyword ->
 last card) and reads it again in full on first use; a header is taken here only where the two
 cannot differ on anything an image depends on (the cards below), else None: astropy's HDU list
-reads it (fits._walk), as it reads every table, random-groups or unknown HDU."""
+reads it (the FITS reader's walk), as it reads every table, random-groups or unknown HDU."""
 
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ _IMAGE = re.compile(rb"XTENSION= 'IMAGE *' *(?:/.*)?", re.S)
 #: own, or stand in a value or a comment.
 _BUILT_FROM = re.compile(rb"SIMPLE|XTENSION|GROUPS|BITPIX|NAXIS[0-9]*|PCOUNT|GCOUNT|BSCALE|"
                          rb"BZERO|BLANK")
-#: Every place a card may declare its number of axes or end fits._huge_axes's search. No
+#: Every place a card may declare its number of axes or end the FITS reader's search of a file. No
 #: match hides one that starts inside it (none holds another's first letter followed by the
 #: rest of that word), so non-overlapping matches find them all.
 _AXES_AT = re.compile(rb"(?:NAXIS   |ZNAXIS  )= |END     ")
-_AXES_CARD = re.compile(rb"(NAXIS   |ZNAXIS  )= +([+-]?[0-9]+) ")
+#: A card declaring a number of axes, the number in group 2.
+AXES_CARD = re.compile(rb"(NAXIS   |ZNAXIS  )= +([+-]?[0-9]+) ")
 _DATA_KEYS = ("BITPIX", "PCOUNT", "GCOUNT", "BSCALE", "BZERO", "BLANK")
 
 
@@ -77,7 +78,7 @@ def huge_axes(text: bytes, end: int) -> str:
         if at % 80 == 0:
             if text[at:at + 3] == b"END":
                 return ""
-            card = _AXES_CARD.match(text, at, at + 80)
+            card = AXES_CARD.match(text, at, at + 80)
             if card and abs(int(card[2])) > 999:
                 return f"{card[1].decode().strip()} = {int(card[2])}"
     return ""
