@@ -76,7 +76,7 @@ class ReadSieve:
 def read_sieve(dtype: np.dtype, nbytes: int) -> ReadSieve | None:
     """A ReadSieve for a run of `nbytes` bytes of elements of `dtype` (or runs of that size), or
     None where there is none (read and classify the usual way): at most SMALL_BYTES, no pread
-    here (Windows, 32-bit systems), numba's cache not warm (the compile
+    here (Windows, 32-bit systems, no symbol to link with), numba's cache not warm (the compile
     policy), a dtype without statistics kernel words (complex, integer, formats classified by
     value, sub-byte formats whose words the launcher shifts), a kernel that cannot be built
     here."""
@@ -98,14 +98,13 @@ def read_sieve(dtype: np.dtype, nbytes: int) -> ReadSieve | None:
         try:
             sieve.read(-1, np.empty(PIECE_BYTES, np.uint8), 0, 0)
             works = True
-        except Exception:  # no pread to link with on this system: read the usual way
+        except Exception:  # the kernel cannot be built here: read the usual way
             works = False
         _works[key] = works
     return sieve if works else None
 
 
 _works: dict = {}  # (word, swapped) -> whether the kernel could be built and called here
-
 
 
 def compile_for(dtype: np.dtype) -> None:

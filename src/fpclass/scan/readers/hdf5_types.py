@@ -211,12 +211,7 @@ class Types:
         cls = tid.get_class()
         if cls in (h5t.COMPOUND, h5t.ARRAY, h5t.VLEN):
             return parts(self.h5py, tid)
-        entry = self._entry(tid, cls)
-        if entry is None:
-            return parts(self.h5py, tid)
-        if entry[1] is None:
-            entry[1] = parts(self.h5py, tid)
-        return list(entry[1])
+        return list(self._remembered(tid, cls, 1, parts))
 
     def holds_no_floats(self, tid) -> bool:
         """holds_no_floats(h5py, tid)."""
@@ -224,13 +219,16 @@ class Types:
         cls = tid.get_class()
         if cls not in (h5t.COMPOUND, h5t.ARRAY, h5t.VLEN):  # answered by the class alone
             return holds_no_floats(self.h5py, tid)
+        return self._remembered(tid, cls, 2, holds_no_floats)
+
+    def _remembered(self, tid, cls, slot: int, answer):
+        """answer(h5py, tid), kept in slot `slot` of the entry of `tid`'s type."""
         entry = self._entry(tid, cls)
         if entry is None:
-            return holds_no_floats(self.h5py, tid)
-        if entry[2] is None:
-            entry[2] = holds_no_floats(self.h5py, tid)
-        return entry[2]
-
+            return answer(self.h5py, tid)
+        if entry[slot] is None:
+            entry[slot] = answer(self.h5py, tid)
+        return entry[slot]
 
 def _int_label(h5t, tid) -> str:
     bo = {h5t.ORDER_LE: "<", h5t.ORDER_BE: ">"}.get(tid.get_order(), "|")
