@@ -334,6 +334,44 @@ def test_large_masks_recycle_memory_only_when_every_view_is_gone():
     assert outputs._idle_bytes == 0        # ... until the public call gives it back
 
 
+@pytest.mark.parametrize("query, flags, truth", [
+    ("any_nan", {}, lambda x: np.isnan(x).any(axis=-1)),
+    ("count_nan", {"dtype": np.uint8}, lambda x: np.isnan(x).sum(axis=-1)),
+    ("count_nonfinite", {}, lambda x: (~np.isfinite(x)).sum(axis=-1)),
+])
+def test_large_row_answers_recycle_memory_only_when_every_view_is_gone(query, flags, truth,
+                                                                       both_launchers):
+    from fpclass.operators import outputs
+    fn = getattr(fpclass, query)
+    cells = np.dtype(bool if query == "any_nan" else flags.get("dtype", np.int64)).itemsize
+    x = np.ones((outputs.POOL_MIN_BYTES // cells, 4), np.float16)   # rows of 4: the short-row path
+    x[5, 2] = np.nan
+    x[-1, 0] = -np.inf
+    fpclass.release_idle_masks()
+    first = fn(x, axis=-1, **flags)
+    np.testing.assert_array_equal(first, truth(x))
+    assert first.dtype == np.dtype(flags.get("dtype", bool if query == "any_nan" else np.int64))
+    if both_launchers == "numpy":          # NumPy's reductions allocate their own answers
+        return
+    view = first[4:7]
+    address = first.ctypes.data
+    del first                              # a view still holds the memory: not recycled
+    x[5, 2] = 1.0
+    second = fn(x, axis=-1, **flags)       # an answer that differs where the view looks
+    assert second.ctypes.data != address
+    np.testing.assert_array_equal(second, truth(x))
+    del second
+    np.testing.assert_array_equal(view, [0, 1, 0])   # the view still reads its own answer
+    del view
+    third = fn(x, axis=-1, **flags)        # now the first block is free to reuse
+    assert third.ctypes.data == address
+    np.testing.assert_array_equal(third, truth(x))
+    del third
+    assert outputs._idle_bytes >= x.shape[0] * cells
+    fpclass.release_idle_masks()
+    assert outputs._idle_bytes == 0
+
+
 def test_pooled_mask_leases_cannot_be_copied():
     import copy
     import pickle

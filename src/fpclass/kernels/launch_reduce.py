@@ -88,11 +88,13 @@ def _whole(a, word, lanes, width, serial, parallel_kernel, args) -> np.ndarray:
 
 
 def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mode: bool,
-           dtype=None) -> np.ndarray:
+           dtype=None, empty=None) -> np.ndarray:
     """Per-slice answers along `axes` (normalized axes of `a`), shaped like `a` with 1 on the
     reduced axes: counts of the elements matching `test` as `dtype` (an integer dtype wide
     enough for a slice's count, the caller's duty; None: int64), or with `any_mode` bool "one
-    does". Reducing every axis of length > 1 is a whole-array count or search."""
+    does". Reducing every axis of length > 1 is a whole-array count or search. `empty(shape,
+    dtype)` gives the uninitialised C-ordered memory of an answer written once (default
+    numpy.empty; the operators pass their pool of recycled memory)."""
     answer = np.dtype(bool if any_mode else np.int64 if dtype is None else dtype)
     kept = tuple(1 if ax in axes else n for ax, n in enumerate(a.shape))
     if a.size == 0:
@@ -107,8 +109,11 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
         # short rows (launch_rows.py): the answer is as large as the input or larger, so its
         # cells are the answer's own type (bool as uint8), written once (no zeros first: the
         # kernel stores every cell), not converted after
-        cells = np.empty_like(like, _CELLS[0] if any_mode else np.dtype(f"u{answer.itemsize}"),
-                              order="K")
+        cells_type = _CELLS[0] if any_mode else np.dtype(f"u{answer.itemsize}")
+        if empty is not None and _c_ordered(like):
+            cells = empty(like.shape, cells_type)
+        else:
+            cells = np.empty_like(like, cells_type, order="K")
         if _short_rows(a, word, lanes, test, _spread(cells, a.shape, axes), any_mode):
             return np.ascontiguousarray(cells.view(answer))
     # cells as wide as the word where they can hold the counts: the kernels are compiled once per
@@ -119,6 +124,12 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
     if cells_type.itemsize == answer.itemsize:   # any's uint8 cells hold 0 or 1
         return np.ascontiguousarray(cells.view(answer))
     return cells.astype(answer, order="C", copy=False)
+
+
+def _c_ordered(a: np.ndarray) -> bool:
+    """Are a's axes longer than 1 in C order in memory (outer axes the longer strides)?"""
+    strides = [abs(st) for n, st in zip(a.shape, a.strides) if n > 1]
+    return all(x >= y for x, y in zip(strides, strides[1:]))
 
 
 def _spread(cells: np.ndarray, shape: tuple, axes: tuple) -> np.ndarray:

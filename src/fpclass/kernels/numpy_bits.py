@@ -81,9 +81,10 @@ def histogram(a, word, base, special) -> np.ndarray:
                      for t in base + special], np.int64)
 
 
-def reduce(a, word, lanes, test, axes, any_mode, dtype=None) -> np.ndarray:
+def reduce(a, word, lanes, test, axes, any_mode, dtype=None, empty=None) -> np.ndarray:
     """launch.reduce's per-slice answers along `axes`, shaped like `a` with 1 on the reduced axes:
-    counts as `dtype` (None: int64), or with `any_mode` bool."""
+    counts as `dtype` (None: int64), or with `any_mode` bool. `empty` is launch.reduce's, unused:
+    NumPy's reductions allocate their own answers."""
     if len(axes) == a.ndim:  # whole array: each distinct element once
         b, copies = without_broadcast(a)
         hit = reduce_mask(matches(b, word, lanes, test), axes, any_mode, dtype)

@@ -18,6 +18,7 @@ from ..kernels.layout import position_in, without_broadcast
 from ..kernels.numpy_bits import reduce_mask
 from .elementwise import BY_VALUE, SMALL_INF, SMALL_FINITE, SMALL_NAN, inf_query, launcher
 from .inputs import as_source, real_float_source
+from .outputs import empty_answer
 
 
 def _small(fast, x, axis, keepdims):
@@ -51,10 +52,9 @@ def _per_slice(x, query: Query | None, axis, keepdims, any_mode: bool, dtype=Non
         result = np.zeros(kept, bool if any_mode else np.int64 if native is None else native)
     elif src.by_value:
         result = reduce_mask(BY_VALUE[query](a), axes, any_mode, native)
-    elif native is None:
-        result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode)
     else:
-        result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode, native)
+        result = launcher(a).reduce(a, src.word, src.lanes, test, axes, any_mode, native,
+                                    empty=empty_answer)
     if answer is not None and answer != native:
         result = result.astype(answer)
     if not keepdims:
