@@ -15,8 +15,9 @@ Linux >= 5.14: the operating system's part of a fresh answer; "(read + faults) /
 would put 50% of the read out of reach of a call done one after the other) and numpy's
 expression (`count_nonzero(isnan(x), axis=-1)`, ...). Answers of 8 MiB and more come from
 fpclass's pool of recycled memory once an earlier answer is gone, as in this loop ("% read bw");
-"% read bw, fresh answer" is the same call with the pool off (a first call, or earlier answers
-still alive).
+"% read bw, pool off" is the same call with numpy's allocator: fresh pages for answers over
+glibc's threshold (which it raises up to 32 MiB once a block that large is freed; below it the C
+heap recycles memory too), as a first call or one whose earlier answers are still alive gets them.
 columns: count_nan(axis=0) on (N, C) tables with C = 4..16, on one thread and on all, against the
 read and numpy. early: any_nan(axis=0) and all_finite(axis=0) with a NaN in row 3 of every column,
 against the same call on the first quarter of its rows (a call that stops reading once every
@@ -126,13 +127,13 @@ def rows_section(mib, repeat):
                             f"{t_read * 1e3:.1f}", f"{share:.0%}", f"{limit:.0%}", bound,
                             f"{t_read / t_fresh:.0%}", f"{t_np / t:.1f}×", verdict])
     return table(["format", "shape", "query (axis=-1)", "ms", "read ms", "% read bw", "% read + answer",
-                  "(read + faults) / read", "% read bw, fresh answer", "vs numpy", "≥ 50% read bw"],
+                  "(read + faults) / read", "% read bw, pool off", "vs numpy", "≥ 50% read bw"],
                  out)
 
 
 def unpooled(call):
-    """`call` with fpclass's pool of recycled memory off (where the tree has one): every answer
-    in fresh pages, as a first call or one whose earlier answers are still alive gets them."""
+    """`call` with fpclass's pool of recycled memory off (where the tree has one): answers from
+    numpy's allocator."""
     try:
         from fpclass.operators import outputs
     except ImportError:

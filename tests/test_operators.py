@@ -336,6 +336,7 @@ def test_large_masks_recycle_memory_only_when_every_view_is_gone():
 
 @pytest.mark.parametrize("query, flags, truth", [
     ("any_nan", {}, lambda x: np.isnan(x).any(axis=-1)),
+    ("all_finite", {}, lambda x: np.isfinite(x).all(axis=-1)),
     ("count_nan", {"dtype": np.uint8}, lambda x: np.isnan(x).sum(axis=-1)),
     ("count_nonfinite", {}, lambda x: (~np.isfinite(x)).sum(axis=-1)),
 ])
@@ -343,16 +344,23 @@ def test_large_row_answers_recycle_memory_only_when_every_view_is_gone(query, fl
                                                                        both_launchers):
     from fpclass.operators import outputs
     fn = getattr(fpclass, query)
-    cells = np.dtype(bool if query == "any_nan" else flags.get("dtype", np.int64)).itemsize
+    yes_no = query in ("any_nan", "all_finite")
+    cells = np.dtype(bool if yes_no else flags.get("dtype", np.int64)).itemsize
     x = np.ones((outputs.POOL_MIN_BYTES // cells, 4), np.float16)   # rows of 4: the short-row path
     x[5, 2] = np.nan
     x[-1, 0] = -np.inf
     fpclass.release_idle_masks()
     first = fn(x, axis=-1, **flags)
     np.testing.assert_array_equal(first, truth(x))
-    assert first.dtype == np.dtype(flags.get("dtype", bool if query == "any_nan" else np.int64))
+    assert first.dtype == np.dtype(flags.get("dtype", bool if yes_no else np.int64))
+    looked_at = truth(x)[4:7].copy()
     if both_launchers == "numpy":          # NumPy's reductions allocate their own answers
         return
+    owner = first
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert type(owner) is outputs._Lease   # the pool's memory, lent
+    del owner
     view = first[4:7]
     address = first.ctypes.data
     del first                              # a view still holds the memory: not recycled
@@ -361,7 +369,7 @@ def test_large_row_answers_recycle_memory_only_when_every_view_is_gone(query, fl
     assert second.ctypes.data != address
     np.testing.assert_array_equal(second, truth(x))
     del second
-    np.testing.assert_array_equal(view, [0, 1, 0])   # the view still reads its own answer
+    np.testing.assert_array_equal(view, looked_at)   # the view still reads its own answer
     del view
     third = fn(x, axis=-1, **flags)        # now the first block is free to reuse
     assert third.ctypes.data == address
@@ -372,13 +380,48 @@ def test_large_row_answers_recycle_memory_only_when_every_view_is_gone(query, fl
     assert outputs._idle_bytes == 0
 
 
+def test_pooled_memory_goes_to_the_sizes_asked_for_lately(monkeypatch):
+    from fpclass.operators import outputs
+    least = outputs.POOL_MIN_BYTES
+    monkeypatch.setattr(outputs, "POOL_MAX_IDLE_BYTES", 2 * least + (1 << 16))
+    fpclass.release_idle_masks()
+    x = np.zeros(least, np.float16)
+    kept = fpclass.isnan(x)                  # a size asked for again and again
+    for k in (1, 2):                         # sizes never asked for again fill the pool
+        odd = outputs.empty_answer((least + 4096 * k,), np.uint8)
+        del odd
+    assert outputs._idle_bytes == 2 * least + 4096 * 3
+    address = kept.ctypes.data
+    del kept                                 # no room: the size given back longest ago makes it
+    again = fpclass.isnan(x)
+    assert again.ctypes.data == address
+    assert outputs._idle_bytes == least + 4096 * 2
+    del again
+    fpclass.release_idle_masks()
+
+
+def test_pooled_answers_take_any_fixed_size_dtype():
+    import ml_dtypes
+
+    from fpclass.operators import outputs
+    for dtype in (ml_dtypes.bfloat16, np.dtype(">u4"), np.uint64, bool):
+        shape = (outputs.POOL_MIN_BYTES // 2 // np.dtype(dtype).itemsize, 2)   # pooled: 8 MiB
+        got = outputs.empty_answer(shape, dtype)
+        assert got.dtype == np.dtype(dtype) and got.shape == shape
+        assert got.flags.c_contiguous and got.flags.writeable
+    fpclass.release_idle_masks()
+
+
 def test_pooled_mask_leases_cannot_be_copied():
     import copy
     import pickle
 
     from fpclass.operators import outputs
     mask = fpclass.isnan(np.zeros(outputs.POOL_MIN_BYTES, np.float16))
+    lease = mask.base
+    while isinstance(lease, np.ndarray):
+        lease = lease.base
     for clone in (copy.copy, copy.deepcopy, pickle.dumps):
         with pytest.raises(TypeError, match="lease"):
-            clone(mask.base)
+            clone(lease)
     assert pickle.loads(pickle.dumps(mask)).shape == mask.shape   # the mask itself pickles

@@ -25,19 +25,20 @@ _lock = threading.Lock()
 
 
 class _Lease:
-    """Lends a pooled block to one answer through the array interface; when the answer (and
-    every view, which keeps the answer alive) is gone, the block goes back to the pool. Not
-    copyable: a copy would point at memory the pool may hand out again."""
+    """Lends a pooled block to one answer through the array interface (as bytes); when the
+    answer (and every view, which keeps the answer alive) is gone, the block goes back to the
+    pool. Not copyable: a copy would point at memory the pool may hand out again."""
 
     __slots__ = ("_block", "__array_interface__")
 
-    def __init__(self, block: np.ndarray, shape: tuple, dtype: np.dtype):
+    def __init__(self, block: np.ndarray):
         self._block = block
-        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "version": 3,
+        self.__array_interface__ = {"shape": (block.nbytes,), "typestr": "|u1", "version": 3,
                                     "data": (block.ctypes.data, False)}
 
     def __reduce__(self, *_):
-        raise TypeError("a pooled mask's memory lease cannot be copied or pickled; copy the mask")
+        raise TypeError("a pooled answer's memory lease cannot be copied or pickled; copy the "
+                        "answer")
 
     __reduce_ex__ = __copy__ = __deepcopy__ = __reduce__
 
@@ -55,9 +56,24 @@ def _give_back(block: np.ndarray) -> None:
     if not _lock.acquire(blocking=False):
         return
     try:
-        if _idle_bytes + block.nbytes <= POOL_MAX_IDLE_BYTES:
-            _idle.setdefault(block.nbytes, []).append(block)
-            _idle_bytes += block.nbytes
+        size = block.nbytes
+        if size > POOL_MAX_IDLE_BYTES:
+            return
+        # sizes given back longest ago go first: answers of a size no longer asked for (a
+        # shorter last batch) must not keep the pool full of blocks nobody takes
+        for other in list(_idle):
+            if _idle_bytes + size <= POOL_MAX_IDLE_BYTES:
+                break
+            blocks = _idle[other]
+            while blocks and _idle_bytes + size > POOL_MAX_IDLE_BYTES:
+                blocks.pop(0)
+                _idle_bytes -= other
+            if not blocks:
+                del _idle[other]
+        blocks = _idle.pop(size, [])   # re-inserted: this size is now the most recent
+        blocks.append(block)
+        _idle[size] = blocks
+        _idle_bytes += size
     finally:
         _lock.release()
 
@@ -68,12 +84,15 @@ def _take(nbytes: int) -> np.ndarray:
         blocks = _idle.get(nbytes)
         if blocks:
             _idle_bytes -= nbytes
-            return blocks.pop()
+            block = blocks.pop()
+            if not blocks:
+                del _idle[nbytes]
+            return block
     return np.empty(nbytes, np.uint8)
 
 
 def empty_answer(shape: tuple, dtype=bool) -> np.ndarray:
-    """An uninitialised C-contiguous array of `shape` and `dtype` (a plain numeric dtype), from
+    """An uninitialised C-contiguous array of `shape` and `dtype` (any fixed-size dtype), from
     the pool when it is large."""
     dtype = np.dtype(dtype)
     nbytes = dtype.itemsize
@@ -81,7 +100,7 @@ def empty_answer(shape: tuple, dtype=bool) -> np.ndarray:
         nbytes *= n
     if nbytes < POOL_MIN_BYTES:
         return np.empty(shape, dtype)
-    return np.asarray(_Lease(_take(nbytes), tuple(shape), dtype))
+    return np.asarray(_Lease(_take(nbytes))).view(dtype).reshape(shape)
 
 
 def empty_mask(shape: tuple) -> np.ndarray:

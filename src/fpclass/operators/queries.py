@@ -179,7 +179,10 @@ def all_finite(x, axis=None, keepdims=False):
     """Same as isfinite(x).all(axis): no NaN and no Inf. Empty input gives True."""
     if (finite := _small(SMALL_FINITE, x, axis, keepdims)) is not None:
         return finite.all()
-    return ~_any(x, Query.NONFINITE, axis, keepdims)
+    some = _any(x, Query.NONFINITE, axis, keepdims)
+    if isinstance(some, np.ndarray) and some.ndim:
+        return np.logical_not(some, out=some)   # in place: a large answer keeps pooled memory
+    return ~some
 
 
 # -- counts ------------------------------------------------------------------------------------
