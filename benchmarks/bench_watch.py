@@ -11,10 +11,13 @@ A step: zero the grads, forward, mean-square loss, backward, SGD update. The mod
 channels_last CNN (conv, batch norm, ReLU, pooling). Four ways of running a step (plain; inside
 `with fpclass.torch.watch(model, grads=False)`: activations and their gradients; inside
 `with fpclass.torch.watch(model)`: also every parameter's gradient; inside
-`with torch.autograd.detect_anomaly(check_nan=True)`) take turns step by step, entered and left
-every step as in the README, so drift in the machine's speed reaches all alike; each row is the
+`with torch.autograd.detect_anomaly(check_nan=True)`) take turns step by step, in an order shuffled
+every round (no mode always runs after the same one: what the mode before left in the caches and
+torch's spinning workers), entered and left every step as in the README, so drift in the machine's
+speed reaches all alike; each row is the
 median over --steps steps, and the paired column the median over rounds of each step's time
-minus the plain step's of the same round (steadier on a loaded machine). A fifth mode, "hooks
+minus the plain step's of the same round (steadier on a loaded machine), with the standard error
+of that median (from the quartiles): a run-to-run spread to read the 10% line against. A fifth mode, "hooks
 alone", registers the hooks a watch of one hook a module would register (a forward hook on every
 module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
 parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
@@ -24,6 +27,12 @@ work runs on that thread): time lost to other processes on a shared machine is l
 `--base SRC` adds a sixth mode, the watch (with parameter grads) of the fpclass package under SRC
 (another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
 two trees in one process, their steps alternating with the others.
+
+After each model, the floor (unless --no-floor): the tensors one watched step checks (recorded
+from the watch itself), each rewritten by torch and read straight after, as a hook reads what a
+layer has just written, by fpclass as watch reads them (its screen), by fpclass's counter (the
+full count watch took before), by NumPy on one thread and by torch.sum on torch's threads; "hooks alone" plus the best pass of the fastest of those reads is the least a watch
+that reads every tensor once could cost on this machine.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import argparse
 import atexit
 import importlib
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -45,6 +55,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import table  # noqa: E402
 
 import fpclass.torch as ft  # noqa: E402
+from fpclass.operators.buffers import nonfinite_counter  # noqa: E402
+from fpclass.torch.tensors import checker  # noqa: E402
 
 
 def mlp(layers: int = 8, width: int = 512):
@@ -109,6 +121,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall clock, or the stepping thread's CPU time (use with --threads 1)")
+    ap.add_argument("--no-floor", dest="floor", action="store_false",
+                    help="skip the floor (reading the tensors one watched step checks)")
     ap.add_argument("--base", default=None,
                     help="a source folder holding another fpclass (e.g. /work/main/src): its "
                          "watch alternates with this one's")
@@ -191,8 +205,11 @@ def run(args, name, what, model, inputs) -> None:
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled
         for mode in modes.values():
             mode()
+    order = list(modes.items())
+    turns = random.Random(0)
     for _ in range(args.steps):
-        for mode, fn in modes.items():
+        turns.shuffle(order)  # no mode always follows the same one (caches, torch's workers)
+        for mode, fn in order:
             t = clock()
             fn()
             times[mode].append(clock() - t)
@@ -207,15 +224,115 @@ def run(args, name, what, model, inputs) -> None:
     # each step against the plain step of its own round: drift between rounds cancels
     paired = {mode: statistics.median(t - p for t, p in zip(ts, times["plain"]))
               for mode, ts in times.items()}
+    spread = {mode: _spread([t - p for t, p in zip(ts, times["plain"])])
+              for mode, ts in times.items()}
+    # the fastest tenth of each mode's steps: those least slowed by other processes
+    fast = {mode: statistics.quantiles(ts, n=10)[0] for mode, ts in times.items()}
     rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}",
-             "—" if mode == "plain" else f"{paired[mode] * 1e3:+.2f} ms ({paired[mode] / base:+.1%})"]
+             "—" if mode == "plain" else f"{paired[mode] * 1e3:+.2f} ms ({paired[mode] / base:+.1%})"
+             f" ± {spread[mode] / base:.1%}",
+             f"{fast[mode] * 1e3:.2f} ms" + ("" if mode == "plain" else
+                                            f" ({fast[mode] / fast['plain'] - 1:+.1%})")]
             for mode, m in median.items()]
-    print(table(["step", "median", "overhead", "paired: median of differences"], rows))
+    print(table(["step", "median", "overhead", "paired: median of differences ± its error",
+                 "10th percentile"], rows))
     watch_cost = median["watch (+ parameter grads)"] - base
     anomaly_cost = median["detect_anomaly(check_nan=True)"] - base
     print(f"\nwatch's overhead (with parameter grads) is {watch_cost / anomaly_cost:.2f} of "
           f"detect_anomaly's ({watch_cost * 1e3:+.2f} ms vs {anomaly_cost * 1e3:+.2f} ms per "
           "step).")
+    if args.floor:
+        floor(model, step, base, paired["hooks alone (empty bodies)"], clock)
+
+
+def _spread(diffs: list) -> float:
+    """The standard error of a median of `diffs`, from their quartiles (1.2533 IQR / 1.349 /
+    sqrt(n)): how far the paired column may move from run to run."""
+    q = statistics.quantiles(diffs, n=4)
+    return 1.2533 * (q[2] - q[0]) / 1.349 / len(diffs) ** 0.5
+
+
+def floor(model, step, plain: float, hooks: float, clock) -> None:
+    """What no watch can go below here: torch calling the hooks (the "hooks alone" mode) plus
+    reading once every tensor one watched step checks, each just written by torch (on its
+    threads, as a layer writes it) and read straight after, as a hook reads it. The same bytes
+    are read by fpclass as watch reads them, by fpclass's counter, by NumPy on one thread
+    (bitwise or over 8-byte words: no arithmetic to wait on) and by torch.sum on torch's threads
+    (the machine's read)."""
+    import numpy as np
+    checks = checker(torch)
+    finite, seen = checks.finite, []
+
+    def recording(t):
+        if t.is_floating_point() and t.layout is torch.strided and t.is_cpu:
+            seen.append((tuple(t.shape), tuple(t.stride()), t.dtype))
+        return finite(t)
+    checks.finite = recording
+    try:
+        with ft.watch(model):
+            step()
+    finally:
+        checks.finite = finite
+    tensors = [torch.empty_strided(shape, stride, dtype=dtype) for shape, stride, dtype in seen
+               if dtype in (torch.float16, torch.float32, torch.float64)]
+    sources = [torch.randn(t.shape, dtype=t.dtype).to(memory_format=_format(t)) for t in tensors]
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+
+    def words(t):
+        flat = t.detach().as_strided((t.numel(),), (1,)).numpy()  # dense: one block
+        return flat.view(np.uint64) if flat.nbytes % 8 == 0 else flat.view(np.uint8)
+
+    views = [words(t) for t in tensors]
+    threads = torch.get_num_threads()
+    counters = {t.dtype: nonfinite_counter(np.dtype(str(t.dtype).removeprefix("torch.")))
+                for t in tensors if t.dtype in (torch.float16, torch.float32, torch.float64)}
+    readers = {"fpclass as watch reads them (the screen)": lambda i: finite(tensors[i]),
+               "fpclass's counter (a count: watch before watch5)":
+                   lambda i: counters[tensors[i].dtype](tensors[i].data_ptr(),
+                                                        tensors[i].numel()),
+               "NumPy, one thread (bitwise or of the words)":
+                   lambda i: np.bitwise_or.reduce(views[i]),
+               f"torch.sum, {threads} thread{'s' if threads > 1 else ''}": lambda i: torch.sum(tensors[i])}
+    totals = {name: [] for name in readers}
+    for rep in range(22):
+        for name, read in readers.items():
+            spent = 0.0
+            for i, (t, src) in enumerate(zip(tensors, sources)):
+                t.copy_(src)  # just written by torch, as a layer's output is
+                s = clock()
+                read(i)
+                spent += clock() - s
+            if rep >= 2:
+                totals[name].append(spent)
+    big = sorted(nbytes_of(t) for t in tensors)[-3:]
+    print(f"\nfloor: one watched step checks {len(tensors)} tensors, {nbytes / 2**20:.1f} MiB "
+          f"(largest {', '.join(f'{b / 2**20:.1f}' for b in reversed(big))} MiB), each read "
+          "just after torch wrote it; 20 passes:\n")
+    rows = []
+    for name, ts in totals.items():
+        m, best = statistics.median(ts), min(ts)
+        rows.append([name, f"{m * 1e3:.2f} ms", f"{best * 1e3:.2f} ms",
+                     f"{nbytes / best / 1e9:.1f} GB/s", f"{(hooks + best) / plain:+.1%}"])
+    print(table(["reading them once", "median", "best pass", "bandwidth (best)",
+                 "hooks alone + best, of the plain step"], rows))
+    # a floor is a bound from below: the best pass of the fastest reader (another process
+    # taking a core slows a pass, never speeds one)
+    fastest = min(min(ts) for ts in totals.values())
+    print(f"\nfloor = hooks alone ({hooks * 1e3:+.2f} ms) + reading {nbytes / 2**20:.1f} MiB at "
+          f"the fastest read ({nbytes / fastest / 1e9:.1f} GB/s, {fastest * 1e3:.2f} ms) "
+          f"= {(hooks + fastest) * 1e3:.2f} ms = {(hooks + fastest) / plain:+.1%} of the plain "
+          f"step ({plain * 1e3:.2f} ms)")
+
+
+def nbytes_of(t) -> int:
+    return t.numel() * t.element_size()
+
+
+def _format(t):
+    if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(
+            memory_format=torch.channels_last):
+        return torch.channels_last
+    return torch.contiguous_format
 
 
 if __name__ == "__main__":

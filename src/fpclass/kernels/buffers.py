@@ -9,7 +9,7 @@ a thousand small buffers cost what one large one does.
 from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
-from .reductions import count_run
+from .reductions import any_run, count_run
 from .walk import JIT
 
 
@@ -31,6 +31,14 @@ def count_one(address, length, like, m, v, m2, v2):
     """Matches among the `length` words at `address` (see count_at)."""
     words = carray(_pointer(address, like), length)
     return count_run(words, 0, 1, length, m, v, m2, v2, 1)
+
+
+@njit(**JIT)
+def any_one(address, length, like, m, v, m2, v2, top, bound):
+    """Does one of the `length` words at `address` match? (any_run's terms: `top`, `bound` from
+    launch_find.above, zeros where the test lacks that form.)"""
+    words = carray(_pointer(address, like), length)
+    return any_run(words, 0, 1, length, m, v, m2, v2, 1, top, bound)
 
 
 @njit(**JIT)

@@ -62,6 +62,7 @@ def compile_unit(name: str, mode: str) -> float:
             # the scan's statistics above; fpclass.check and torch.watch count raw buffers
             buffers.count_nonfinite_words(x.dtype, [x.ctypes.data], [x.size])
             buffers.nonfinite_counter(x.dtype)(x.ctypes.data, x.size)
+            buffers.nonfinite_screen(x.dtype)(x.ctypes.data, x.size)
         if mode == "serial":  # the scan's reads of raw ranges (read_sieve), per word width
             read_sieve.compile_for(dtype)
         if dtype.itemsize == 1:

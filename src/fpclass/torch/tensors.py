@@ -106,7 +106,7 @@ def dense(t) -> bool:
     return True
 
 
-_COUNTERS: dict = {}
+_SCREENS: dict = {}
 _CHECKERS: dict = {}
 
 
@@ -121,28 +121,29 @@ def checker(torch) -> "Checker":
 
 
 class Checker:
-    """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one counter per
-    dtype, prepared once), others by torch on their device (one bool comes back, no data)."""
+    """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one screen per
+    dtype, prepared once: operators.buffers.nonfinite_screen), others by torch on their device
+    (one bool comes back, no data)."""
 
     def __init__(self, torch):
         from ..adapters import torch as adapter
         self.torch, self.adapter = torch, adapter
-        self.counters = _COUNTERS  # one per dtype and process: a watch is entered every step
+        self.screens = _SCREENS  # one per dtype and process: a watch is entered every step
         self.finite = self._screen(torch)
 
     def _screen(self, torch):
         """finite() as a closure: a hook's tensor is nearly always a strided CPU tensor, C- or
         channels_last-contiguous, of a dtype met before; it goes straight to that dtype's
-        counter (the same words are read as on the general path); anything else to the general
+        screen (the same words are read as on the general path); anything else to the general
         path."""
-        counters, general, strided = self.counters, self._finite, torch.strided
+        screens, general, strided = self.screens, self._finite, torch.strided
         channels_last = torch.channels_last
 
         def finite(t) -> bool:
-            count = counters.get(t.dtype)
-            if (count is not None and t.layout is strided and t.is_cpu
+            screen = screens.get(t.dtype)
+            if (screen is not None and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
-                return count(t.data_ptr(), t.numel()) == 0
+                return not screen(t.data_ptr(), t.numel())
             return general(t)
         finite.__doc__ = self._finite.__doc__
         return finite
@@ -160,11 +161,11 @@ class Checker:
                 t = t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride())],
                                  t.stride())             # stored element once
             if t.is_contiguous() or dense(t):
-                count = self.counters.get(t.dtype, False)
-                if count is False:
-                    count = self.counters[t.dtype] = self._counter(t.dtype)
-                if count is not None:
-                    return count(t.data_ptr(), t.numel()) == 0
+                screen = self.screens.get(t.dtype, False)
+                if screen is False:
+                    screen = self.screens[t.dtype] = self._screen_for(t.dtype)
+                if screen is not None:
+                    return not screen(t.data_ptr(), t.numel())
             from ..facade import any_nonfinite
             return not any_nonfinite(t)
         try:
@@ -172,10 +173,10 @@ class Checker:
         except (RuntimeError, NotImplementedError):  # no isfinite kernel for this dtype there
             return bool(torch.isfinite(t.float()).all())
 
-    def _counter(self, dtype):
-        from ..operators.buffers import nonfinite_counter
+    def _screen_for(self, dtype):
+        from ..operators.buffers import nonfinite_screen
         np_dtype = self.adapter.numpy_dtype(dtype)
-        return None if np_dtype is None else nonfinite_counter(np_dtype)
+        return None if np_dtype is None else nonfinite_screen(np_dtype)
 
     def describe(self, t) -> tuple:
         """(counts, first index) of a non-finite tensor; a complex one's counts are of its

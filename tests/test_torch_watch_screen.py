@@ -1,0 +1,89 @@
+"""watch's per-tensor screen (operators.buffers.nonfinite_screen through Checker.finite) against
+torch.isfinite: every float dtype, NaN / +Inf / -Inf (and NaN payloads, finite extremes) at the
+start, inside a vector block, in the tail, C- and channels_last-contiguous, both launchers."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fpclass.kernels import threads  # noqa: E402
+from fpclass.operators.buffers import nonfinite_screen  # noqa: E402
+from fpclass.torch.tensors import checker  # noqa: E402
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+          torch.complex128]
+SIZES = [1, 63, 64, 65, 200, 1031]
+
+
+def _truth(t) -> bool:
+    return bool(torch.isfinite(t).all())
+
+
+def _planted(dtype, n, position, value):
+    t = torch.linspace(-3, 3, n).to(dtype)
+    if position is not None:
+        t[position] = value
+    return t
+
+
+def _values(dtype):
+    real = [float("nan"), float("inf"), float("-inf")]
+    if dtype.is_complex:
+        return real + [complex(1, float("nan")), complex(float("-inf"), 0)]
+    return real
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_screen_matches_isfinite_at_every_position(dtype, n):
+    finite = checker(torch).finite
+    assert finite(_planted(dtype, n, None, 0)) is True
+    for position in sorted({0, n // 2, n - 1, min(n - 1, 64)}):
+        for value in _values(dtype):
+            t = _planted(dtype, n, position, value)
+            assert finite(t) == _truth(t) is False, (dtype, n, position, value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_finite_extremes_and_nan_payloads(dtype):
+    finite = checker(torch).finite
+    info = torch.finfo(dtype)
+    edge = torch.tensor([info.max, -info.max, info.tiny, info.tiny / 4, -0.0, info.min],
+                        dtype=dtype)
+    assert finite(edge) is True and _truth(edge)
+    # (integer view, exponent field, the mantissa's top bit) of each format
+    bits, exponent, top = {torch.float16: (torch.int16, 0x7C00, 0x200),
+                           torch.bfloat16: (torch.int16, 0x7F80, 0x40),
+                           torch.float32: (torch.int32, 0x7F800000, 0x400000),
+                           torch.float64: (torch.int64, 0x7FF << 52, 1 << 51)}[dtype]
+    for payload in (exponent | 1, exponent | top, -1):  # signalling, quiet, a NaN of all ones
+        words = torch.zeros(70, dtype=bits)
+        words[67] = payload
+        t = words.view(dtype)
+        assert finite(t) == _truth(t) is False, (dtype, hex(payload))
+
+
+def test_channels_last_and_empty():
+    finite = checker(torch).finite
+    x = torch.randn(2, 3, 5, 7).to(memory_format=torch.channels_last)
+    assert finite(x)
+    for index in [(0, 0, 0, 0), (1, 2, 4, 6), (1, 0, 2, 3)]:
+        y = x.clone()
+        y[index] = float("nan")
+        assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+        assert finite(y) is False
+    assert finite(torch.empty(0)) is True
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.complex64])
+def test_parallel_launcher(dtype, monkeypatch):
+    """Above the parallel threshold the screen asks the counter on every core: same answers."""
+    screen = nonfinite_screen(np.dtype(dtype))
+    monkeypatch.setattr(threads, "PARALLEL_MIN", 64)
+    a = np.zeros(5000, dtype)
+    assert screen(a.ctypes.data, a.size) is False
+    for position in (0, 2500, 4999):
+        b = a.copy()
+        b[position] = np.inf
+        assert screen(b.ctypes.data, b.size) is True
