@@ -30,8 +30,9 @@ two trees in one process, their steps alternating with the others.
 
 After each model, the floor (unless --no-floor): the tensors one watched step checks (recorded
 from the watch itself), each rewritten by torch and read straight after, as a hook reads what a
-layer has just written, by fpclass as watch reads them (its screen), by fpclass's counter (the
-full count watch took before), by NumPy on one thread and by torch.sum on torch's threads; "hooks alone" plus the best pass of the fastest of those reads is the least a watch
+layer has just written, by fpclass's screen (what watch calls, on the raw buffer), by fpclass's
+counter (the full count watch took before), by NumPy on one thread and by torch.sum on torch's
+threads; "hooks alone" plus the best pass of the fastest of those reads is the least a watch
 that reads every tensor once could cost on this machine.
 """
 
@@ -55,7 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import table  # noqa: E402
 
 import fpclass.torch as ft  # noqa: E402
-from fpclass.operators.buffers import nonfinite_counter  # noqa: E402
+from fpclass.operators.buffers import nonfinite_counter, nonfinite_screen  # noqa: E402
 from fpclass.torch.tensors import checker  # noqa: E402
 
 
@@ -227,7 +228,8 @@ def run(args, name, what, model, inputs) -> None:
     spread = {mode: _spread([t - p for t, p in zip(ts, times["plain"])])
               for mode, ts in times.items()}
     # the fastest tenth of each mode's steps: those least slowed by other processes
-    fast = {mode: statistics.quantiles(ts, n=10)[0] for mode, ts in times.items()}
+    fast = {mode: statistics.quantiles(ts, n=10)[0] if len(ts) > 1 else ts[0]
+            for mode, ts in times.items()}
     rows = [[mode, f"{m * 1e3:.2f} ms", "—" if mode == "plain" else f"{(m - base) / base:+.1%}",
              "—" if mode == "plain" else f"{paired[mode] * 1e3:+.2f} ms ({paired[mode] / base:+.1%})"
              f" ± {spread[mode] / base:.1%}",
@@ -248,6 +250,8 @@ def run(args, name, what, model, inputs) -> None:
 def _spread(diffs: list) -> float:
     """The standard error of a median of `diffs`, from their quartiles (1.2533 IQR / 1.349 /
     sqrt(n)): how far the paired column may move from run to run."""
+    if len(diffs) < 2:
+        return float("nan")
     q = statistics.quantiles(diffs, n=4)
     return 1.2533 * (q[2] - q[0]) / 1.349 / len(diffs) ** 0.5
 
@@ -256,9 +260,9 @@ def floor(model, step, plain: float, hooks: float, clock) -> None:
     """What no watch can go below here: torch calling the hooks (the "hooks alone" mode) plus
     reading once every tensor one watched step checks, each just written by torch (on its
     threads, as a layer writes it) and read straight after, as a hook reads it. The same bytes
-    are read by fpclass as watch reads them, by fpclass's counter, by NumPy on one thread
-    (bitwise or over 8-byte words: no arithmetic to wait on) and by torch.sum on torch's threads
-    (the machine's read)."""
+    are read by fpclass's screen (what watch calls, on the raw buffer), by fpclass's counter, by
+    NumPy on one thread (bitwise or over 8-byte words: no arithmetic to wait on) and by
+    torch.sum on torch's threads (the machine's read)."""
     import numpy as np
     checks = checker(torch)
     finite, seen = checks.finite, []
@@ -284,9 +288,12 @@ def floor(model, step, plain: float, hooks: float, clock) -> None:
 
     views = [words(t) for t in tensors]
     threads = torch.get_num_threads()
-    counters = {t.dtype: nonfinite_counter(np.dtype(str(t.dtype).removeprefix("torch.")))
-                for t in tensors if t.dtype in (torch.float16, torch.float32, torch.float64)}
-    readers = {"fpclass as watch reads them (the screen)": lambda i: finite(tensors[i]),
+    dtypes = {t.dtype: np.dtype(str(t.dtype).removeprefix("torch.")) for t in tensors}
+    counters = {d: nonfinite_counter(n) for d, n in dtypes.items()}
+    screens = {d: nonfinite_screen(n) for d, n in dtypes.items()}
+    # both called on the raw buffer (watch adds the same layout checks in front of either)
+    readers = {"fpclass's screen (watch's read)":
+                   lambda i: screens[tensors[i].dtype](tensors[i].data_ptr(), tensors[i].numel()),
                "fpclass's counter (a count: watch before watch5)":
                    lambda i: counters[tensors[i].dtype](tensors[i].data_ptr(),
                                                         tensors[i].numel()),
