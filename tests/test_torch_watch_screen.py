@@ -87,3 +87,25 @@ def test_parallel_launcher(dtype, monkeypatch):
         b = a.copy()
         b[position] = np.inf
         assert screen(b.ctypes.data, b.size) is True
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                  "float8_e5m2fnuz"])
+def test_every_float8_pattern_alone_and_planted(name):
+    """Each of the 256 bytes of each torch float8 format, alone and planted in a run of finite
+    bytes (at the start, in a vector block, in the tail), against ml_dtypes' own isfinite."""
+    import ml_dtypes
+    if not hasattr(torch, name):
+        pytest.skip(f"this torch has no {name}")
+    finite = checker(torch).finite
+    patterns = np.arange(256, dtype=np.uint8)
+    truth = np.isfinite(patterns.view(getattr(ml_dtypes, name)).astype(np.float32))
+    calm = patterns[truth][:130]               # finite bytes only
+    for byte, expected in zip(patterns, truth):
+        alone = torch.from_numpy(np.array([byte], np.uint8)).view(getattr(torch, name))
+        assert finite(alone) == bool(expected), (name, hex(byte))
+        for position in (0, 64, 129):
+            run = calm.copy()
+            run[position] = byte
+            t = torch.from_numpy(run).view(getattr(torch, name))
+            assert finite(t) == bool(expected), (name, hex(byte), position)
