@@ -61,7 +61,8 @@ LAYOUTS = {
 def test_short_rows_and_narrow_columns_in_every_layout(dtype, layout, launcher):
     # widths around the short-row kernel's range (2..8) and the column widening (< 64); row
     # counts that leave part of a 16-row step and part of a widened row over
-    for width, rows in [(1, 37), (3, 33), (4, 1000), (6, 300), (7, 16), (8, 129), (9, 40), (12, 700)]:
+    for width, rows in [(1, 37), (2, 50), (3, 33), (4, 1000), (5, 35), (6, 300), (7, 16), (8, 129),
+                        (9, 40), (12, 700)]:
         x = LAYOUTS[layout](sample(dtype, (rows, width), seed=width))
         check(x, [0, 1, -1, (0, 1)])
 
