@@ -13,7 +13,7 @@ numpy_bits.py offers the same functions evaluated by NumPy, for small inputs.
 from .constants import flat_test_words as test_words
 from .launch_elementwise import mask
 from .launch_find_order import find
-from .launch_reduce import buffer_counter, count, count_buffers, histogram, reduce
+from .launch_reduce import buffer_counter, buffer_screen, count, count_buffers, histogram, reduce
 
-__all__ = ["buffer_counter", "count", "count_buffers", "find", "histogram", "mask", "reduce",
+__all__ = ["buffer_counter", "buffer_screen", "count", "count_buffers", "find", "histogram", "mask", "reduce",
            "test_words"]

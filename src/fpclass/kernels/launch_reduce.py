@@ -18,8 +18,8 @@ import numpy as np
 from . import buffers, launch_rows, reductions, slices
 from . import histogram as histogram_kernels
 from .constants import scalars, table
-from .launch_find import any_match
-from .layout import as_words, plan, source_plan, without_broadcast
+from .launch_find import above, any_match
+from .layout import as_words, c_order_streams, plan, source_plan, without_broadcast
 from .pieces import fresh_copy, part, pieces
 from .threads import parallel, threads_for
 
@@ -110,7 +110,7 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
         # cells are the answer's own type (bool as uint8), written once (no zeros first: the
         # kernel stores every cell), not converted after
         cells_type = _CELLS[0] if any_mode else np.dtype(f"u{answer.itemsize}")
-        if empty is not None and _c_ordered(like):
+        if empty is not None and c_order_streams(like):
             cells = empty(like.shape, cells_type)
         else:
             cells = np.empty_like(like, cells_type, order="K")
@@ -124,12 +124,6 @@ def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mod
     if cells_type.itemsize == answer.itemsize:   # any's uint8 cells hold 0 or 1
         return np.ascontiguousarray(cells.view(answer))
     return cells.astype(answer, order="C", copy=False)
-
-
-def _c_ordered(a: np.ndarray) -> bool:
-    """Are a's axes longer than 1 in C order in memory (outer axes the longer strides)?"""
-    strides = [abs(st) for n, st in zip(a.shape, a.strides) if n > 1]
-    return all(x >= y for x, y in zip(strides, strides[1:]))
 
 
 def _spread(cells: np.ndarray, shape: tuple, axes: tuple) -> np.ndarray:
@@ -348,6 +342,26 @@ def buffer_counter(word: np.dtype, test):
             return int(many([address], [length], word, test)[0])
         return one(address, length, like, m, v, m2, v2)
     return count_one
+
+
+def buffer_screen(word: np.dtype, test):
+    """A function (address, length) -> does one of the `length` words at `address` match `test`
+    (one contiguous buffer, alive for the call)? buffer_counter's question without the count:
+    below the parallel threshold it keeps the largest `w & top` of a run (above()) instead of a
+    count, which reads what another core has just written faster; above it, the counter on
+    every core."""
+    if test is None:
+        return lambda address, length: False
+    m, v, m2, v2 = scalars(test, word)
+    top, bound = above(test, word)
+    like = _LIKE.setdefault(word, np.empty(0, word))
+    one, many = buffers.any_one, buffer_counter(word, test)
+
+    def screen(address: int, length: int) -> bool:
+        if threads_for(length) > 1:
+            return many(address, length) > 0
+        return bool(one(address, length, like, m, v, m2, v2, top, bound))
+    return screen
 
 
 _LIKE: dict = {}  # a zero-length array per word dtype: tells the kernel the type of the words
