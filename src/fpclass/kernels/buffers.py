@@ -6,6 +6,7 @@ lengths; one kernel walks them all, and the parallel version spreads the pieces 
 a thousand small buffers cost what one large one does.
 """
 
+import numpy as np
 from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
@@ -30,7 +31,8 @@ def _pointer(typingctx, address, like):
 def count_one(address, length, like, m, v, m2, v2):
     """Matches among the `length` words at `address` (see count_at)."""
     words = carray(_pointer(address, like), length)
-    return count_run(words, 0, 1, length, m, v, m2, v2, 1)
+    zero, one = np.int64(0), np.int64(1)
+    return count_run(words, zero, one, length, m, v, m2, v2, one)
 
 
 @njit(**JIT)
@@ -38,7 +40,8 @@ def any_one(address, length, like, m, v, m2, v2, top, bound):
     """Does one of the `length` words at `address` match? (any_run's terms: `top`, `bound` from
     launch_find.above, zeros where the test lacks that form.)"""
     words = carray(_pointer(address, like), length)
-    return any_run(words, 0, 1, length, m, v, m2, v2, 1, top, bound)
+    zero, one = np.int64(0), np.int64(1)
+    return any_run(words, zero, one, length, m, v, m2, v2, one, top, bound)
 
 
 @njit(**JIT)

@@ -74,11 +74,11 @@ def histogram_range(src, s_off, s_str, shape, start, stop, base, special, counts
                 _stream(src, np.uint64(sp), vectors, base, counts, base[TINY, 2], base[TINY, 3])
         for t in range(base.shape[0]):
             counts[t] += count_run(src, sp + done, ss, run - done, base[t, 0], base[t, 1], base[t, 2],
-                                   base[t, 3], 1)
+                                   base[t, 3], np.int64(1))
         if counts[NONFINITE] > nonfinite_before:
             for k in range(special.shape[0]):
                 counts[base.shape[0] + k] += count_run(src, sp, ss, run, special[k, 0], special[k, 1],
-                                                       special[k, 2], special[k, 3], 1)
+                                                       special[k, 2], special[k, 3], np.int64(1))
         pos += run
         advance(idx, shape, run)
 

@@ -174,7 +174,9 @@ def _reduce_into(a, word, lanes, test, cells, any_mode) -> None:
         return
     dst = as_words(cells, cells.dtype)
     p = plan(a.shape, [src, dst], reorder=True)
-    args = (*scalars(test, word), lanes, any_mode)
+    # the mode as a type (True: any, None: counts): each mode's kernels compile only their own
+    # loops, half the code of one kernel for both (measured: 33 -> 25 s for the float8 unit)
+    args = (*scalars(test, word), lanes, True if any_mode else None)
     threads = threads_for(p.size)
     wide = None if any_mode or lanes != 1 else _widened(p)
     if wide is not None:

@@ -10,7 +10,10 @@ that LLVM vectorizes: the cells (an array of the word's width or wider, see laun
 stay in cache while the rows stream past; `any` stops reading such rows once every cell holds a
 hit (rows narrower than a vector read as wider ones). Tests are always two-clause here: a
 one-clause test's second clause (m2 = 0) passes every word, and each loop variant is more to
-compile for every word and cell type.
+compile for every word and cell type. For the same reason the mode `any_mode` is a type, True
+(`any`) or None (counts), which numba prunes on: each mode's kernels hold only their own loops;
+and no kernel passes a constant to another (numba would compile the callee again for the
+literal).
 """
 
 import numpy as np
@@ -74,7 +77,7 @@ def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
         s0 = np.uint64(sp)
         d0 = np.uint64(dp)
         n = np.uint64(run)
-        if any_mode:
+        if any_mode is not None:
             for k in range(n):
                 cells[d0 + k] |= hit(src[s0 + k], m, v, m2, v2)
         else:
@@ -83,7 +86,7 @@ def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
     else:
         for k in range(run):
             h = element_hit(src, np.uint64(sp + k * ss), m, v, m2, v2, lanes)
-            if any_mode:
+            if any_mode is not None:
                 cells[np.uint64(dp + k * ds)] |= h
             else:
                 cells[np.uint64(dp + k * ds)] += h
@@ -100,7 +103,7 @@ def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
     s3 = np.uint64(sp + 3 * row)
     d0 = np.uint64(dp)
     n = np.uint64(run)
-    if any_mode:
+    if any_mode is not None:
         for k in range(n):
             cells[d0 + k] |= (hit(src[s0 + k], m, v, m2, v2) | hit(src[s1 + k], m, v, m2, v2)
                               | hit(src[s2 + k], m, v, m2, v2) | hit(src[s3 + k], m, v, m2, v2))
@@ -120,11 +123,11 @@ def _all_set(cells, dp, ds, run):
 
 
 @njit(**JIT)
-def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes):
+def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes, any_mode):
     """_reduce_rows's rows that all answer into the same `run` cells, with any_mode: stops
     reading once every cell holds a hit, looked at every CHECK_WORDS words or so."""
     if ds == 1 and ss == 1 and lanes == 1 and s1 == run and run < VECTOR:
-        _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2)
+        _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2, any_mode)
         return
     every = max(4, (CHECK_WORDS // max(run, 1)) // 4 * 4)
     i = 0
@@ -132,15 +135,15 @@ def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes):
         stop = min(rows, i + every)
         if ds == 1 and ss == 1 and lanes == 1:
             while i + 4 <= stop:
-                _add_four_rows(src, sp + i * s1, s1, cells, dp, run, m, v, m2, v2, True)
+                _add_four_rows(src, sp + i * s1, s1, cells, dp, run, m, v, m2, v2, any_mode)
                 i += 4
         while i < stop:
-            _add_run(src, sp + i * s1, ss, cells, dp, ds, run, m, v, m2, v2, lanes, True)
+            _add_run(src, sp + i * s1, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode)
             i += 1
 
 
 @njit(**JIT)
-def _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2):
+def _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2, any_mode):
     """_any_rows for contiguous rows of run < 64 words into contiguous cells: read as rows of a
     multiple of both (whole rows: word q of such a row is column q % run) into cells of their
     own, so the loop is long enough to vectorize; folded into `cells` before each look."""
@@ -151,19 +154,21 @@ def _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2):
     acc = np.zeros(wide, cells.dtype)
     every = max(1, CHECK_WORDS // wide) * per
     i = 0
-    while i < rows and not _all_set(cells, dp, 1, run):
+    zero, one = np.int64(0), np.int64(1)
+    while i < rows and not _all_set(cells, dp, one, run):
         stop = min(rows, i + every)
         k = (stop - i) // per
         j = 0
         while j + 4 <= k:
-            _add_four_rows(src, sp + (i + j * per) * run, wide, acc, 0, wide, m, v, m2, v2, True)
+            _add_four_rows(src, sp + (i + j * per) * run, wide, acc, zero, wide, m, v, m2, v2, any_mode)
             j += 4
         while j < k:
-            _add_run(src, sp + (i + j * per) * run, 1, acc, 0, 1, wide, m, v, m2, v2, 1, True)
+            _add_run(src, sp + (i + j * per) * run, one, acc, zero, one, wide, m, v, m2, v2, one,
+                     any_mode)
             j += 1
         i += k * per
         while i < stop:  # the last rows, too few for a wide one
-            _add_run(src, sp + i * run, 1, cells, dp, 1, run, m, v, m2, v2, 1, True)
+            _add_run(src, sp + i * run, one, cells, dp, one, run, m, v, m2, v2, one, any_mode)
             i += 1
         for q in range(wide):
             cells[dp + q % run] |= acc[q]
@@ -175,8 +180,8 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
     s1 words and d1 cells apart, their elements ss words and ds cells apart. A tight loop: with
     short runs, walking the plan's index per run would cost more than the run."""
     if ds != 0:
-        if d1 == 0 and any_mode:
-            _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes)
+        if any_mode is not None and d1 == 0:
+            _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes, any_mode)
             return
         i = 0
         if d1 == 0 and ds == 1 and ss == 1 and lanes == 1:
@@ -188,7 +193,7 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
             _add_run(src, sp + i * s1, ss, cells, dp + i * d1, ds, run, m, v, m2, v2, lanes, any_mode)
             i += 1
         return
-    if any_mode:
+    if any_mode is not None:
         for i in range(rows):
             c = dp + i * d1
             if cells[c] == 0:  # a slice with a hit is never read again
@@ -205,13 +210,14 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
 
 @njit(**JIT)
 def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode):
-    """cells[c] += the matches among the elements of slice c (any_mode: cells[c] = 1 if there is
-    one), over the whole plan. `cells` are the output's words, at stride 0 on the reduced axes;
+    """cells[c] += the matches among the elements of slice c (any_mode True: cells[c] = 1 if
+    there is one; None: counts), over the whole plan. `cells` are the output's words, at stride 0 on the reduced axes;
     they must be wide enough for every count (the caller's duty)."""
     last = shape.size - 1
     if last == 0:
-        _reduce_rows(src, s_off, 0, s_str[0], cells, d_off, 0, d_str[0], 1, shape[0], m, v, m2, v2,
-                     lanes, any_mode)
+        zero = np.int64(0)
+        _reduce_rows(src, s_off, zero, s_str[0], cells, d_off, zero, d_str[0], np.int64(1), shape[0],
+                     m, v, m2, v2, lanes, any_mode)
         return
     blocks = 1
     for ax in range(last - 1):

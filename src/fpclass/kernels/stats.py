@@ -153,14 +153,14 @@ def stats_range(src, keys, s_off, s_str, shape, start, stop, tests, c, swap, acc
             if bad == 0:
                 fold_raw(umin, umax, smax, c, acc)
             elif swap:  # a non-finite word would win: the masked loop, over the same words
-                _swapped(keys, sp, 1, done, c, acc)
+                _swapped(keys, sp, np.int64(1), done, c, acc)
             else:
-                _native(keys, sp, 1, done, c, acc)
+                _native(keys, sp, np.int64(1), done, c, acc)
         if done < run:
             at, rest = sp + done * ss, run - done
             for t in range(3):
                 acc[t] += count_run(src, at, ss, rest, tests[t, 0], tests[t, 1], tests[t, 2],
-                                    tests[t, 3], 1)
+                                    tests[t, 3], np.int64(1))
             if swap:
                 _swapped(keys, at, ss, rest, c, acc)
             else:

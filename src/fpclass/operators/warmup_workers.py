@@ -24,9 +24,9 @@ import numpy as np
 from ..kernels import cache_merge, compile_cache
 
 #: Rough compile CPU seconds of one word width's units (serial and threaded; measured in one
-#: process on a loaded 2-core machine, the first group with numba's start-up), to balance the
+#: process on a quiet 2-core machine, the first group with numba's start-up), to balance the
 #: workers; the codecs and density units are groups of their own.
-_GROUP_SECONDS = {1: 27.0, 2: 27.0, 4: 17.0, 8: 18.0, "codecs": 0.5, "density": 3.0}
+_GROUP_SECONDS = {1: 21.7, 2: 20.3, 4: 20.0, 8: 19.3, "codecs": 1.5, "density": 3.7}
 
 
 def _group_of(unit) -> object:
