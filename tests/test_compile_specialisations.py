@@ -6,6 +6,7 @@ each compile only their own loops (the mode is a type: True or None, not a runti
 import ast
 import importlib
 import inspect
+import json
 import os
 import pkgutil
 import subprocess
@@ -18,54 +19,81 @@ from numba.core.registry import CPUDispatcher
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(fpclass.kernels.__file__))))
 
 
-def _constant(node) -> bool:
-    """A literal number or bool (None is a type numba prunes on: the one-clause tests)."""
+def _kernel_calls(module):
+    """(line, text, callee, arguments) of each call from a kernel of `module` to a kernel."""
+    tree = ast.parse(inspect.getsource(module))
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        if not isinstance(getattr(module, fn.name, None), CPUDispatcher):
+            continue  # a Python function: what it passes is typed as a plain value
+        for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+            func = call.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                callee = getattr(getattr(module, func.value.id, None), func.attr, None)
+            else:
+                callee = getattr(module, getattr(func, "id", ""), None)
+            if isinstance(callee, CPUDispatcher):
+                yield call.lineno, ast.unparse(call)[:60], list(call.args) + [k.value for k in call.keywords]
+
+
+def _literal(node, module) -> bool:
+    """A number or bool written in the call, or a module-level one (numba freezes globals as
+    constants); None is a type numba prunes on (the one-clause tests), not a literal."""
     if isinstance(node, ast.UnaryOp):
         node = node.operand
-    return isinstance(node, ast.Constant) and node.value is not None \
-        and isinstance(node.value, (bool, int, float))
+    if isinstance(node, ast.Constant):
+        value = node.value
+    elif isinstance(node, ast.Name) and node.id.isupper() and hasattr(module, node.id):
+        value = getattr(module, node.id)
+    else:
+        return False
+    return isinstance(value, (bool, int, float)) and value is not None
 
 
 def test_no_kernel_passes_a_constant_to_another():
     found = []
     for info in pkgutil.iter_modules(fpclass.kernels.__path__):
         module = importlib.import_module(f"fpclass.kernels.{info.name}")
-        tree = ast.parse(inspect.getsource(module))
-        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-            callee = getattr(module, getattr(call.func, "id", ""), None)
-            if not isinstance(callee, CPUDispatcher):
-                continue
-            args = list(call.args) + [k.value for k in call.keywords]
-            if any(_constant(a) for a in args):
-                found.append(f"{info.name}.py:{call.lineno} {ast.unparse(call)[:60]}")
+        found += [f"{info.name}.py:{line} {text}" for line, text, args in _kernel_calls(module)
+                  if any(_literal(a, module) for a in args)]
     assert found == []
 
 
-#: Compiles the per-slice kernels for float32 on an empty cache (every callee compiled, none
-#: loaded) and prints each one's signatures: the mode and whether any argument is a literal.
+#: On an empty cache (every callee compiled, none loaded): per-slice counts first, then `any`,
+#: then the density maps' unit; prints what was compiled as JSON.
 _COMPILE = """
+import gc, json
 import numpy as np
+from numba.core.registry import CPUDispatcher
 from fpclass.kernels import numpy_bits, slices
+from fpclass.operators import queries as q, warmup
 numpy_bits.SMALL_BYTES = -1
-from fpclass.operators import queries as q
-for shape in ((300, 64), (4096, 3)):
-    x = np.zeros(shape, np.float32)
-    q.any_nan(x, axis=0), q.count_nan(x, axis=0), q.any_nan(x.T, axis=1), q.count_nan(x, axis=1)
-for k in (slices.reduce_plan, slices._reduce_rows, slices._add_run, slices._add_four_rows,
-          slices._any_rows, slices._all_set):
-    print(k.__name__, sorted(str(s[-1]) for s in k.signatures),
-          any("Literal" in str(a) for s in k.signatures for a in s))
+shapes = ((300, 64), (4096, 3))
+for x in (np.zeros(s, np.float32) for s in shapes):
+    q.count_nan(x, axis=0), q.count_nan(x, axis=1), q.count_nan(x.T, axis=1)
+out = {"any kernels after counts": [k.__name__ for k in (slices._any_rows, slices.any_run,
+                                    slices._any_narrow_rows) if k.signatures]}
+for x in (np.zeros(s, np.float32) for s in shapes):
+    q.any_nan(x, axis=0), q.any_nan(x, axis=1), q.any_nan(x.T, axis=1)
+warmup.compile_unit("density", "serial")
+out["modes"] = {k.__name__: sorted(str(s[-1]) for s in k.signatures)
+                for k in (slices.reduce_plan, slices._reduce_rows, slices._add_run,
+                          slices._add_four_rows)}
+out["literal"] = sorted({d.py_func.__qualname__ for d in gc.get_objects()
+                         if isinstance(d, CPUDispatcher)
+                         and d.py_func.__module__.startswith("fpclass.kernels")
+                         for s in d.signatures if any("Literal" in str(a) for a in s)})
+print(json.dumps(out))
 """
 
 
-def test_per_slice_kernels_compile_once_per_mode(tmp_path):
+def test_compiled_kernels_have_no_literal_and_one_mode_each(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "FPCLASS_COMPILE": "inline",
            "PYTHONPATH": SRC}
-    out = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True,
                          env=env, timeout=600)
-    assert out.returncode == 0, out.stderr
-    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
-    both = "['bool', 'none'] False"
-    assert lines == {"reduce_plan": both, "_reduce_rows": both, "_add_run": both,
-                     "_add_four_rows": both, "_any_rows": "['bool'] False",
-                     "_all_set": "['int64'] False"}
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["any kernels after counts"] == []   # counts compile none of any's loops
+    for kernel, modes in out["modes"].items():     # each mode once (one word and cell type)
+        assert modes == ["bool", "none"], kernel
+    assert out["literal"] == []

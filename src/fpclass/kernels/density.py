@@ -76,7 +76,7 @@ def bin_words(words, tests, first, place, edges_r, edges_c, channel, counts):
         hi = min(lo + VECTOR, n)
         uniform = -1
         if b < vectors:
-            bits = _bits(words, np.uint64(lo), tests, NONFINITE)
+            bits = _bits(words, np.uint64(lo), tests, np.int64(NONFINITE))
             if bits == 0:
                 continue
             if bits == ALL and along_rows:

@@ -72,7 +72,7 @@ def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
 
 @njit(**JIT)
 def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
-    """cells[dp + k*ds] += test(element k) for the run's elements (any_mode: |=)."""
+    """cells[dp + k*ds] += test(element k) for the run's elements (any_mode True: |=)."""
     if lanes == 1 and ss == 1 and ds == 1:  # the common case: a loop LLVM vectorizes
         s0 = np.uint64(sp)
         d0 = np.uint64(dp)
@@ -211,8 +211,9 @@ def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, la
 @njit(**JIT)
 def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode):
     """cells[c] += the matches among the elements of slice c (any_mode True: cells[c] = 1 if
-    there is one; None: counts), over the whole plan. `cells` are the output's words, at stride 0 on the reduced axes;
-    they must be wide enough for every count (the caller's duty)."""
+    there is one; None: counts; never False, which would search too), over the whole plan.
+    `cells` are the output's words, at stride 0 on the reduced axes; they must be wide enough
+    for every count (the caller's duty)."""
     last = shape.size - 1
     if last == 0:
         zero = np.int64(0)
