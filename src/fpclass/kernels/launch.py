@@ -15,5 +15,5 @@ from .launch_elementwise import mask
 from .launch_find_order import find
 from .launch_reduce import buffer_counter, buffer_screen, count, count_buffers, histogram, reduce
 
-__all__ = ["buffer_counter", "buffer_screen", "count", "count_buffers", "find", "histogram", "mask", "reduce",
-           "test_words"]
+__all__ = ["buffer_counter", "buffer_screen", "count", "count_buffers", "find", "histogram",
+           "mask", "reduce", "test_words"]

@@ -311,8 +311,7 @@ def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, te
     counts = np.zeros(lengths.size, np.int64)
     if test is None or not lengths.size:
         return counts
-    m, v, m2, v2 = scalars(test, word)
-    like = _LIKE.setdefault(word, np.empty(0, word))
+    (m, v, m2, v2), like = _buffer_terms(word, test)
     threads = threads_for(int(lengths.sum()))
     if threads == 1:
         buffers.count_at(addresses, lengths, like, m, v, m2, v2, counts)
@@ -335,8 +334,7 @@ def buffer_counter(word: np.dtype, test):
     per-call setup, for callers that check one tensor at a time (hooks)."""
     if test is None:
         return lambda address, length: 0
-    m, v, m2, v2 = scalars(test, word)
-    like = _LIKE.setdefault(word, np.empty(0, word))
+    (m, v, m2, v2), like = _buffer_terms(word, test)
     one, many = buffers.count_one, count_buffers
 
     def count_one(address: int, length: int) -> int:
@@ -354,9 +352,8 @@ def buffer_screen(word: np.dtype, test):
     every core."""
     if test is None:
         return lambda address, length: False
-    m, v, m2, v2 = scalars(test, word)
+    (m, v, m2, v2), like = _buffer_terms(word, test)
     top, bound = above(test, word)
-    like = _LIKE.setdefault(word, np.empty(0, word))
     one, many = buffers.any_one, buffer_counter(word, test)
 
     def screen(address: int, length: int) -> bool:
@@ -366,4 +363,10 @@ def buffer_screen(word: np.dtype, test):
     return screen
 
 
-_LIKE: dict = {}  # a zero-length array per word dtype: tells the kernel the type of the words
+def _buffer_terms(word: np.dtype, test) -> tuple:
+    """What the raw-buffer kernels take besides the buffers: `test`'s (mask, value, mask2,
+    value2) words, and a zero-length array of `word` that tells them the words' type."""
+    return scalars(test, word), _LIKE.setdefault(word, np.empty(0, word))
+
+
+_LIKE: dict = {}  # a zero-length array per word dtype, made once
