@@ -1,7 +1,7 @@
 """The reduce launcher: counts of bit-test matches, over the whole array or per slice, `any` per
-slice, the class histogram, and counts over many raw buffers.
+slice, and the class histogram (raw buffers: launch_buffers.py).
 
-It owns what surrounds the kernels (reductions.py, slices.py, histogram.py, buffers.py): odd
+It owns what surrounds the kernels (reductions.py, slices.py, histogram.py): odd
 layouts counted piece by piece, the thread count (threads.py) and how the work is split: blocks
 of positions for whole-array counts, index ranges of a kept axis for per-slice answers, so that
 no two threads share an output cell, or, where the kept axes offer no such parts (a tall, narrow
@@ -15,10 +15,10 @@ import math
 
 import numpy as np
 
-from . import buffers, launch_rows, reductions, slices
+from . import launch_rows, reductions, slices
 from . import histogram as histogram_kernels
 from .constants import scalars, table
-from .launch_find import above, any_match
+from .launch_find import any_match
 from .layout import as_words, c_order_streams, plan, source_plan, without_broadcast
 from .pieces import fresh_copy, part, pieces
 from .threads import parallel, threads_for
@@ -300,73 +300,3 @@ def _split(shape, cell_strides, threads):
         if bounds.size > 2:
             return axis, bounds
     return None
-
-
-def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, test) -> np.ndarray:
-    """How many of the lengths[i] words (dtype `word`) at addresses[i] match `test`, per buffer
-    (int64). The buffers are contiguous and alive for the call (the caller's duty). Long ones are
-    cut into pieces of BLOCK words, so the cores share the work whatever the sizes."""
-    addresses = np.asarray(addresses, np.int64)
-    lengths = np.asarray(lengths, np.int64)
-    counts = np.zeros(lengths.size, np.int64)
-    if test is None or not lengths.size:
-        return counts
-    (m, v, m2, v2), like = _buffer_terms(word, test)
-    threads = threads_for(int(lengths.sum()))
-    if threads == 1:
-        buffers.count_at(addresses, lengths, like, m, v, m2, v2, counts)
-        return counts
-    pieces_of = np.maximum(-(-lengths // BLOCK), 1)
-    owner = np.repeat(np.arange(lengths.size), pieces_of)
-    first = np.cumsum(pieces_of) - pieces_of                  # each buffer's first piece
-    k = np.arange(owner.size) - first[owner]                  # a piece's place in its buffer
-    starts = addresses[owner] + k * BLOCK * word.itemsize
-    sizes = np.minimum(lengths[owner] - k * BLOCK, BLOCK)
-    found = np.empty(owner.size, np.int64)
-    with parallel(threads):
-        buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
-    return np.add.reduceat(found, first)
-
-
-def buffer_counter(word: np.dtype, test):
-    """A function (address, length) -> how many of the `length` words at `address` match `test`
-    (one contiguous buffer, alive for the call): count_buffers for one buffer, minus its
-    per-call setup, for callers that check one tensor at a time (hooks)."""
-    if test is None:
-        return lambda address, length: 0
-    (m, v, m2, v2), like = _buffer_terms(word, test)
-    one, many = buffers.count_one, count_buffers
-
-    def count_one(address: int, length: int) -> int:
-        if threads_for(length) > 1:
-            return int(many([address], [length], word, test)[0])
-        return one(address, length, like, m, v, m2, v2)
-    return count_one
-
-
-def buffer_screen(word: np.dtype, test):
-    """A function (address, length) -> does one of the `length` words at `address` match `test`
-    (one contiguous buffer, alive for the call)? buffer_counter's question without the count:
-    below the parallel threshold it keeps the largest `w & top` of a run (above()) instead of a
-    count, which reads what another core has just written faster; above it, the counter on
-    every core."""
-    if test is None:
-        return lambda address, length: False
-    (m, v, m2, v2), like = _buffer_terms(word, test)
-    top, bound = above(test, word)
-    one, many = buffers.any_one, buffer_counter(word, test)
-
-    def screen(address: int, length: int) -> bool:
-        if threads_for(length) > 1:
-            return many(address, length) > 0
-        return bool(one(address, length, like, m, v, m2, v2, top, bound))
-    return screen
-
-
-def _buffer_terms(word: np.dtype, test) -> tuple:
-    """What the raw-buffer kernels take besides the buffers: `test`'s (mask, value, mask2,
-    value2) words, and a zero-length array of `word` that tells them the words' type."""
-    return scalars(test, word), _LIKE.setdefault(word, np.empty(0, word))
-
-
-_LIKE: dict = {}  # a zero-length array per word dtype, made once

@@ -7,7 +7,9 @@ concurrent.futures) the pool already spreads work over the cores, and threads in
 workers would multiply: N workers x all cores. The user's cap (`set_num_threads`, or the
 environment variable FPCLASS_NUM_THREADS) and numba's own count for the calling thread
 (`numba.set_num_threads`, NUMBA_NUM_THREADS) bound the rest; a call lowers numba's count for its
-duration only (`parallel`). Importing this module does not import numba.
+duration only (`parallel`). One buffer too small for every core by that rule may still be read
+in one part per thread when reading it so has proved faster (SplitChoice). Importing this module
+does not import numba.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import operator
 import os
 import sys
 import threading
+import time
 
 #: The environment variable that caps the threads of one call: checked when fpclass is imported
 #: and read again at every call that could use threads, so a change takes effect at once.
@@ -24,6 +27,9 @@ ENV = "FPCLASS_NUM_THREADS"
 #: Below this many elements one thread is faster than waking numba's pool (measured: see
 #: docs/benchmarks.md).
 PARALLEL_MIN = 1 << 22
+#: Reads of one buffer from this many elements up to PARALLEL_MIN may go in per-thread parts,
+#: as SPLIT says (SplitChoice).
+SPLIT_MIN = 1 << 18
 
 _cap: int | None = None  # set_num_threads's cap; None: not set
 
@@ -97,6 +103,75 @@ def pool_threads() -> int:
     cores = os.cpu_count() or 1
     cap = _cap if _cap is not None else _env_cap()
     return cores if cap is None else min(cap, cores)
+
+
+class SplitChoice:
+    """Whether one buffer of SPLIT_MIN to PARALLEL_MIN elements is read on one thread or in one
+    part per thread (the k-th part on the k-th thread, as torch's parallel loops write it).
+
+    A buffer that several cores have just written is read back faster by the same threads, each
+    its own part, when the cores share no cache, and by one thread, waking no other, when they
+    do; which holds depends on the machine's state, which changes while a process runs, and the
+    reads' own times do not show it: most of the cost lands in the caller's next operations
+    (measured: docs/benchmarks.md). So the caller marks periods of its work (fpclass.torch.watch:
+    each forward pass), and the choice times each from its mark to the end of its last such read
+    (read_ended): in a trial, PAIRS pairs of periods, one read each way, then the faster way by
+    the median of the pairs' differences for KEEP periods, then a new trial. Only the main
+    thread's marks and reads count; other threads never split (threads_for's rule)."""
+
+    WARM, PAIRS, KEEP = 3, 16, 480
+
+    def __init__(self, clock=time.perf_counter):
+        self.split = False
+        self._clock = clock
+        self._marks = 0
+        self._mark = self._ended = None
+        self._trial: list = []  # each trial period's length (None: no read timed it)
+
+    def threads(self, elements: int) -> int:
+        """How many threads the next read of `elements` elements uses (in parts when > 1)."""
+        if not self.split or not SPLIT_MIN <= elements < PARALLEL_MIN or in_foreign_worker():
+            return 1
+        return get_num_threads()
+
+    def read_ended(self) -> None:
+        """A read of SPLIT_MIN elements or more has just ended."""
+        if threading.current_thread() is threading.main_thread():
+            self._ended = self._clock()
+
+    def mark(self) -> None:
+        """A period of the caller's work begins (and the last one ends)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        ends = self._position()
+        if ends is not None and ends < 2 * self.PAIRS:
+            self._trial.append(None if self._ended is None else self._ended - self._mark)
+        self._mark, self._ended = self._clock(), None
+        self._marks += 1
+        begins = self._position()
+        if begins is None:
+            return
+        if begins < 2 * self.PAIRS:
+            self.split = begins % 2 == 1
+        elif begins == 2 * self.PAIRS:
+            ones, splits = self._trial[0::2], self._trial[1::2]
+            gains = [s - o for o, s in zip(ones, splits) if o is not None and s is not None]
+            self.split = bool(gains) and _median(gains) < 0
+            self._trial = []
+
+    def _position(self) -> int | None:
+        """The place of the current period in its trial and keep cycle (None while warming)."""
+        at = self._marks - 1 - self.WARM
+        return None if at < 0 else at % (2 * self.PAIRS + self.KEEP)
+
+
+def _median(values: list) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+#: The process's choice: the screens read it, fpclass.torch.watch marks its passes.
+SPLIT = SplitChoice()
 
 
 @contextlib.contextmanager

@@ -42,6 +42,13 @@ def nonfinite_screen(dtype):
     return _per_element(launch.buffer_screen(src.word, src.test(Query.NONFINITE)), src.lanes)
 
 
+def mark_period() -> None:
+    """A period of the caller's work begins (fpclass.torch.watch: a forward pass): the screens
+    time these periods to choose how to read large buffers (kernels/threads.py, SplitChoice)."""
+    from ..kernels import threads
+    threads.SPLIT.mark()
+
+
 def _raw(dtype):
     """The source of an empty array of `dtype`: its word, lanes and tests; TypeError for dtypes
     classified by value."""

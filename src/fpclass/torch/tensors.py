@@ -173,6 +173,12 @@ class Checker:
         except (RuntimeError, NotImplementedError):  # no isfinite kernel for this dtype there
             return bool(torch.isfinite(t.float()).all())
 
+    def pass_started(self) -> None:
+        """A forward pass begins: the screens time passes to choose how to read (one thread, or
+        a part per thread)."""
+        from ..operators.buffers import mark_period
+        mark_period()
+
     def _screen_for(self, dtype):
         from ..operators.buffers import nonfinite_screen
         np_dtype = self.adapter.numpy_dtype(dtype)

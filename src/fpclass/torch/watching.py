@@ -139,6 +139,7 @@ class watch:
     def _start(self, module, args):
         # an earlier pass's tensor hooks stay with its graph, disarmed once the context is left
         self._local.state = self._last = _Pass()
+        self._checker.pass_started()
 
     def _end(self, module, args, output):
         self._pass().forget()

@@ -1,0 +1,114 @@
+"""The raw-buffer launchers: counts of bit-test matches over many contiguous buffers at once
+(fpclass.check), and one buffer at a time, counted or screened (fpclass.torch.watch's hooks).
+
+A screened buffer too small for every core by PARALLEL_MIN's rule is read on one thread or, in
+parts, on all of them, as the caller's timed periods say (threads.SplitChoice): a tensor that
+torch's threads have just written lies in their cores' caches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import buffers, threads as policy
+from .constants import scalars
+from .launch_find import above
+from .launch_reduce import BLOCK
+from .threads import parallel, threads_for
+
+def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, test) -> np.ndarray:
+    """How many of the lengths[i] words (dtype `word`) at addresses[i] match `test`, per buffer
+    (int64). The buffers are contiguous and alive for the call (the caller's duty). Long ones are
+    cut into pieces of BLOCK words, so the cores share the work whatever the sizes."""
+    addresses = np.asarray(addresses, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    counts = np.zeros(lengths.size, np.int64)
+    if test is None or not lengths.size:
+        return counts
+    (m, v, m2, v2), like = _buffer_terms(word, test)
+    threads = threads_for(int(lengths.sum()))
+    if threads == 1:
+        buffers.count_at(addresses, lengths, like, m, v, m2, v2, counts)
+        return counts
+    pieces_of = np.maximum(-(-lengths // BLOCK), 1)
+    owner = np.repeat(np.arange(lengths.size), pieces_of)
+    first = np.cumsum(pieces_of) - pieces_of                  # each buffer's first piece
+    k = np.arange(owner.size) - first[owner]                  # a piece's place in its buffer
+    starts = addresses[owner] + k * BLOCK * word.itemsize
+    sizes = np.minimum(lengths[owner] - k * BLOCK, BLOCK)
+    found = np.empty(owner.size, np.int64)
+    with parallel(threads):
+        buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
+    return np.add.reduceat(found, first)
+
+
+def buffer_counter(word: np.dtype, test):
+    """A function (address, length) -> how many of the `length` words at `address` match `test`
+    (one contiguous buffer, alive for the call): count_buffers for one buffer, minus its
+    per-call setup, for callers that check one tensor at a time (hooks)."""
+    if test is None:
+        return lambda address, length: 0
+    (m, v, m2, v2), like = _buffer_terms(word, test)
+    one, many = buffers.count_one, count_buffers
+
+    def count_one(address: int, length: int) -> int:
+        if threads_for(length) > 1:
+            return int(many([address], [length], word, test)[0])
+        return one(address, length, like, m, v, m2, v2)
+    return count_one
+
+
+def buffer_screen(word: np.dtype, test):
+    """A function (address, length) -> does one of the `length` words at `address` match `test`
+    (one contiguous buffer, alive for the call)? buffer_counter's question without the count. On
+    one thread it keeps the largest `w & top` of a run (above()) instead of a count, which reads
+    what another core has just written faster; from PARALLEL_MIN words, the counter on every
+    core; from SPLIT_MIN words, one part per thread when threads.SPLIT says so."""
+    if test is None:
+        return lambda address, length: False
+    (m, v, m2, v2), like = _buffer_terms(word, test)
+    top, bound = above(test, word)
+    one, many, split = buffers.any_one, buffer_counter(word, test), _split_counter(word, test)
+    choice = policy.SPLIT
+
+    def screen(address: int, length: int) -> bool:
+        if threads_for(length) > 1:
+            return many(address, length) > 0
+        if length < policy.SPLIT_MIN:
+            return bool(one(address, length, like, m, v, m2, v2, top, bound))
+        threads = choice.threads(length)
+        if threads > 1:
+            found = split(address, length, threads) > 0
+        else:
+            found = bool(one(address, length, like, m, v, m2, v2, top, bound))
+        choice.read_ended()
+        return found
+    return screen
+
+
+def _split_counter(word: np.dtype, test):
+    """A function (address, length, threads) -> how many of the `length` words at `address` match
+    `test`, counted in `threads` equal parts, the k-th on numba's k-th thread (the same parts, in
+    the same order, as torch's parallel loops give its threads)."""
+    (m, v, m2, v2), like = _buffer_terms(word, test)
+    itemsize = word.itemsize
+
+    def count(address: int, length: int, threads: int) -> int:
+        part = -(-length // threads)
+        firsts = np.arange(threads, dtype=np.int64) * part
+        sizes = np.minimum(part, length - firsts)
+        found = np.empty(threads, np.int64)
+        with parallel(threads):
+            buffers.count_at_parallel(address + firsts * itemsize, sizes, like, m, v, m2, v2,
+                                      found)
+        return int(found.sum())
+    return count
+
+
+def _buffer_terms(word: np.dtype, test) -> tuple:
+    """What the raw-buffer kernels take besides the buffers: `test`'s (mask, value, mask2,
+    value2) words, and a zero-length array of `word` that tells them the words' type."""
+    return scalars(test, word), _LIKE.setdefault(word, np.empty(0, word))
+
+
+_LIKE: dict = {}  # a zero-length array per word dtype, made once

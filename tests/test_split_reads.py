@@ -1,0 +1,196 @@
+"""Reads of one buffer in per-thread parts (kernels/threads.py SplitChoice, the screens of
+kernels/launch_buffers.py): the parts' answers against NumPy's isfinite with a non-finite value
+at every part's edges, the choice's schedule with scripted read times, and fpclass.torch.watch
+marking its passes."""
+
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fpclass.kernels import buffers as kernels
+from fpclass.kernels import threads
+from fpclass.kernels.threads import SplitChoice
+from fpclass.operators.buffers import nonfinite_screen
+
+DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.complex64,
+          ml_dtypes.float8_e4m3fn]
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    """The process's choice held at "split" for buffers of 64 elements and more; the calls of
+    the parts' kernel recorded."""
+    monkeypatch.setattr(threads, "SPLIT_MIN", 64)
+    monkeypatch.setattr(threads.SPLIT, "split", True)
+    monkeypatch.setattr(threads.SPLIT, "mark", lambda: None)
+    calls = []
+    real = kernels.count_at_parallel
+
+    def recording(addresses, lengths, *rest):
+        calls.append(lengths.copy())
+        return real(addresses, lengths, *rest)
+    monkeypatch.setattr(kernels, "count_at_parallel", recording)
+    return calls
+
+
+def _bad(dtype):
+    return {np.complex64: complex(1, float("nan"))}.get(dtype, float("nan"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [64, 65, 1001, 4096])
+def test_parts_find_a_value_at_every_edge(dtype, n, split_everything):
+    if threads.get_num_threads() < 2:
+        pytest.skip("one numba thread here: nothing to split")
+    screen = nonfinite_screen(np.dtype(dtype))
+    clean = np.linspace(-2, 2, n).astype(dtype)
+    assert screen(clean.ctypes.data, n) is False
+    assert split_everything and int(split_everything[-1].sum()) == n * (
+        2 if np.dtype(dtype).kind == "c" else 1)
+    parts = threads.get_num_threads()
+    part = -(-n // parts)
+    edges = {0, n - 1} | {k * part + d for k in range(1, parts) for d in (-1, 0)}
+    for position in sorted(e for e in edges if 0 <= e < n):
+        for value in (_bad(dtype), float("inf"), float("-inf")):
+            x = clean.copy()
+            x[position] = value
+            expected = not np.isfinite(x.astype(np.complex128)).all()
+            assert screen(x.ctypes.data, n) is expected is True, (position, value)
+
+
+def test_below_the_split_size_one_thread_reads(split_everything):
+    screen = nonfinite_screen(np.dtype(np.float32))
+    x = np.ones(63, np.float32)
+    x[62] = np.nan
+    assert screen(x.ctypes.data, x.size) is True
+    assert split_everything == []
+
+
+def test_a_foreign_thread_never_splits(split_everything):
+    answers = []
+    worker = threading.Thread(target=lambda: answers.append(threads.SPLIT.threads(1000)))
+    worker.start()
+    worker.join()
+    assert answers == [1]
+
+
+class _Clock:
+    """A clock that moves only when a test says."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _periods(choice, clock, count, seconds_alone, seconds_split, reads=True):
+    """Run `count` periods: mark, then (with `reads`) a read that ends when the period's time for
+    the way the choice reads now has passed, then untimed work. The split flag of each period."""
+    ways = []
+    for _ in range(count):
+        choice.mark()
+        ways.append(choice.split)
+        clock.now += seconds_split if choice.split else seconds_alone
+        if reads:
+            choice.read_ended()
+        clock.now += 5.0  # the optimizer's step, the data: after the last read, not timed
+    return ways
+
+
+def _choice():
+    clock = _Clock()
+    return SplitChoice(clock), clock
+
+
+TRIAL = 2 * SplitChoice.PAIRS
+
+
+@pytest.mark.parametrize("alone, split, chosen", [(2.0, 1.0, True), (1.0, 2.0, False)])
+def test_the_faster_way_is_kept_after_a_trial(alone, split, chosen):
+    choice, clock = _choice()
+    warm = _periods(choice, clock, SplitChoice.WARM, alone, split)
+    trial = _periods(choice, clock, TRIAL, alone, split)
+    kept = _periods(choice, clock, SplitChoice.KEEP, alone, split)
+    again = _periods(choice, clock, TRIAL, split, alone)  # the machine changed
+    after = _periods(choice, clock, 3, split, alone)
+    assert warm == [False] * SplitChoice.WARM
+    assert trial == [False, True] * SplitChoice.PAIRS
+    assert kept == [chosen] * SplitChoice.KEEP
+    assert again == [False, True] * SplitChoice.PAIRS
+    assert after == [not chosen] * 3
+
+
+def test_pairs_outvote_a_slow_stretch():
+    """A few slow periods (another process ran) on one side do not decide: most pairs do."""
+    choice, clock = _choice()
+    _periods(choice, clock, SplitChoice.WARM, 2.0, 1.0)
+    for k in range(SplitChoice.PAIRS):
+        slow = 100.0 if k < 3 else 0.0  # the first three split periods interrupted
+        _periods(choice, clock, 1, 2.0, 2.0)
+        _periods(choice, clock, 1, 2.0, 1.0 + slow)
+    assert _periods(choice, clock, 3, 2.0, 1.0) == [True] * 3
+
+
+def test_untimed_periods_choose_one_thread():
+    """A trial whose periods read nothing large enough to time decides nothing: one thread."""
+    choice, clock = _choice()
+    _periods(choice, clock, SplitChoice.WARM + TRIAL, 2.0, 1.0, reads=False)
+    assert _periods(choice, clock, 5, 2.0, 1.0) == [False] * 5
+
+
+def _on_a_worker(function):
+    worker = threading.Thread(target=function)
+    worker.start()
+    worker.join()
+
+
+def test_a_foreign_threads_marks_and_reads_do_not_count():
+    choice, clock = _choice()
+    _on_a_worker(lambda: [choice.mark() for _ in range(100)])
+    assert _periods(choice, clock, SplitChoice.WARM + 2, 1.0, 1.0) == [False] * (
+        SplitChoice.WARM + 1) + [True]  # the trial's second period
+    choice, clock = _choice()
+    _periods(choice, clock, SplitChoice.WARM, 1.0, 1.0)
+    for _ in range(TRIAL):  # the main thread's reads take as long both ways; a worker's
+        _periods(choice, clock, 1, 1.0, 1.0)  # end sooner in split periods
+        clock.now -= 5.5 if choice.split else 0.0
+        _on_a_worker(choice.read_ended)
+        clock.now += 5.5 if choice.split else 0.0
+    assert _periods(choice, clock, 3, 1.0, 1.0) == [False] * 3
+
+
+def test_the_threads_a_split_read_takes(monkeypatch):
+    choice = SplitChoice()
+    monkeypatch.setattr(choice, "split", True)
+    assert choice.threads(threads.SPLIT_MIN - 1) == 1
+    assert choice.threads(threads.PARALLEL_MIN) == 1
+    assert choice.threads(threads.SPLIT_MIN) == threads.get_num_threads()
+
+
+def test_watch_marks_each_forward_pass(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import fpclass.torch as ft
+    marks = []
+    monkeypatch.setattr(threads.SPLIT, "mark", lambda: marks.append(1))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    with ft.watch(model):
+        for _ in range(3):
+            model(torch.randn(2, 4)).sum().backward()
+    assert len(marks) == 3
+
+
+def test_watch_finds_nan_in_a_split_read(split_everything):
+    torch = pytest.importorskip("torch")
+    import fpclass.torch as ft
+    if threads.get_num_threads() < 2:
+        pytest.skip("one numba thread here: nothing to split")
+    model = torch.nn.Sequential(torch.nn.Linear(300, 300), torch.nn.ReLU())
+    x = torch.randn(8, 300)
+    x[7, 299] = float("nan")   # the last part's last element
+    with pytest.raises(ft.NonFiniteError, match=r"\b0\b|Linear"):
+        with ft.watch(model):
+            model(x)
+    assert split_everything, "the watch read no buffer in parts"
