@@ -10,6 +10,14 @@ os.environ["FPCLASS_COMPILE"] = "inline"
 import pytest  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def fresh_split_choice(monkeypatch):
+    """Every test starts with a fresh choice of how watch's screen reads large tensors (one
+    thread, warming up): the passes an earlier test watched do not decide a later test's reads."""
+    from fpclass.kernels import threads
+    monkeypatch.setattr(threads, "SPLIT", threads.SplitChoice())
+
+
 @pytest.fixture(params=["numpy", "kernels"])
 def both_launchers(request, monkeypatch):
     """Runs a test once with every input classified by NumPy bit tests (the path small inputs

@@ -29,33 +29,35 @@ def split_everything(monkeypatch):
     real = kernels.count_at_parallel
 
     def recording(addresses, lengths, *rest):
-        calls.append(lengths.copy())
+        calls.append((addresses.copy(), lengths.copy()))
         return real(addresses, lengths, *rest)
     monkeypatch.setattr(kernels, "count_at_parallel", recording)
     return calls
 
 
-def _bad(dtype):
-    return {np.complex64: complex(1, float("nan"))}.get(dtype, float("nan"))
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [64, 65, 1001, 4096])
 def test_parts_find_a_value_at_every_edge(dtype, n, split_everything):
+    """The parts tile the buffer's words (no gap, no overlap), and a non-finite value at the
+    first or last word of any part, written through the word view, is found."""
     if threads.get_num_threads() < 2:
         pytest.skip("one numba thread here: nothing to split")
     screen = nonfinite_screen(np.dtype(dtype))
     clean = np.linspace(-2, 2, n).astype(dtype)
     assert screen(clean.ctypes.data, n) is False
-    assert split_everything and int(split_everything[-1].sum()) == n * (
-        2 if np.dtype(dtype).kind == "c" else 1)
-    parts = threads.get_num_threads()
-    part = -(-n // parts)
-    edges = {0, n - 1} | {k * part + d for k in range(1, parts) for d in (-1, 0)}
-    for position in sorted(e for e in edges if 0 <= e < n):
-        for value in (_bad(dtype), float("inf"), float("-inf")):
+    addresses, lengths = split_everything[-1]
+    word = {np.complex64: np.float32}.get(dtype, dtype)
+    words = clean.view(word)
+    assert lengths.size == threads.get_num_threads() and (lengths > 0).all()
+    assert int(lengths.sum()) == words.size
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    assert (addresses == clean.ctypes.data + starts * words.itemsize).all()
+    bad = np.array([np.nan, np.inf, -np.inf], np.float32).astype(word)
+    for position in sorted(set(starts) | set(ends - 1)):
+        for value in bad:
             x = clean.copy()
-            x[position] = value
+            x.view(word)[position] = value
             expected = not np.isfinite(x.astype(np.complex128)).all()
             assert screen(x.ctypes.data, n) is expected is True, (position, value)
 
@@ -108,6 +110,10 @@ def _choice():
 TRIAL = 2 * SplitChoice.PAIRS
 
 
+def _pairs(ways):
+    return [tuple(ways[i:i + 2]) for i in range(0, len(ways), 2)]
+
+
 @pytest.mark.parametrize("alone, split, chosen", [(2.0, 1.0, True), (1.0, 2.0, False)])
 def test_the_faster_way_is_kept_after_a_trial(alone, split, chosen):
     choice, clock = _choice()
@@ -117,9 +123,10 @@ def test_the_faster_way_is_kept_after_a_trial(alone, split, chosen):
     again = _periods(choice, clock, TRIAL, split, alone)  # the machine changed
     after = _periods(choice, clock, 3, split, alone)
     assert warm == [False] * SplitChoice.WARM
-    assert trial == [False, True] * SplitChoice.PAIRS
+    for ways in (trial, again):  # each pair tries both ways, in either order
+        assert all(set(pair) == {False, True} for pair in _pairs(ways))
+        assert {pair[0] for pair in _pairs(ways)} == {False, True}
     assert kept == [chosen] * SplitChoice.KEEP
-    assert again == [False, True] * SplitChoice.PAIRS
     assert after == [not chosen] * 3
 
 
@@ -127,18 +134,47 @@ def test_pairs_outvote_a_slow_stretch():
     """A few slow periods (another process ran) on one side do not decide: most pairs do."""
     choice, clock = _choice()
     _periods(choice, clock, SplitChoice.WARM, 2.0, 1.0)
-    for k in range(SplitChoice.PAIRS):
-        slow = 100.0 if k < 3 else 0.0  # the first three split periods interrupted
-        _periods(choice, clock, 1, 2.0, 2.0)
+    for k in range(TRIAL):
+        slow = 100.0 if k < 6 else 0.0  # the first three pairs' periods interrupted
         _periods(choice, clock, 1, 2.0, 1.0 + slow)
     assert _periods(choice, clock, 3, 2.0, 1.0) == [True] * 3
 
 
-def test_untimed_periods_choose_one_thread():
-    """A trial whose periods read nothing large enough to time decides nothing: one thread."""
+def test_periods_alternating_in_length_favour_neither_way():
+    """Two models watched in turn, one twice as slow: which way each pair tries first is drawn,
+    so the slow model is not always timed the same way and the ways, equal, are not told apart
+    by the models' difference."""
+    choices = []
+    for seed in range(40):
+        clock = _Clock()
+        choice = SplitChoice(clock, seed=seed)
+        for k in range(SplitChoice.WARM + TRIAL):
+            choice.mark()
+            clock.now += 2.0 if k % 2 else 1.0
+            choice.read_ended()
+        choice.mark()
+        choices.append(choice.split)
+    assert 5 <= sum(choices) <= 35
+
+
+def test_marks_with_nothing_read_between_start_no_period():
+    """Two marks a pass (two watches of one model) time the same periods as one."""
+    single, clock1 = _choice()
+    double, clock2 = _choice()
+    for k in range(SplitChoice.WARM + TRIAL + 5):
+        for choice, clock in ((single, clock1), (double, clock2)):
+            choice.mark()
+            if choice is double:
+                choice.mark()
+            clock.now += 1.0 if choice.split else 2.0
+            choice.read_ended()
+    assert single.split is double.split is True
+
+
+def test_periods_without_large_reads_never_split():
     choice, clock = _choice()
     _periods(choice, clock, SplitChoice.WARM + TRIAL, 2.0, 1.0, reads=False)
-    assert _periods(choice, clock, 5, 2.0, 1.0) == [False] * 5
+    assert _periods(choice, clock, 5, 2.0, 1.0, reads=False) == [False] * 5
 
 
 def _on_a_worker(function):
@@ -150,8 +186,9 @@ def _on_a_worker(function):
 def test_a_foreign_threads_marks_and_reads_do_not_count():
     choice, clock = _choice()
     _on_a_worker(lambda: [choice.mark() for _ in range(100)])
-    assert _periods(choice, clock, SplitChoice.WARM + 2, 1.0, 1.0) == [False] * (
-        SplitChoice.WARM + 1) + [True]  # the trial's second period
+    ways = _periods(choice, clock, SplitChoice.WARM + 2, 1.0, 1.0)
+    assert ways[:SplitChoice.WARM] == [False] * SplitChoice.WARM  # still warming
+    assert set(ways[SplitChoice.WARM:]) == {False, True}         # then the first pair
     choice, clock = _choice()
     _periods(choice, clock, SplitChoice.WARM, 1.0, 1.0)
     for _ in range(TRIAL):  # the main thread's reads take as long both ways; a worker's
@@ -189,7 +226,7 @@ def test_watch_finds_nan_in_a_split_read(split_everything):
         pytest.skip("one numba thread here: nothing to split")
     model = torch.nn.Sequential(torch.nn.Linear(300, 300), torch.nn.ReLU())
     x = torch.randn(8, 300)
-    x[7, 299] = float("nan")   # the last part's last element
+    x[7, 299] = float("nan")   # the output's last row: its words in the last part
     with pytest.raises(ft.NonFiniteError, match=r"\b0\b|Linear"):
         with ft.watch(model):
             model(x)

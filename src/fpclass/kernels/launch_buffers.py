@@ -1,9 +1,10 @@
 """The raw-buffer launchers: counts of bit-test matches over many contiguous buffers at once
 (fpclass.check), and one buffer at a time, counted or screened (fpclass.torch.watch's hooks).
 
-A screened buffer too small for every core by PARALLEL_MIN's rule is read on one thread or, in
-parts, on all of them, as the caller's timed periods say (threads.SplitChoice): a tensor that
-torch's threads have just written lies in their cores' caches.
+A screened buffer of SPLIT_MIN words or more, too small for every core by PARALLEL_MIN's rule, is
+read on the main thread alone or in parts on every thread, as the caller's timed periods say
+(threads.SplitChoice): a tensor that torch's threads have just written lies in their cores'
+caches.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .constants import scalars
 from .launch_find import above
 from .launch_reduce import BLOCK
 from .threads import parallel, threads_for
+
 
 def count_buffers(addresses: np.ndarray, lengths: np.ndarray, word: np.dtype, test) -> np.ndarray:
     """How many of the lengths[i] words (dtype `word`) at addresses[i] match `test`, per buffer
@@ -69,13 +71,13 @@ def buffer_screen(word: np.dtype, test):
     (m, v, m2, v2), like = _buffer_terms(word, test)
     top, bound = above(test, word)
     one, many, split = buffers.any_one, buffer_counter(word, test), _split_counter(word, test)
-    choice = policy.SPLIT
 
     def screen(address: int, length: int) -> bool:
         if threads_for(length) > 1:
             return many(address, length) > 0
         if length < policy.SPLIT_MIN:
             return bool(one(address, length, like, m, v, m2, v2, top, bound))
+        choice = policy.SPLIT
         threads = choice.threads(length)
         if threads > 1:
             found = split(address, length, threads) > 0
@@ -88,19 +90,17 @@ def buffer_screen(word: np.dtype, test):
 
 def _split_counter(word: np.dtype, test):
     """A function (address, length, threads) -> how many of the `length` words at `address` match
-    `test`, counted in `threads` equal parts, the k-th on numba's k-th thread (the same parts, in
-    the same order, as torch's parallel loops give its threads)."""
+    `test`, counted in `threads` parts that differ by a word at most, the k-th (in address order)
+    on numba's k-th thread."""
     (m, v, m2, v2), like = _buffer_terms(word, test)
     itemsize = word.itemsize
 
     def count(address: int, length: int, threads: int) -> int:
-        part = -(-length // threads)
-        firsts = np.arange(threads, dtype=np.int64) * part
-        sizes = np.minimum(part, length - firsts)
+        bounds = np.arange(threads + 1, dtype=np.int64) * length // threads
         found = np.empty(threads, np.int64)
         with parallel(threads):
-            buffers.count_at_parallel(address + firsts * itemsize, sizes, like, m, v, m2, v2,
-                                      found)
+            buffers.count_at_parallel(address + bounds[:-1] * itemsize, np.diff(bounds), like,
+                                      m, v, m2, v2, found)
         return int(found.sum())
     return count
 

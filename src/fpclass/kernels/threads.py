@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import random
+import statistics
 import sys
 import threading
 import time
@@ -27,7 +29,7 @@ ENV = "FPCLASS_NUM_THREADS"
 #: Below this many elements one thread is faster than waking numba's pool (measured: see
 #: docs/benchmarks.md).
 PARALLEL_MIN = 1 << 22
-#: Reads of one buffer from this many elements up to PARALLEL_MIN may go in per-thread parts,
+#: Reads of one buffer from this many words up to PARALLEL_MIN may go in per-thread parts,
 #: as SPLIT says (SplitChoice).
 SPLIT_MIN = 1 << 18
 
@@ -106,36 +108,40 @@ def pool_threads() -> int:
 
 
 class SplitChoice:
-    """Whether one buffer of SPLIT_MIN to PARALLEL_MIN elements is read on one thread or in one
-    part per thread (the k-th part on the k-th thread, as torch's parallel loops write it).
+    """Whether one buffer of SPLIT_MIN to PARALLEL_MIN words is read on one thread or in one
+    part per thread (the k-th part on numba's k-th thread: with numba's OpenMP layer these are
+    torch's own threads, and flat loops split alike).
 
     A buffer that several cores have just written is read back faster by the same threads, each
     its own part, when the cores share no cache, and by one thread, waking no other, when they
     do; which holds depends on the machine's state, which changes while a process runs, and the
     reads' own times do not show it: most of the cost lands in the caller's next operations
     (measured: docs/benchmarks.md). So the caller marks periods of its work (fpclass.torch.watch:
-    each forward pass), and the choice times each from its mark to the end of its last such read
-    (read_ended): in a trial, PAIRS pairs of periods, one read each way, then the faster way by
-    the median of the pairs' differences for KEEP periods, then a new trial. Only the main
-    thread's marks and reads count; other threads never split (threads_for's rule)."""
+    each forward pass; a mark with no such read since the last one starts no new period), and
+    the choice times each from its mark to the end of its last such read (read_ended). A trial
+    runs PAIRS pairs of periods, one each way in a random order (callers whose periods alternate,
+    two models a step, favour neither way); the way the median of the pairs' differences finds
+    faster is kept for KEEP periods, then a new trial. Only the main thread's marks and reads count; other threads, and
+    processes that multiprocessing started, never split (in_foreign_worker)."""
 
     WARM, PAIRS, KEEP = 3, 16, 480
 
-    def __init__(self, clock=time.perf_counter):
+    def __init__(self, clock=time.perf_counter, seed: int = 0):
         self.split = False
         self._clock = clock
+        self._order = random.Random(seed)  # which way goes first in each trial pair
         self._marks = 0
         self._mark = self._ended = None
-        self._trial: list = []  # each trial period's length (None: no read timed it)
+        self._trial: list = []  # (split?, seconds or None: no read timed it) per trial period
 
     def threads(self, elements: int) -> int:
-        """How many threads the next read of `elements` elements uses (in parts when > 1)."""
+        """How many threads the next read of `elements` words uses (in parts when > 1)."""
         if not self.split or not SPLIT_MIN <= elements < PARALLEL_MIN or in_foreign_worker():
             return 1
         return get_num_threads()
 
     def read_ended(self) -> None:
-        """A read of SPLIT_MIN elements or more has just ended."""
+        """A read of SPLIT_MIN to PARALLEL_MIN words has just ended."""
         if threading.current_thread() is threading.main_thread():
             self._ended = self._clock()
 
@@ -143,31 +149,32 @@ class SplitChoice:
         """A period of the caller's work begins (and the last one ends)."""
         if threading.current_thread() is not threading.main_thread():
             return
+        if self._mark is not None and self._ended is None:
+            return  # nothing timed since the last mark: the same period goes on
         ends = self._position()
         if ends is not None and ends < 2 * self.PAIRS:
-            self._trial.append(None if self._ended is None else self._ended - self._mark)
+            self._trial.append((self.split, self._ended - self._mark))
         self._mark, self._ended = self._clock(), None
         self._marks += 1
         begins = self._position()
         if begins is None:
             return
         if begins < 2 * self.PAIRS:
-            self.split = begins % 2 == 1
+            self.split = self._order.random() < 0.5 if begins % 2 == 0 else not self.split
         elif begins == 2 * self.PAIRS:
-            ones, splits = self._trial[0::2], self._trial[1::2]
-            gains = [s - o for o, s in zip(ones, splits) if o is not None and s is not None]
-            self.split = bool(gains) and _median(gains) < 0
+            self.split = self._decide(self._trial)
             self._trial = []
+
+    def _decide(self, trial: list) -> bool:
+        """Split, when the median of the trial's pairs' differences says it is faster."""
+        gains = [(a - b if split_first else b - a)
+                 for (split_first, a), (_, b) in zip(trial[0::2], trial[1::2])]
+        return bool(gains) and statistics.median(gains) < 0
 
     def _position(self) -> int | None:
         """The place of the current period in its trial and keep cycle (None while warming)."""
         at = self._marks - 1 - self.WARM
         return None if at < 0 else at % (2 * self.PAIRS + self.KEEP)
-
-
-def _median(values: list) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 #: The process's choice: the screens read it, fpclass.torch.watch marks its passes.

@@ -8,6 +8,7 @@ import functools
 import numpy as np
 
 from ..formats import Query
+from ..kernels import threads
 from .inputs import as_source
 
 
@@ -45,7 +46,6 @@ def nonfinite_screen(dtype):
 def mark_period() -> None:
     """A period of the caller's work begins (fpclass.torch.watch: a forward pass): the screens
     time these periods to choose how to read large buffers (kernels/threads.py, SplitChoice)."""
-    from ..kernels import threads
     threads.SPLIT.mark()
 
 

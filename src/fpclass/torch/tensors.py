@@ -128,8 +128,11 @@ class Checker:
     def __init__(self, torch):
         from ..adapters import torch as adapter
         self.torch, self.adapter = torch, adapter
+        from ..operators.buffers import mark_period
         self.screens = _SCREENS  # one per dtype and process: a watch is entered every step
         self.finite = self._screen(torch)
+        # a forward pass begins: the screens time passes to choose how to read large tensors
+        self.pass_started = mark_period
 
     def _screen(self, torch):
         """finite() as a closure: a hook's tensor is nearly always a strided CPU tensor, C- or
@@ -172,12 +175,6 @@ class Checker:
             return bool(torch.isfinite(t).all())
         except (RuntimeError, NotImplementedError):  # no isfinite kernel for this dtype there
             return bool(torch.isfinite(t.float()).all())
-
-    def pass_started(self) -> None:
-        """A forward pass begins: the screens time passes to choose how to read (one thread, or
-        a part per thread)."""
-        from ..operators.buffers import mark_period
-        mark_period()
 
     def _screen_for(self, dtype):
         from ..operators.buffers import nonfinite_screen
