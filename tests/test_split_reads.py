@@ -171,6 +171,24 @@ def test_marks_with_nothing_read_between_start_no_period():
     assert single.split is double.split is True
 
 
+def test_passes_without_large_reads_take_no_place_in_a_trial():
+    """Evaluation passes (nothing large read) between training passes: the trial times the
+    training passes alone, each pair still one of each way."""
+    choice, clock = _choice()
+    ways = []
+    for k in range(3 * (SplitChoice.WARM + TRIAL) + 3):
+        choice.mark()
+        if k % 3 == 2:
+            clock.now += 50.0  # an evaluation pass: long, and nothing read
+            continue
+        ways.append(choice.split)
+        clock.now += 1.0 if choice.split else 2.0
+        choice.read_ended()
+    trial = ways[SplitChoice.WARM:SplitChoice.WARM + TRIAL]
+    assert all(set(pair) == {False, True} for pair in _pairs(trial))
+    assert ways[SplitChoice.WARM + TRIAL:] == [True] * (len(ways) - SplitChoice.WARM - TRIAL)
+
+
 def test_periods_without_large_reads_never_split():
     choice, clock = _choice()
     _periods(choice, clock, SplitChoice.WARM + TRIAL, 2.0, 1.0, reads=False)

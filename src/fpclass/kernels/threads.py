@@ -117,12 +117,13 @@ class SplitChoice:
     do; which holds depends on the machine's state, which changes while a process runs, and the
     reads' own times do not show it: most of the cost lands in the caller's next operations
     (measured: docs/benchmarks.md). So the caller marks periods of its work (fpclass.torch.watch:
-    each forward pass; a mark with no such read since the last one starts no new period), and
-    the choice times each from its mark to the end of its last such read (read_ended). A trial
-    runs PAIRS pairs of periods, one each way in a random order (callers whose periods alternate,
-    two models a step, favour neither way); the way the median of the pairs' differences finds
-    faster is kept for KEEP periods, then a new trial. Only the main thread's marks and reads count; other threads, and
-    processes that multiprocessing started, never split (in_foreign_worker)."""
+    each forward pass), and the choice times each from its mark to the end of its last such read
+    (read_ended); a period with no such read (an evaluation pass, a second mark) is left out. A
+    trial runs PAIRS pairs of periods, one each way in a random order (callers whose periods
+    alternate, two models a step, favour neither way); the way the median of the pairs'
+    differences finds faster is kept for KEEP periods, then a new trial. Only the main thread's
+    marks and reads count; other threads, and processes that multiprocessing started, never
+    split (in_foreign_worker)."""
 
     WARM, PAIRS, KEEP = 3, 16, 480
 
@@ -149,12 +150,13 @@ class SplitChoice:
         """A period of the caller's work begins (and the last one ends)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        if self._mark is not None and self._ended is None:
-            return  # nothing timed since the last mark: the same period goes on
+        timed = self._ended is not None
         ends = self._position()
-        if ends is not None and ends < 2 * self.PAIRS:
+        if timed and ends is not None and ends < 2 * self.PAIRS:
             self._trial.append((self.split, self._ended - self._mark))
         self._mark, self._ended = self._clock(), None
+        if self._marks and not timed:
+            return  # an untimed period takes no place: the next one reads the same way
         self._marks += 1
         begins = self._position()
         if begins is None:
