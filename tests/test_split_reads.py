@@ -128,6 +128,7 @@ def test_the_faster_way_is_kept_after_a_trial(alone, split, chosen):
         assert {pair[0] for pair in _pairs(ways)} == {False, True}
     assert kept == [chosen] * SplitChoice.KEEP
     assert after == [not chosen] * 3
+    assert list(choice.chosen) == [chosen, not chosen]
 
 
 def test_pairs_outvote_a_slow_stretch():

@@ -14,6 +14,7 @@ does not import numba.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import operator
 import os
@@ -129,6 +130,7 @@ class SplitChoice:
 
     def __init__(self, clock=time.perf_counter, seed: int = 0):
         self.split = False
+        self.chosen: collections.deque = collections.deque(maxlen=64)  # each trial's way, lately
         self._clock = clock
         self._order = random.Random(seed)  # which way goes first in each trial pair
         self._marks = 0
@@ -165,6 +167,7 @@ class SplitChoice:
             self.split = self._order.random() < 0.5 if begins % 2 == 0 else not self.split
         elif begins == 2 * self.PAIRS:
             self.split = self._decide(self._trial)
+            self.chosen.append(self.split)
             self._trial = []
 
     def _decide(self, trial: list) -> bool:
