@@ -67,30 +67,24 @@ def run(model, inputs, steps: int) -> list:
         with ft.watch(model):
             step()
 
-    def held(split):
-        def run_held():
-            kept = choice.split
-            choice.split, choice.mark, choice.read_ended = split, _nothing, _nothing
+    def unseen(split=None, finite=None):
+        """A watched step the choice does not see: read as `split` says (None: as the choice
+        reads now), by `finite` (None: the screens)."""
+        def run_unseen():
+            kept = choice.split, checks.finite
+            choice.mark = choice.read_ended = _nothing
+            choice.split = kept[0] if split is None else split
+            checks.finite = kept[1] if finite is None else finite
             try:
                 with ft.watch(model):
                     step()
             finally:
-                choice.split = kept
+                choice.split, checks.finite = kept
                 del choice.mark, choice.read_ended
-        return run_held
+        return run_unseen
 
-    def unread():
-        finite = checks.finite
-        checks.finite, choice.mark, choice.read_ended = _finite_unread, _nothing, _nothing
-        try:
-            with ft.watch(model):
-                step()
-        finally:
-            checks.finite = finite
-            del choice.mark, choice.read_ended
-
-    ways = {"plain": step, "watch": watched, "one": held(False), "parts": held(True),
-            "unread": unread}
+    ways = {"plain": step, "watch": watched, "one": unseen(split=False),
+            "parts": unseen(split=True), "unread": unseen(finite=_finite_unread)}
     for _ in range(10):
         for way in ways.values():
             way()
