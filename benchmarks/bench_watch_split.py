@@ -10,8 +10,10 @@ to the parallel threshold); watch reading nothing (its screens answer "finite" u
 hooks and watch's own Python). The held and unread ways neither mark passes nor time reads, so
 the choice sees only its own passes. Each row is the median of the step's time minus the plain
 step's of the same round, as a share of the plain step (the paired column of bench_watch.py);
-"chose" lists the way each trial of the run picked. With --repeat, each repeat is a fresh model
-and a fresh choice: the machine's state may change between them (docs/torch.md, Cost).
+"chose" lists the way each trial of the run picked (a fresh choice after 10 warm-up rounds: its
+first trial ends 35 watched passes in, its second after 515). With --repeat, each repeat is a
+fresh model and a fresh choice: the machine's state may change between them (docs/torch.md,
+Cost).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def main() -> int:
 
 
 def run(model, inputs, steps: int) -> list:
+    kept_choice = threads.SPLIT
     threads.SPLIT = choice = threads.SplitChoice()
     checks = tensors.checker(torch)
     torch.manual_seed(0)
@@ -85,17 +88,22 @@ def run(model, inputs, steps: int) -> list:
 
     ways = {"plain": step, "watch": watched, "one": unseen(split=False),
             "parts": unseen(split=True), "unread": unseen(finite=_finite_unread)}
-    for _ in range(10):
-        for way in ways.values():
-            way()
-    times = {name: [] for name in ways}
-    order, turns = list(ways.items()), random.Random(0)
-    for _ in range(steps):
-        turns.shuffle(order)
-        for name, way in order:
-            start = time.perf_counter()
-            way()
-            times[name].append(time.perf_counter() - start)
+    try:
+        for _ in range(10):
+            for way in ways.values():
+                way()
+        # a fresh choice: the warm-up's passes (loading kernels, the allocator) feed no trial
+        threads.SPLIT = choice = threads.SplitChoice()
+        times = {name: [] for name in ways}
+        order, turns = list(ways.items()), random.Random(0)
+        for _ in range(steps):
+            turns.shuffle(order)
+            for name, way in order:
+                start = time.perf_counter()
+                way()
+                times[name].append(time.perf_counter() - start)
+    finally:
+        threads.SPLIT = kept_choice
     plain = statistics.median(times["plain"])
 
     def paired(name):

@@ -75,7 +75,7 @@ def buffer_screen(word: np.dtype, test):
     def screen(address: int, length: int) -> bool:
         if threads_for(length) > 1:
             return many(address, length) > 0
-        if length < policy.SPLIT_MIN:
+        if not policy.SPLIT_MIN <= length < policy.PARALLEL_MIN:  # small, or a foreign worker's
             return bool(one(address, length, like, m, v, m2, v2, top, bound))
         choice = policy.SPLIT
         threads = choice.threads(length)
@@ -91,7 +91,7 @@ def buffer_screen(word: np.dtype, test):
 def _split_counter(word: np.dtype, test):
     """A function (address, length, threads) -> how many of the `length` words at `address` match
     `test`, counted in `threads` parts that differ by a word at most, the k-th (in address order)
-    on numba's k-th thread."""
+    on numba's k-th thread with numba's OpenMP layer (its static schedule)."""
     (m, v, m2, v2), like = _buffer_terms(word, test)
     itemsize = word.itemsize
 

@@ -119,23 +119,26 @@ class SplitChoice:
     reads' own times do not show it: most of the cost lands in the caller's next operations
     (measured: docs/benchmarks.md). So the caller marks periods of its work (fpclass.torch.watch:
     each forward pass), and the choice times each from its mark to the end of its last such read
-    (read_ended); a period with no such read (an evaluation pass, a second mark) is left out. A
-    trial runs PAIRS pairs of periods, one each way in a random order (callers whose periods
-    alternate, two models a step, favour neither way); the way the median of the pairs'
-    differences finds faster is kept for KEEP periods, then a new trial. Only the main thread's
-    marks and reads count; other threads, and processes that multiprocessing started, never
-    split (in_foreign_worker)."""
+    (read_ended; what a way costs the operations after that read goes untimed); a period with
+    no such read (a second mark, a pass whose tensors are all smaller) is left out. A trial runs
+    PAIRS pairs of periods, one each way in a random order (callers whose periods alternate, two
+    models a step, favour neither way); the way the median of the pairs' differences finds
+    faster is kept for KEEP periods, then a new trial. Only the main thread of a process that
+    multiprocessing did not start marks, times and splits (in_foreign_worker)."""
 
     WARM, PAIRS, KEEP = 3, 16, 480
 
     def __init__(self, clock=time.perf_counter, seed: int = 0):
+        if min(self.WARM, self.PAIRS, self.KEEP) < 1:
+            raise ValueError(f"SplitChoice needs WARM, PAIRS and KEEP >= 1, got {self.WARM}, "
+                             f"{self.PAIRS}, {self.KEEP}")
         self.split = False
         self.chosen: collections.deque = collections.deque(maxlen=64)  # each trial's way, lately
         self._clock = clock
         self._order = random.Random(seed)  # which way goes first in each trial pair
         self._marks = 0
         self._mark = self._ended = None
-        self._trial: list = []  # (split?, seconds or None: no read timed it) per trial period
+        self._trial: list = []  # (split?, seconds) per timed trial period
 
     def threads(self, elements: int) -> int:
         """How many threads the next read of `elements` words uses (in parts when > 1)."""
@@ -145,12 +148,12 @@ class SplitChoice:
 
     def read_ended(self) -> None:
         """A read of SPLIT_MIN to PARALLEL_MIN words has just ended."""
-        if threading.current_thread() is threading.main_thread():
+        if not in_foreign_worker():
             self._ended = self._clock()
 
     def mark(self) -> None:
         """A period of the caller's work begins (and the last one ends)."""
-        if threading.current_thread() is not threading.main_thread():
+        if in_foreign_worker():
             return
         timed = self._ended is not None
         ends = self._position()
