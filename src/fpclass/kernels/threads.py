@@ -14,12 +14,9 @@ does not import numba.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import operator
 import os
-import random
-import statistics
 import sys
 import threading
 import time
@@ -133,9 +130,9 @@ class SplitChoice:
             raise ValueError(f"SplitChoice needs WARM, PAIRS and KEEP >= 1, got {self.WARM}, "
                              f"{self.PAIRS}, {self.KEEP}")
         self.split = False
-        self.chosen: collections.deque = collections.deque(maxlen=64)  # each trial's way, lately
+        self.chosen: list = []  # each trial's way, the last 64
         self._clock = clock
-        self._order = random.Random(seed)  # which way goes first in each trial pair
+        self._seed, self._order = seed, None  # which way goes first in each trial pair
         self._marks = 0
         self._mark = self._ended = None
         self._trial: list = []  # (split?, seconds) per timed trial period
@@ -167,17 +164,27 @@ class SplitChoice:
         if begins is None:
             return
         if begins < 2 * self.PAIRS:
-            self.split = self._order.random() < 0.5 if begins % 2 == 0 else not self.split
+            self.split = self._first_way() if begins % 2 == 0 else not self.split
         elif begins == 2 * self.PAIRS:
             self.split = self._decide(self._trial)
-            self.chosen.append(self.split)
+            self.chosen = [*self.chosen[-63:], self.split]
             self._trial = []
+
+    def _first_way(self) -> bool:
+        """A trial pair's first way, drawn (random is imported when a trial first needs it, not
+        with fpclass)."""
+        if self._order is None:
+            import random
+            self._order = random.Random(self._seed)
+        return self._order.random() < 0.5
 
     def _decide(self, trial: list) -> bool:
         """Split, when the median of the trial's pairs' differences says it is faster."""
         gains = [(a - b if split_first else b - a)
                  for (split_first, a), (_, b) in zip(trial[0::2], trial[1::2])]
-        return bool(gains) and statistics.median(gains) < 0
+        gains.sort()
+        middle = len(gains) // 2
+        return bool(gains) and gains[middle] + gains[~middle] < 0  # the median, doubled
 
     def _position(self) -> int | None:
         """The place of the current period in its trial and keep cycle (None while warming)."""
