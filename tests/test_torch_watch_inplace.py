@@ -161,3 +161,96 @@ def test_a_module_receiving_nan_its_parent_wrote_in_place_passes_it_along():
         model(x)
     act = [f for f in w.findings if f.module == "act"]
     assert act and not act[0].born_here
+
+
+class PoisonGrad(torch.autograd.Function):
+    """Forward: a view of its input. Backward: the gradient with NaN at `at` (and its input
+    gradient otherwise unchanged)."""
+
+    @staticmethod
+    def forward(ctx, x, at):
+        ctx.at = at
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        grad[ctx.at] = float("nan")
+        return grad, None
+
+
+class Poison(nn.Module):
+    def __init__(self, at):
+        super().__init__()
+        self.at = at
+
+    def forward(self, x):
+        return PoisonGrad.apply(x, self.at)
+
+
+class ReluThenPoison(nn.Module):
+    """Its own code clamps a child's output in place (no module of its own) before the next
+    child."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.lin, self.poison, self.out = nn.Linear(4, 4), Poison(at), nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.lin(x)
+        h.relu_()
+        return self.out(self.poison(h))
+
+
+def _relu_poison(inplace, at):
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(4))
+        lin.bias.zero_()
+    return nn.Sequential(lin, nn.ReLU(inplace=inplace), Poison(at), nn.Linear(4, 2))
+
+
+def _gradient_into(model, x, index):
+    """torch's gradient flowing into model[index]'s input (the truth), out of place."""
+    h = x
+    for module in list(model)[:index]:
+        h = module(h.clone()) if isinstance(module, nn.ReLU) else module(h)
+    h.retain_grad()
+    out = h
+    for module in list(model)[index:]:
+        out = module(out)
+    out.sum().backward()
+    return h.grad
+
+
+# x's first element is negative: the ReLU's output is 0 there, and its backward zeroes the NaN
+@pytest.mark.parametrize("at", [(0, 0), (0, 1)], ids=["masked by the relu", "passed through"])
+@pytest.mark.parametrize("inplace", [True, False])
+def test_the_gradient_into_an_in_place_relus_output_is_checked(inplace, at):
+    x = torch.tensor([[-1.0, 2.0, 3.0, 4.0]])
+    truth = _gradient_into(_relu_poison(False, at), x, 2)
+    assert torch.isnan(truth[at]) and int(torch.isnan(truth).sum()) == 1
+    model = _relu_poison(inplace, at)
+    with ft.watch(model, raise_on=False) as w:
+        model(x).sum().backward()
+    first = w.findings[0]
+    assert (first.module, first.direction, first.tensor, first.born_here) == (
+        "2", "backward", "gradient of input[0]", True)
+    assert first.counts == {"nan": 1, "posinf": 0, "neginf": 0} and first.first == at
+    # where the ReLU passed the NaN on, it reports it at its own input, not born there
+    passed = [(f.module, f.tensor, f.born_here) for f in w.findings[1:2]]
+    assert passed == ([] if at == (0, 0) else [("1", "gradient of input[0]", False)])
+
+
+def test_the_gradient_into_a_tensor_its_parent_clamped_in_place_is_checked():
+    model = ReluThenPoison((0, 0))
+    with torch.no_grad():
+        model.lin.weight.copy_(torch.eye(4))
+        model.lin.bias.zero_()
+    x = torch.tensor([[-1.0, 2.0, 3.0, 4.0]])
+    with ft.watch(model, raise_on=False) as w:
+        model(x).sum().backward()
+    assert [(f.module, f.tensor, f.born_here) for f in w.findings[:1]] == [
+        ("poison", "gradient of input[0]", True)]
+    assert w.findings[0].first == (0, 0)

@@ -1,6 +1,7 @@
 """The watch context: forward hooks on every module, one tensor hook per tensor a module returns or
-receives (the gradient flowing back through it), a post-accumulate-grad hook per parameter, and
-optionally the optimizer's step. Pass state (what this forward pass has met) lives per thread."""
+receives (the gradient flowing back through it; one more per version written in place), a
+post-accumulate-grad hook per parameter, and optionally the optimizer's step. Pass state (what
+this forward pass has met) lives per thread."""
 
 from __future__ import annotations
 
@@ -213,10 +214,12 @@ class watch:
             outputs = list(tensors(output, None, "output"))
         if self.backward:
             role = self._role
+            # inputs first: one the module wrote in place and returned (ReLU(inplace=True)) it
+            # received as last met, and its output role then hooks the version it wrote
+            for label, t, _ in input_tensors(args, kwargs, self._tensor):
+                role(state, t, ("input", name, kind, label), any(t is o for _, o, _ in outputs))
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
-            for label, t, _ in input_tensors(args, kwargs, self._tensor):
-                role(state, t, ("input", name, kind, label))
         checked = state.checked
         for label, t, _ in outputs:
             received = checked.get(id(t))  # an input written in place: as it came in
@@ -233,17 +236,23 @@ class watch:
 
     # -- backward ------------------------------------------------------------------------------
 
-    def _role(self, state, t, role) -> None:
-        """Note what `t` is to a module; its first role in this pass hooks its gradient."""
+    def _role(self, state, t, role, received: bool = False) -> None:
+        """Note what `t` is to a module. Its first role in this pass, or its first since it was
+        written in place (a new node in autograd's graph, with a gradient of its own), hooks the
+        gradient of `t` as it is now; a `received` role (an input the module wrote in place and
+        returned) goes to the version last met, before the module's write."""
         if not t.requires_grad:
             return
         seen = state.seen.get(id(t))
+        if seen is not None and seen.tensor is t and (received or seen.version == t._version):
+            seen.roles.append(role)
+            return
         if seen is None or seen.tensor is not t:
             if len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
                 del state.seen[next(iter(state.seen))]
-            seen = state.seen[id(t)] = _Seen(t)
-            # the pass is bound here, not looked up: a device's backward runs on torch's threads
-            t.register_hook(functools.partial(self._gradient, state, seen.roles))
+        seen = state.seen[id(t)] = _Seen(t)
+        # the pass is bound here, not looked up: a device's backward runs on torch's threads
+        t.register_hook(functools.partial(self._gradient, state, seen.roles))
         seen.roles.append(role)
 
     def _gradient(self, state, roles, grad):
@@ -346,13 +355,13 @@ class _Pass:
 
 
 class _Seen:
-    """A tensor met in this forward pass and its roles: ("output" | "input", module name,
-    module class, label)."""
+    """A tensor met in this forward pass, the version its gradient hook was registered for, and
+    its roles there: ("output" | "input", module name, module class, label)."""
 
-    __slots__ = ("tensor", "roles")
+    __slots__ = ("tensor", "version", "roles")
 
     def __init__(self, tensor):
-        self.tensor, self.roles = tensor, []
+        self.tensor, self.version, self.roles = tensor, tensor._version, []
 
 
 _OPAQUE: dict = {}
