@@ -59,8 +59,11 @@ class watch:
         self._checker = checker(torch)
         self._finite = self._checker.finite
         self._tensor = torch.Tensor
+        from torch.nn.modules import module as modules  # every module's hooks, run before its own
+        self._global_hooks = modules._global_forward_hooks
         if not _CLAMPS:
             _CLAMPS.update((torch.nn.ReLU, torch.nn.ReLU6))
+            _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -169,9 +172,7 @@ class watch:
                 state.checked[id(t)] = (t, None, version)
                 return None, False
         described = None if self._finite(t) else self._checker.describe(t)
-        if len(state.checked) >= _RECENT:  # bounded: in inference, activations are freed as
-            del state.checked[next(iter(state.checked))]  # the pass goes on; keep only recent
-        state.checked[id(t)] = (t, described, version)
+        _remember(state, t, described)
         return described, True
 
     def _checked(self, state, t) -> bool:
@@ -221,6 +222,9 @@ class watch:
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
         checked = state.checked
+        if type(module) in _KEEP_FINITE and self._keeps_finite(state, module, args, output):
+            _remember(state, output, None)  # finite in, finite out: known without a read
+            return
         for label, t, _ in outputs:
             received = checked.get(id(t))  # an input written in place: as it came in
             described, first = self._known(state, t, module)
@@ -233,6 +237,19 @@ class watch:
                                                        self._argument_names(name)))
             self._found(state, Finding(name, kind, "forward", label, *described, inputs),
                         module, t)
+
+    def _keeps_finite(self, state, module, args, output) -> bool:
+        """Is `output` of `module` (a _KEEP_FINITE class) finite because its one input is, as
+        checked in this pass? Only as torch computes it: no forward of the instance's own
+        (accelerate's wrappers replace it), no forward hook before this one (torch's hooks may
+        replace an output; this watch's is the module's one), the same dtype out as in."""
+        if not (isinstance(output, self._tensor) and len(args) == 1
+                and isinstance(args[0], self._tensor) and output.dtype == args[0].dtype
+                and id(output) not in state.checked and self._checked(state, args[0])
+                and state.checked[id(args[0])][1] is None):
+            return False
+        return ("forward" not in module.__dict__ and len(module._forward_hooks) == 1
+                and not self._global_hooks)
 
     # -- backward ------------------------------------------------------------------------------
 
@@ -330,6 +347,14 @@ _RECENT = 16
 #: subclass may compute something else): written in place into a finite tensor they leave it
 #: finite, and it is not read again. Filled when a watch is first entered (torch is loaded).
 _CLAMPS: set = set()
+#: torch's modules whose one output is finite whenever their one input is (every finite input,
+#: every floating dtype: tests/test_torch_watch_keep_finite.py): clamps, maxima over windows
+#: that always hold an element, views, bounded functions. By their exact classes (a subclass
+#: may compute something else), filled when a watch is first entered.
+_KEEP_FINITE_NAMES = ("ReLU", "ReLU6", "Hardtanh", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+                      "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Flatten",
+                      "Unflatten", "Tanh", "Sigmoid", "Softmax")
+_KEEP_FINITE: set = set()
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -379,6 +404,14 @@ def _opaque(function):
         import torch
         wrapped = _OPAQUE[function] = torch.compiler.disable(function)
     return wrapped
+
+
+def _remember(state: _Pass, t, described) -> None:
+    """Note `t` as checked in this pass, as it is now (described: None when finite)."""
+    checked = state.checked
+    if len(checked) >= _RECENT:  # bounded: in inference, activations are freed as the pass goes
+        del checked[next(iter(checked))]  # on; keep only the recent ones
+    checked[id(t)] = (t, described, None if t.is_inference() else t._version)
 
 
 def _depth(role) -> int:

@@ -1,0 +1,171 @@
+"""Modules whose output watch knows finite without reading it (finite in, finite out): torch's own
+outputs are the truth for each class, over every finite 16-bit pattern and float32 / float64
+extremes; and watch reads the output again wherever that rule does not hold (an unchecked or
+non-finite input, a subclass, a replaced forward, a hook that changes the output)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import fpclass.torch as ft
+from fpclass.torch import watching
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from fpclass.torch.tensors import checker  # noqa: E402
+
+# each class watch trusts, with the input shape it is tried on (N, C, spatial...)
+MODULES = {
+    "ReLU": (lambda: nn.ReLU(), 2),
+    "ReLU6": (lambda: nn.ReLU6(), 2),
+    "Hardtanh": (lambda: nn.Hardtanh(-2.0, 3.0), 2),
+    "MaxPool1d": (lambda: nn.MaxPool1d(3, stride=2, padding=1, ceil_mode=True), 3),
+    "MaxPool2d": (lambda: nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True), 4),
+    "MaxPool3d": (lambda: nn.MaxPool3d(2, padding=1, ceil_mode=True), 5),
+    "AdaptiveMaxPool1d": (lambda: nn.AdaptiveMaxPool1d(5), 3),
+    "AdaptiveMaxPool2d": (lambda: nn.AdaptiveMaxPool2d((3, 5)), 4),
+    "AdaptiveMaxPool3d": (lambda: nn.AdaptiveMaxPool3d(2), 5),
+    "Flatten": (lambda: nn.Flatten(), 4),
+    "Unflatten": (lambda: nn.Unflatten(1, (2, -1)), 2),
+    "Tanh": (lambda: nn.Tanh(), 2),
+    "Sigmoid": (lambda: nn.Sigmoid(), 2),
+    "Softmax": (lambda: nn.Softmax(dim=-1), 2),
+}
+
+SHAPES = {2: (4096, 16), 3: (64, 4, 256), 4: (16, 4, 32, 32), 5: (8, 4, 8, 16, 16)}
+
+
+def test_every_trusted_class_is_tried_here():
+    assert set(watching._KEEP_FINITE_NAMES) == set(MODULES)
+
+
+def _finite_values(dtype) -> torch.Tensor:
+    """65,536 finite values of `dtype`: every finite 16-bit pattern (repeated to fill), or
+    float32 / float64 extremes and random bit patterns of every exponent."""
+    if dtype in (torch.float16, torch.bfloat16):
+        every = torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
+        finite = every[torch.isfinite(every)]
+        values = finite.repeat(2)[:2**16]
+    else:
+        info = torch.finfo(dtype)
+        extremes = torch.tensor([info.max, -info.max, info.tiny, -info.tiny,
+                                 info.smallest_normal / 2**20, 0.0, -0.0, 1.0, -1.0, 88.72,
+                                 -88.72, 709.78, -709.78, info.max / 2, -info.max / 2],
+                                dtype=dtype)
+        width = np.uint32 if dtype == torch.float32 else np.uint64
+        bits = np.random.default_rng(0).integers(0, np.iinfo(width).max, 2**16, dtype=width)
+        random = torch.from_numpy(bits.view(np.float32 if width is np.uint32 else np.float64))
+        random = random[torch.isfinite(random)]
+        values = torch.cat([extremes.repeat(64), random])[:2**16]
+    shuffled = values[torch.randperm(values.numel(), generator=torch.Generator().manual_seed(0))]
+    # rows that mix the largest of both signs (a softmax's max minus the row's least)
+    top = torch.finfo(dtype).max
+    shuffled[:16] = torch.tensor([top, -top] * 8, dtype=dtype)
+    return shuffled
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64],
+                         ids=str)
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_torch_keeps_every_finite_input_finite(name, dtype):
+    make, rank = MODULES[name]
+    x = _finite_values(dtype).reshape(SHAPES[rank])
+    assert bool(torch.isfinite(x).all())
+    try:
+        out = make()(x)
+    except (RuntimeError, NotImplementedError) as e:  # no CPU kernel for this dtype: watch never
+        pytest.skip(f"torch has no CPU {name} for {dtype}: {e}")  # sees such an output
+    assert out.dtype == dtype
+    assert bool(torch.isfinite(out).all())
+
+
+class _Reads:
+    """Holds every tensor watch's checker reads (its finite())."""
+
+    def __init__(self, monkeypatch):
+        self.tensors = []
+        checks = checker(torch)
+        finite = checks.finite
+
+        def recording(t):
+            self.tensors.append(t)
+            return finite(t)
+        monkeypatch.setattr(checks, "finite", recording)
+
+
+def test_outputs_of_trusted_modules_over_checked_finite_inputs_are_not_read(monkeypatch):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Unflatten(1, (1, 8)),
+                          nn.MaxPool1d(2), nn.Flatten(), nn.Linear(4, 3), nn.Tanh())
+    x = torch.randn(5, 8)
+    reads = _Reads(monkeypatch)
+    with ft.watch(model, backward=False) as w:
+        out = model(x)
+    assert w.findings == [] and bool(torch.isfinite(out).all())
+    # the Linears' outputs are read (the first holds negatives: not the ReLU's); the ReLU's, the
+    # pool's, the views' and the Tanh's are not
+    assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 3)]
+    assert bool((reads.tensors[0] < 0).any()) and not any(t is out for t in reads.tensors)
+
+
+def test_a_trusted_module_over_an_unchecked_input_is_read():
+    model = nn.Sequential(nn.ReLU(), nn.Linear(2, 2))  # x is not checked (check_inputs=False)
+    x = torch.tensor([[math.inf, 1.0]])
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(x)
+    first = w.findings[0]
+    assert (first.module, first.tensor, first.counts["posinf"]) == ("0", "output", 1)
+
+
+class LogReLU(nn.ReLU):
+    def forward(self, x):
+        return torch.log(x - 10)
+
+
+def _replaced(module):
+    module.forward = lambda x: x * math.inf
+    return module
+
+
+def _hooked(module):
+    module.register_forward_hook(lambda m, a, o: o - math.inf)
+    return module
+
+
+@pytest.mark.parametrize("make", [lambda: LogReLU(), lambda: _replaced(nn.ReLU()),
+                                  lambda: _hooked(nn.Sigmoid())],
+                         ids=["subclass", "forward replaced", "hook before watch's"])
+def test_a_trusted_class_computing_something_else_is_read(make):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), make(), nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(x)
+    assert w.findings and (w.findings[0].module, w.findings[0].born_here) == ("1", True)
+
+
+def test_a_global_hook_changing_outputs_makes_trusted_modules_read():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+
+    def poison(module, args, output):
+        return output * math.inf if isinstance(module, nn.Tanh) else None
+    handle = nn.modules.module.register_module_forward_hook(poison)
+    try:
+        with ft.watch(model, raise_on=False, backward=False) as w:
+            model(torch.randn(3, 4))
+    finally:
+        handle.remove()
+    assert w.findings and (w.findings[0].module, w.findings[0].born_here) == ("1", True)
+
+
+def test_a_trusted_module_over_a_non_finite_input_reports_it_passed_along():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.MaxPool1d(2), nn.Linear(2, 2))
+    with torch.no_grad():
+        model[0].bias[0] = math.nan
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(torch.randn(3, 4))
+    assert [(f.module, f.born_here) for f in w.findings[:2]] == [("0", True), ("1", False)]
