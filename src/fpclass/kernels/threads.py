@@ -28,8 +28,9 @@ ENV = "FPCLASS_NUM_THREADS"
 #: docs/benchmarks.md).
 PARALLEL_MIN = 1 << 22
 #: Reads of one buffer from this many words up to PARALLEL_MIN may go in per-thread parts,
-#: as SPLIT says (SplitChoice).
-SPLIT_MIN = 1 << 18
+#: as SPLIT says (SplitChoice). Not from 2^18: the README's MLP's 1 MiB weight gradients cost
+#: its step 3.5-5 points more in parts than on one thread in 6 runs of 6 (docs/benchmarks.md).
+SPLIT_MIN = 1 << 19
 
 _cap: int | None = None  # set_num_threads's cap; None: not set
 
