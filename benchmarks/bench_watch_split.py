@@ -5,16 +5,14 @@
     python benchmarks/bench_watch_split.py --models mlp,transformer,cnn --steps 200 --repeat 3
 
 Five ways of running a training step take turns, in an order shuffled every round: plain; watch
-with its own choice; watch held to one thread; watch held to parts (every read of SPLIT_MIN
-words up to the parallel threshold); watch reading nothing (its screens answer "finite" unread: torch's
-hooks and watch's own Python). The held and unread ways neither mark passes nor time reads, so
-the choice sees only its own passes. Each row is the median of the step's time minus the plain
-step's of the same round, as a share of the plain step (the paired column of bench_watch.py);
-"chose" lists the way each trial of the run picked (a fresh choice after 10 warm-up rounds: its
-first trial ends 35 watched passes in, its second after 515). With --repeat, each repeat is a
-fresh model and a fresh choice: the machine's state may change between them (docs/torch.md,
-Cost).
-"""
+with its own choice; watch held to one thread; watch held to parts (every read of SPLIT_MIN words
+up to the parallel threshold); watch reading nothing (its screens answer "finite" unread: torch's
+hooks and watch's own Python). The held and unread ways neither mark passes nor time reads, so the
+choice sees only its own passes. Each row is the median of the step's time minus the plain step's
+of the same round, as a share of the plain step (the paired column of bench_watch.py); "chose"
+lists the way each trial of the run picked (a fresh choice after 10 warm-up rounds: its first trial
+ends 35 watched passes in, its second after 515). With --repeat, each repeat is a fresh model and a
+fresh choice: the machine's state may change between them (docs/torch.md, Cost)."""
 
 from __future__ import annotations
 
