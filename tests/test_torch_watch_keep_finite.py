@@ -169,3 +169,102 @@ def test_a_trusted_module_over_a_non_finite_input_reports_it_passed_along():
     with ft.watch(model, raise_on=False, backward=False) as w:
         model(torch.randn(3, 4))
     assert [(f.module, f.born_here) for f in w.findings[:2]] == [("0", True), ("1", False)]
+
+
+def _after_linear(module, x):
+    """watch's findings on Sequential(Linear (identity), module) over x (Linear's output is
+    what the module receives, read first); torch's output of the module as the truth."""
+    width = x.shape[-1]
+    lin = nn.Linear(width, width, dtype=x.dtype)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(width, dtype=x.dtype))
+        lin.bias.zero_()
+        truth = module(x)
+    model = nn.Sequential(lin, module)
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(x)
+    return [f.module for f in w.findings], truth
+
+
+@pytest.mark.parametrize("pool", ["MaxPool1d", "AdaptiveMaxPool1d"])
+def test_every_small_pool_over_finite_input_is_found_as_torch_computes_it(pool):
+    # windows wholly in padding (dilation) give -Inf: watch must read those outputs
+    nonfinite = 0
+    for length in range(1, 6):
+        x = torch.arange(1.0, length + 1).reshape(1, 1, length)
+        if pool == "AdaptiveMaxPool1d":
+            configs = [nn.AdaptiveMaxPool1d(size) for size in range(1, 7)]
+        else:
+            configs = [nn.MaxPool1d(k, stride=s, padding=p, dilation=d, ceil_mode=c)
+                       for k in range(1, 4) for s in range(1, 4) for p in range(0, k // 2 + 1)
+                       for d in range(1, 4) for c in (False, True)]
+        for module in configs:
+            try:
+                found, truth = _after_linear(module, x)
+            except RuntimeError:  # torch refuses the shape
+                continue
+            bad = not bool(torch.isfinite(truth).all())
+            nonfinite += bad
+            assert found == (["1"] if bad else []), (module, length)
+    assert nonfinite > 0 if pool == "MaxPool1d" else nonfinite == 0
+
+
+def test_a_complex_input_is_read():
+    found, truth = _after_linear(nn.Sigmoid(), torch.tensor([[-1000 + 3j, 1 + 0j]],
+                                                            dtype=torch.complex64))
+    assert not bool(torch.isfinite(truth).all()) and found == ["1"]
+
+
+def test_a_clamp_with_a_nan_bound_is_read():
+    module = nn.Hardtanh()
+    module.min_val = math.nan
+    found, truth = _after_linear(module, torch.tensor([[-2.0, 0.5]]))
+    assert not bool(torch.isfinite(truth).all()) and found == ["1"]
+
+
+def test_a_class_whose_forward_was_replaced_is_read(monkeypatch):
+    with ft.watch(nn.Tanh()):  # the rules' table is made when a watch is first entered
+        pass
+    monkeypatch.setattr(nn.Tanh, "forward", lambda self, x: x * math.inf)
+    found, truth = _after_linear(nn.Tanh(), torch.tensor([[1.0, 2.0]]))
+    assert not bool(torch.isfinite(truth).all()) and found == ["1"]
+
+
+def test_a_torch_function_mode_rerouting_the_call_makes_it_read():
+    from torch.overrides import TorchFunctionMode
+
+    class Scaled(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            return out * math.inf if func is torch.tanh else out
+    x = torch.tensor([[1.0, 2.0]])
+    with Scaled():
+        found, truth = _after_linear(nn.Tanh(), x)
+    assert not bool(torch.isfinite(truth).all()) and found == ["1"]
+
+
+class WriteThenAct(nn.Module):
+    """Its own code writes Inf into a child's output in place before the next child."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.act = nn.Linear(2, 2), nn.ReLU()
+
+    def forward(self, x):
+        h = self.lin(x)
+        h.mul_(math.inf)
+        return self.act(h)
+
+
+@pytest.mark.parametrize("mode", ["inference", "grad"])
+def test_an_input_written_after_its_read_is_read_again(mode):
+    torch.manual_seed(0)
+    model = WriteThenAct()
+    with torch.no_grad():
+        model.lin.weight.fill_(1.0)
+        model.lin.bias.fill_(1.0)
+    context = torch.inference_mode() if mode == "inference" else torch.enable_grad()
+    with context, ft.watch(model, raise_on=False, backward=False) as w:
+        out = model(torch.ones(1, 2))
+    assert not bool(torch.isfinite(out).all())
+    assert "act" in [f.module for f in w.findings]

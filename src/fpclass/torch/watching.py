@@ -6,6 +6,7 @@ this forward pass has met) lives per thread."""
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 
@@ -58,12 +59,16 @@ class watch:
         import torch
         self._checker = checker(torch)
         self._finite = self._checker.finite
-        self._tensor = torch.Tensor
+        self._tensor = self._plain = torch.Tensor
         from torch.nn.modules import module as modules  # every module's hooks, run before its own
         self._global_hooks = modules._global_forward_hooks
+        stacks = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+        self._modes = lambda: stacks[0]() or stacks[1]()
         if not _CLAMPS:
             _CLAMPS.update((torch.nn.ReLU, torch.nn.ReLU6))
             _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
+            _MASKS.update(getattr(torch.nn, name) for name in _MASK_NAMES)
+            _TORCH_FORWARD.update(_torch_forwards(_KEEP_FINITE | _MASKS | _CLAMPS))
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -168,7 +173,8 @@ class watch:
             if known[2] == version:
                 return known[1], False
             if (known[1] is None and version is not None and known[2] + 1 == version
-                    and type(module) in _CLAMPS and module.inplace):
+                    and type(module) in _CLAMPS and module.inplace
+                    and self._as_torch_computes(module) and _holds_for(module)):
                 state.checked[id(t)] = (t, None, version)
                 return None, False
         described = None if self._finite(t) else self._checker.describe(t)
@@ -219,8 +225,11 @@ class watch:
             # received as last met, and its output role then hooks the version it wrote
             for label, t, _ in input_tensors(args, kwargs, self._tensor):
                 role(state, t, ("input", name, kind, label), any(t is o for _, o, _ in outputs))
+            received = state.seen.get(id(args[0])) if len(args) == 1 else None
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
+            if type(module) in _MASKS and received is not None:
+                self._mask_backward(state, module, args[0], output, received)
         checked = state.checked
         if type(module) in _KEEP_FINITE and self._keeps_finite(state, module, args, output):
             _remember(state, output, None)  # finite in, finite out: known without a read
@@ -239,49 +248,91 @@ class watch:
                         module, t)
 
     def _keeps_finite(self, state, module, args, output) -> bool:
-        """Is `output` of `module` (a _KEEP_FINITE class) finite because its one input is, as
-        checked in this pass? Only as torch computes it: no forward of the instance's own
-        (accelerate's wrappers replace it), no forward hook before this one (torch's hooks may
-        replace an output; this watch's is the module's one), the same dtype out as in."""
-        if not (isinstance(output, self._tensor) and len(args) == 1
-                and isinstance(args[0], self._tensor) and output.dtype == args[0].dtype
-                and id(output) not in state.checked and self._checked(state, args[0])
-                and state.checked[id(args[0])][1] is None):
+        """Is `output` of `module` (a _KEEP_FINITE class) finite because its one input, a real
+        floating tensor with a version counter, read finite in this pass as it is now? Only
+        where torch computes it as the class says (_as_torch_computes) and for the instances
+        the rule holds for (_holds_for)."""
+        received = args[0] if len(args) == 1 else None
+        if not (type(received) is self._plain and type(output) is self._plain
+                and received.is_floating_point() and output.dtype == received.dtype
+                and not received.is_inference() and id(output) not in state.checked
+                and self._checked(state, received) and state.checked[id(received)][1] is None):
             return False
-        return ("forward" not in module.__dict__ and len(module._forward_hooks) == 1
-                and not self._global_hooks)
+        return self._as_torch_computes(module) and _holds_for(module)
+
+    def _as_torch_computes(self, module) -> bool:
+        """Does `module`'s output come from torch's own forward of its class alone: that
+        forward unpatched, no forward of the instance's own (accelerate's wrappers replace
+        it), no forward hook but this watch's (a hook may replace an output), no global forward
+        hook, no torch-function or dispatch mode that could reroute the operations?"""
+        return (type(module).forward is _TORCH_FORWARD[type(module)]
+                and "forward" not in module.__dict__ and len(module._forward_hooks) == 1
+                and not self._global_hooks and not self._modes())
+
+    def _mask_backward(self, state, module, received, output, seen) -> None:
+        """`module` (a _MASKS class) made `output` from `received`, met as `seen`: its backward
+        will pass on the gradient of `output` where it kept the input and write 0 elsewhere. When
+        that gradient reads finite, what the backward makes from it is finite too, and the
+        gradient of `received` is not read again if it is exactly that (no other use of
+        `received` added to it)."""
+        node = getattr(output, "grad_fn", None)
+        if not (isinstance(output, self._tensor) and seen.tensor is received and node is not None
+                and type(node).__name__ in _MASK_NODES and self._as_torch_computes(module)
+                and _holds_for(module) and received.is_floating_point()):
+            return
+        if seen.version != received._version - (output is received):  # not as it came in
+            return
+        made = state.seen.get(id(output))
+        if made is None or made.tensor is not output or made.version != output._version:
+            return
+        made.keep = True
+        node.register_hook(functools.partial(_masked, made, seen))
 
     # -- backward ------------------------------------------------------------------------------
 
     def _role(self, state, t, role, received: bool = False) -> None:
         """Note what `t` is to a module. Its first role in this pass, or its first since it was
         written in place (a new node in autograd's graph, with a gradient of its own), hooks the
-        gradient of `t` as it is now; a `received` role (an input the module wrote in place and
-        returned) goes to the version last met, before the module's write."""
+        gradient of `t` as it is now. A `received` role (an input the module wrote in place and
+        returned) goes to the version last met (before the module's write, where one was met);
+        an input written in place since it was last met (by the module, or by its caller before
+        the call) is noted at both versions."""
         if not t.requires_grad:
             return
         seen = state.seen.get(id(t))
-        if seen is not None and seen.tensor is t and (received or seen.version == t._version):
-            seen.roles.append(role)
-            return
-        if seen is None or seen.tensor is not t:
-            if len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
-                del state.seen[next(iter(state.seen))]
+        if seen is not None and seen.tensor is t:
+            if received or seen.version == _version(t):
+                seen.roles.append(role)
+                return
+            if role[0] == "input":
+                seen.roles.append(role)
+        elif len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
+            del state.seen[next(iter(state.seen))]
         seen = state.seen[id(t)] = _Seen(t)
         # the pass is bound here, not looked up: a device's backward runs on torch's threads
-        t.register_hook(functools.partial(self._gradient, state, seen.roles))
+        t.register_hook(functools.partial(self._gradient, state, seen))
         seen.roles.append(role)
 
-    def _gradient(self, state, roles, grad):
-        if not self._active or grad is None or self._finite(grad):
+    def _gradient(self, state, seen, grad):
+        if not self._active or grad is None:
             return
+        proven, seen.proven = seen.proven, None
+        if proven is not None and proven[0] is grad and proven[1] == grad._version:
+            return  # a mask's backward made it from a gradient read finite (_mask_backward)
+        if self._finite(grad):
+            if seen.keep:  # for the mask's backward that uses it next (_masked)
+                seen.finite = (grad, grad._version)
+            return
+        roles = seen.roles
         described = self._checker.describe(grad)
         if not self.policy.failing(described[0]):
             return
         for r in roles:
             if r[0] == "output":
                 state.bad_outputs.add(r[1])
-        consumers = [r for r in roles if r[0] == "input"]
+        passed = {r[1] for r in roles if r[0] == "output"}  # took it and returned it as it was
+        consumers = ([r for r in roles if r[0] == "input" and r[1] not in passed]
+                     or [r for r in roles if r[0] == "input"])
         if consumers:  # computed by the backward of the innermost module that took it
             _, name, kind, label = max(consumers, key=_depth)
             inputs = name in state.bad_outputs
@@ -348,13 +399,22 @@ _RECENT = 16
 #: finite, and it is not read again. Filled when a watch is first entered (torch is loaded).
 _CLAMPS: set = set()
 #: torch's modules whose one output is finite whenever their one input is (every finite input,
-#: every floating dtype: tests/test_torch_watch_keep_finite.py): clamps, maxima over windows
-#: that always hold an element, views, bounded functions. By their exact classes (a subclass
-#: may compute something else), filled when a watch is first entered.
+#: every floating dtype: tests/test_torch_watch_keep_finite.py): clamps with finite bounds, max
+#: pools whose windows always hold an element (dilation 1: _holds_for), views, bounded
+#: functions. By their exact classes (a subclass may compute something else), filled when a
+#: watch is first entered.
 _KEEP_FINITE_NAMES = ("ReLU", "ReLU6", "Hardtanh", "MaxPool1d", "MaxPool2d", "MaxPool3d",
                       "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Flatten",
                       "Unflatten", "Tanh", "Sigmoid", "Softmax")
 _KEEP_FINITE: set = set()
+#: class -> torch's own forward of it (a class patched later gets no rule).
+_TORCH_FORWARD: dict = {}
+#: torch's modules whose backward passes the output's gradient on where the input was kept and
+#: writes 0 elsewhere (where(mask, grad, 0): finite from finite), and the autograd nodes they
+#: make (in place or not). By exact class, filled when a watch is first entered.
+_MASK_NAMES = ("ReLU", "ReLU6", "Hardtanh")
+_MASK_NODES = frozenset(("ReluBackward0", "HardtanhBackward0"))
+_MASKS: set = set()
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -381,12 +441,26 @@ class _Pass:
 
 class _Seen:
     """A tensor met in this forward pass, the version its gradient hook was registered for, and
-    its roles there: ("output" | "input", module name, module class, label)."""
+    its roles there: ("output" | "input", module name, module class, label). For a mask's
+    backward (_mask_backward): `keep` (a mask made it: its gradient, read finite, is kept in
+    `finite` until the mask's backward has used it) and `proven` (the gradient a mask's backward
+    made for it from a finite one, with its version)."""
 
-    __slots__ = ("tensor", "version", "roles")
+    __slots__ = ("tensor", "version", "roles", "keep", "finite", "proven")
 
     def __init__(self, tensor):
-        self.tensor, self.version, self.roles = tensor, tensor._version, []
+        self.tensor, self.version, self.roles = tensor, _version(tensor), []
+        self.keep, self.finite, self.proven = False, None, None
+
+
+def _masked(made, seen, grad_inputs, grad_outputs) -> None:
+    """A mask's backward has run (an autograd node's post-hook): when the gradient it used is the
+    one watch read finite, unchanged since, what it made for its input is finite (a gradient
+    value or 0 at each place), and is noted for the input's own gradient hook."""
+    finite, made.finite = made.finite, None
+    if (finite is not None and grad_outputs and grad_outputs[0] is finite[0]
+            and finite[0]._version == finite[1] and grad_inputs and grad_inputs[0] is not None):
+        seen.proven = (grad_inputs[0], grad_inputs[0]._version)
 
 
 _OPAQUE: dict = {}
@@ -404,6 +478,35 @@ def _opaque(function):
         import torch
         wrapped = _OPAQUE[function] = torch.compiler.disable(function)
     return wrapped
+
+
+def _version(t):
+    """`t`'s version counter (None for an inference tensor, which keeps none)."""
+    return None if t.is_inference() else t._version
+
+
+def _holds_for(module) -> bool:
+    """Does the keep-finite or mask rule hold for this instance of its class: max pools that
+    skip no element (dilation 1: every window then holds an element of the input), clamps
+    with finite bounds (a NaN bound makes NaN)?"""
+    dilation = getattr(module, "dilation", 1)
+    if dilation != 1 and any(d != 1 for d in (dilation if isinstance(dilation, tuple) else
+                                              (dilation,))):
+        return False
+    low, high = getattr(module, "min_val", 0.0), getattr(module, "max_val", 0.0)
+    return math.isfinite(low) and math.isfinite(high)
+
+
+def _torch_forwards(classes) -> dict:
+    """class -> its forward as torch defines it (None where it was replaced before a watch
+    was first entered: then the rules never apply to that class)."""
+    out = {}
+    for cls in classes:
+        forward = getattr(cls, "forward", None)  # ReLU6's is Hardtanh's
+        ours = (getattr(forward, "__module__", "") or "").startswith("torch.nn.modules.") and (
+            getattr(forward, "__qualname__", "").endswith(".forward"))
+        out[cls] = forward if ours else None
+    return out
 
 
 def _remember(state: _Pass, t, described) -> None:

@@ -1,0 +1,195 @@
+"""The gradient a ReLU's backward makes from a gradient watch read finite is finite, and watch does
+not read it again: only where it is exactly what that backward made. Another use of the ReLU's
+input adding to its gradient, a hook changing the gradient the backward uses, or a ReLU that is not
+torch's makes watch read it. torch's own gradients are the truth."""
+
+import math
+
+import pytest
+
+import fpclass.torch as ft
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from fpclass.torch.tensors import checker  # noqa: E402
+
+from test_torch_watch_inplace import Poison  # noqa: E402
+
+
+def _eye(width=4):
+    lin = nn.Linear(width, width)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(width))
+        lin.bias.zero_()
+    return lin
+
+
+X = torch.tensor([[-1.0, 2.0, 3.0, 4.0], [5.0, -6.0, 7.0, 8.0]])  # the ReLU zeroes two places
+
+
+class _Reads:
+    """Holds every tensor watch's checker reads."""
+
+    def __init__(self, monkeypatch):
+        self.tensors = []
+        checks = checker(torch)
+        finite = checks.finite
+
+        def recording(t):
+            self.tensors.append(t.detach().clone())
+            return finite(t)
+        monkeypatch.setattr(checks, "finite", recording)
+
+    def holds(self, truth) -> bool:
+        return any(t.shape == truth.shape and torch.equal(t, truth) for t in self.tensors)
+
+
+def _gradients(model, x):
+    """torch's gradients into the ReLU's output and its input (model: eye, ReLU, last)."""
+    h = model[0](x)
+    h.retain_grad()
+    r = torch.relu(h)
+    r.retain_grad()
+    model[2](r).square().sum().backward()
+    model.zero_grad()
+    return r.grad, h.grad
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_the_gradient_a_relu_made_from_a_finite_one_is_not_read(monkeypatch, inplace):
+    torch.manual_seed(0)
+    model = nn.Sequential(_eye(), nn.ReLU(inplace=inplace), nn.Linear(4, 3))
+    into_relu, into_input = _gradients(model, X)
+    assert bool((into_input == 0).any()) and not bool((into_relu == 0).any())
+    reads = _Reads(monkeypatch)
+    with ft.watch(model) as w:
+        model(X).square().sum().backward()
+    assert w.findings == []
+    assert reads.holds(into_relu) and not reads.holds(into_input)
+
+
+class TwoUses(nn.Module):
+    """The ReLU's input is used twice: through the ReLU and through a module whose backward
+    makes NaN; the gradient into the input is their sum."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.lin, self.relu, self.out, self.poison = _eye(), nn.ReLU(), nn.Linear(4, 2), Poison(at)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return self.out(self.relu(h)).sum() + self.poison(h).sum()
+
+
+def test_a_second_use_adding_nan_to_the_gradient_is_found():
+    torch.manual_seed(0)
+    model = TwoUses((0, 0))
+    x = X[:1]
+    h = model.lin(x)
+    h.retain_grad()
+    (model.out(torch.relu(h)).sum() + model.poison(h).sum()).backward()
+    truth = h.grad
+    model.zero_grad()
+    assert int(torch.isnan(truth).sum()) == 1
+    with ft.watch(model, raise_on=False) as w:
+        model(x).backward()
+    # the sum arriving at the Linear's output is read, not taken as the ReLU's: its NaN is
+    # found (told as the gradient into an input of the modules that took it)
+    assert [(f.module in ("relu", "poison"), f.tensor, f.counts["nan"], f.first)
+            for f in w.findings[:1]] == [(True, "gradient of input[0]",
+                                          int(torch.isnan(truth).sum()), (0, 0))]
+
+
+class HookedAfter(nn.Module):
+    """Its own code hooks the ReLU's output after watch did: the hook turns the gradient the ReLU's
+    backward uses into NaN where the ReLU kept its input."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.relu, self.out = _eye(), nn.ReLU(), nn.Linear(4, 2)
+
+    def forward(self, x):
+        r = self.relu(self.lin(x))
+        r.register_hook(lambda g: g.masked_fill(r > 0, math.nan))
+        return self.out(r)
+
+
+def test_a_hook_changing_the_gradient_after_watch_read_it_is_found():
+    torch.manual_seed(0)
+    model = HookedAfter()
+    with ft.watch(model, raise_on=False) as w:
+        model(X).sum().backward()
+    truth = int((model.relu(model.lin(X)) > 0).sum())  # every place the ReLU kept
+    assert any(f.module == "relu" and f.tensor == "gradient of input[0]"
+               and f.counts["nan"] == truth for f in w.findings)
+
+
+class LoggedReLU(nn.ReLU):
+    """A ReLU subclass: its backward is not a mask's."""
+
+    def forward(self, x):
+        return PoisonBackward.apply(super().forward(x))
+
+
+class PoisonBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * math.inf
+
+
+def test_a_relu_subclass_gets_no_proof():
+    torch.manual_seed(0)
+    model = nn.Sequential(_eye(), LoggedReLU(), nn.Linear(4, 2))
+    with ft.watch(model, raise_on=False) as w:
+        model(X).sum().backward()
+    assert any(f.module == "1" and f.tensor == "gradient of input[0]" for f in w.findings)
+
+
+class Act(nn.Module):
+    """A wrapper around an in-place ReLU: it takes and returns the tensor its child writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.relu(x)
+
+
+class SqrtView(nn.Module):
+    """Writes its input in place (its backward makes Inf at a 0) and returns a view of it."""
+
+    def forward(self, x):
+        x.sqrt_()
+        return x.view(-1, 4)
+
+
+@pytest.mark.parametrize("make", [lambda: Act(), lambda: nn.Sequential(nn.ReLU(inplace=True)),
+                                  lambda: nn.Identity()], ids=["wrapper", "sequential", "identity"])
+def test_a_module_passing_a_tensor_through_is_not_blamed_for_its_gradient(make):
+    torch.manual_seed(0)
+    model = nn.Sequential(_eye(), make(), Poison((0, 1)), nn.Linear(4, 2))
+    with ft.watch(model, raise_on=False) as w:
+        model(X[:1]).sum().backward()
+    assert (w.findings[0].module, w.findings[0].tensor, w.findings[0].born_here) == (
+        "2", "gradient of input[0]", True)
+
+
+def test_a_module_writing_its_input_is_blamed_for_the_gradient_its_write_makes():
+    torch.manual_seed(0)
+    model = nn.Sequential(_eye(), SqrtView(), nn.Linear(4, 2))
+    x = torch.tensor([[0.0, 2.0, 3.0, 4.0]])
+    h = model[0](x)
+    h.retain_grad()
+    model[2](torch.sqrt(h).view(-1, 4)).sum().backward()
+    assert not bool(torch.isfinite(h.grad).all())  # the truth: sqrt's backward at 0
+    model.zero_grad()
+    with ft.watch(model, raise_on=False) as w:
+        model(x).sum().backward()
+    assert (w.findings[0].module, w.findings[0].tensor, w.findings[0].born_here) == (
+        "1", "gradient of input[0]", True)
