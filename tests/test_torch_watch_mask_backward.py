@@ -193,3 +193,18 @@ def test_a_module_writing_its_input_is_blamed_for_the_gradient_its_write_makes()
         model(x).sum().backward()
     assert (w.findings[0].module, w.findings[0].tensor, w.findings[0].born_here) == (
         "1", "gradient of input[0]", True)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_a_watched_step_keeps_no_tensor_of_its_forward_pass_alive(inplace):
+    import gc
+    import weakref
+    torch.manual_seed(0)
+    model = nn.Sequential(_eye(), nn.ReLU(inplace=inplace), nn.Linear(4, 3))
+    refs = []
+    model[0].register_forward_hook(lambda m, a, out: refs.append(weakref.ref(out)))
+    for _ in range(3):
+        with ft.watch(model):
+            model(X).square().sum().backward()
+    gc.collect()
+    assert len(refs) == 3 and all(ref() is None for ref in refs)

@@ -285,8 +285,8 @@ class watch:
         made = state.seen.get(id(output))
         if made is None or made.tensor is not output or made.version != output._version:
             return
-        made.keep = True
-        node.register_hook(functools.partial(_masked, made, seen))
+        made.gradient.keep = True
+        node.register_hook(functools.partial(_masked, made.gradient, seen.gradient))
 
     # -- backward ------------------------------------------------------------------------------
 
@@ -309,21 +309,22 @@ class watch:
         elif len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
             del state.seen[next(iter(state.seen))]
         seen = state.seen[id(t)] = _Seen(t)
-        # the pass is bound here, not looked up: a device's backward runs on torch's threads
-        t.register_hook(functools.partial(self._gradient, state, seen))
+        # the pass is bound here, not looked up: a device's backward runs on torch's threads;
+        # the hook holds the gradient's record, never the tensor (that would keep the graph alive)
+        t.register_hook(functools.partial(self._gradient, state, seen.gradient))
         seen.roles.append(role)
 
-    def _gradient(self, state, seen, grad):
+    def _gradient(self, state, record, grad):
         if not self._active or grad is None:
             return
-        proven, seen.proven = seen.proven, None
+        proven, record.proven = record.proven, None
         if proven is not None and proven[0] is grad and proven[1] == grad._version:
             return  # a mask's backward made it from a gradient read finite (_mask_backward)
         if self._finite(grad):
-            if seen.keep:  # for the mask's backward that uses it next (_masked)
-                seen.finite = (grad, grad._version)
+            if record.keep:  # for the mask's backward that uses it next (_masked)
+                record.finite = (grad, grad._version)
             return
-        roles = seen.roles
+        roles = record.roles
         described = self._checker.describe(grad)
         if not self.policy.failing(described[0]):
             return
@@ -441,26 +442,40 @@ class _Pass:
 
 class _Seen:
     """A tensor met in this forward pass, the version its gradient hook was registered for, and
-    its roles there: ("output" | "input", module name, module class, label). For a mask's
-    backward (_mask_backward): `keep` (a mask made it: its gradient, read finite, is kept in
-    `finite` until the mask's backward has used it) and `proven` (the gradient a mask's backward
-    made for it from a finite one, with its version)."""
+    the record that hook keeps (`gradient`; `roles` is its roles list)."""
 
-    __slots__ = ("tensor", "version", "roles", "keep", "finite", "proven")
+    __slots__ = ("tensor", "version", "gradient", "roles")
 
     def __init__(self, tensor):
-        self.tensor, self.version, self.roles = tensor, _version(tensor), []
+        self.tensor, self.version = tensor, _version(tensor)
+        self.gradient = _Gradient()
+        self.roles = self.gradient.roles
+
+
+class _Gradient:
+    """What a gradient hook of one tensor version keeps: the version's roles ("output" |
+    "input", module name, module class, label) and, for a mask's backward (_mask_backward),
+    `keep` (a mask made it: its gradient, read finite, is kept in `finite` until the mask's
+    backward has used it) and `proven` (the gradient a mask's backward made for it from a finite
+    one, with its version). It holds no tensor of the forward pass: autograd keeps the hook as
+    long as the graph, and a tensor held here would keep the graph alive in turn."""
+
+    __slots__ = ("roles", "keep", "finite", "proven")
+
+    def __init__(self):
+        self.roles: list = []
         self.keep, self.finite, self.proven = False, None, None
 
 
-def _masked(made, seen, grad_inputs, grad_outputs) -> None:
+def _masked(made, received, grad_inputs, grad_outputs) -> None:
     """A mask's backward has run (an autograd node's post-hook): when the gradient it used is the
-    one watch read finite, unchanged since, what it made for its input is finite (a gradient
-    value or 0 at each place), and is noted for the input's own gradient hook."""
+    one watch read finite (`made`'s), unchanged since, what it made for its input is finite (a
+    gradient value or 0 at each place), and is noted for the input's own gradient hook
+    (`received`)."""
     finite, made.finite = made.finite, None
     if (finite is not None and grad_outputs and grad_outputs[0] is finite[0]
             and finite[0]._version == finite[1] and grad_inputs and grad_inputs[0] is not None):
-        seen.proven = (grad_inputs[0], grad_inputs[0]._version)
+        received.proven = (grad_inputs[0], grad_inputs[0]._version)
 
 
 _OPAQUE: dict = {}
