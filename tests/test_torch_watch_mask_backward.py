@@ -208,3 +208,64 @@ def test_a_watched_step_keeps_no_tensor_of_its_forward_pass_alive(inplace):
             model(X).square().sum().backward()
     gc.collect()
     assert len(refs) == 3 and all(ref() is None for ref in refs)
+
+
+def test_a_dispatch_mode_changing_the_relus_backward_gets_no_proof():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Fault(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.threshold_backward.default:
+                out[0, 1] = math.nan
+            return out
+    model = nn.Sequential(nn.ReLU(), nn.Linear(4, 2))
+    x = X.clone().requires_grad_()
+    with ft.watch(model, raise_on=False) as w:
+        y = model(x).sum()
+        with Fault():
+            y.backward()
+    assert int(torch.isnan(x.grad).sum()) == 1  # the truth
+    assert [(f.module, f.tensor, f.counts["nan"]) for f in w.findings[:1]] == [
+        ("0", "gradient of input[0]", 1)]
+
+
+def test_a_gradient_taken_at_a_relus_output_is_not_kept_alive():
+    import gc
+    import weakref
+    model = nn.Sequential(_eye(), nn.ReLU())
+    x = X.clone().requires_grad_()
+    refs = []
+    with ft.watch(model):
+        out = model(x)
+        out.register_hook(lambda g: refs.append(weakref.ref(g)))  # sees the gradient watch read
+        (g,) = torch.autograd.grad(out.square().sum(), out)  # the ReLU's backward never runs
+        del g
+        gc.collect()
+        assert refs and refs[0]() is None
+
+
+def test_a_chain_of_masks_passes_the_proof_on(monkeypatch):
+    torch.manual_seed(0)
+    model = nn.Sequential(_eye(), nn.ReLU(), nn.Hardtanh(-2.0, 2.0), nn.Linear(4, 3))
+    reads = _Reads(monkeypatch)
+    with ft.watch(model, grads=False) as w:
+        out = model(X)
+        reads.tensors.clear()
+        out.square().sum().backward()
+    assert w.findings == []
+    # the gradient into the Hardtanh's output is read; what the Hardtanh's and the ReLU's
+    # backwards make from it is not
+    assert [tuple(t.shape) for t in reads.tensors] == [(2, 3), (2, 4)]
+
+
+def test_a_nan_passed_back_through_a_parents_in_place_write_is_not_born_twice():
+    from test_torch_watch_inplace import ReluThenPoison
+    model = ReluThenPoison((0, 1))  # the NaN at a place the parent's relu_ keeps
+    with torch.no_grad():
+        model.lin.weight.copy_(torch.eye(4))
+        model.lin.bias.zero_()
+    with ft.watch(model, raise_on=False) as w:
+        model(X[:1]).sum().backward()
+    poisoned = [f.born_here for f in w.findings if f.module == "poison"]
+    assert poisoned == [True, False]  # made by poison's backward; then passed on by the relu_

@@ -9,6 +9,7 @@ import functools
 import math
 import sys
 import threading
+import weakref
 
 from . import parameters
 from .findings import Finding, NonFiniteError, Policy, selector
@@ -69,6 +70,7 @@ class watch:
             _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
             _MASKS.update(getattr(torch.nn, name) for name in _MASK_NAMES)
             _TORCH_FORWARD.update(_torch_forwards(_KEEP_FINITE | _MASKS | _CLAMPS))
+            _TORCH.update(tensor=torch.Tensor, modes=self._modes)
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -276,7 +278,8 @@ class watch:
         gradient of `received` is not read again if it is exactly that (no other use of
         `received` added to it)."""
         node = getattr(output, "grad_fn", None)
-        if not (isinstance(output, self._tensor) and seen.tensor is received and node is not None
+        if not (type(output) is self._plain and type(received) is self._plain
+                and seen.tensor is received and node is not None
                 and type(node).__name__ in _MASK_NODES and self._as_torch_computes(module)
                 and _holds_for(module) and received.is_floating_point()):
             return
@@ -300,15 +303,19 @@ class watch:
         if not t.requires_grad:
             return
         seen = state.seen.get(id(t))
+        older = None
         if seen is not None and seen.tensor is t:
             if received or seen.version == _version(t):
                 seen.roles.append(role)
                 return
             if role[0] == "input":
                 seen.roles.append(role)
+            older = seen.gradient
         elif len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
             del state.seen[next(iter(state.seen))]
         seen = state.seen[id(t)] = _Seen(t)
+        if older is not None:
+            older.newer = seen.gradient
         # the pass is bound here, not looked up: a device's backward runs on torch's threads;
         # the hook holds the gradient's record, never the tensor (that would keep the graph alive)
         t.register_hook(functools.partial(self._gradient, state, seen.gradient))
@@ -318,16 +325,18 @@ class watch:
         if not self._active or grad is None:
             return
         proven, record.proven = record.proven, None
-        if proven is not None and proven[0] is grad and proven[1] == grad._version:
-            return  # a mask's backward made it from a gradient read finite (_mask_backward)
-        if self._finite(grad):
-            if record.keep:  # for the mask's backward that uses it next (_masked)
-                record.finite = (grad, grad._version)
-            return
+        # a mask's backward made it from a gradient read finite (_mask_backward)
+        if (proven is not None and proven[0]() is grad and proven[1] == grad._version
+                or self._finite(grad)):
+            record.bad = False  # (a retained graph's next backward)
+            if record.keep:  # for the mask's backward that uses it next (_masked); a weak
+                record.finite = (weakref.ref(grad), grad._version)  # reference: a backward
+            return                                                  # may never run it
         roles = record.roles
         described = self._checker.describe(grad)
         if not self.policy.failing(described[0]):
             return
+        record.bad = True
         for r in roles:
             if r[0] == "output":
                 state.bad_outputs.add(r[1])
@@ -336,7 +345,9 @@ class watch:
                      or [r for r in roles if r[0] == "input"])
         if consumers:  # computed by the backward of the innermost module that took it
             _, name, kind, label = max(consumers, key=_depth)
-            inputs = name in state.bad_outputs
+            # the version written in place after this one was non-finite already: the write's
+            # backward passed it on
+            inputs = name in state.bad_outputs or (record.newer is not None and record.newer.bad)
         else:          # arrived from outside the watched modules
             _, name, kind, label = max(roles, key=_depth)
             inputs = True
@@ -408,6 +419,8 @@ _KEEP_FINITE_NAMES = ("ReLU", "ReLU6", "Hardtanh", "MaxPool1d", "MaxPool2d", "Ma
                       "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Flatten",
                       "Unflatten", "Tanh", "Sigmoid", "Softmax")
 _KEEP_FINITE: set = set()
+#: torch.Tensor and the mode check, for the autograd node hooks (filled with the tables).
+_TORCH: dict = {}
 #: class -> torch's own forward of it (a class patched later gets no rule).
 _TORCH_FORWARD: dict = {}
 #: torch's modules whose backward passes the output's gradient on where the input was kept and
@@ -457,14 +470,17 @@ class _Gradient:
     "input", module name, module class, label) and, for a mask's backward (_mask_backward),
     `keep` (a mask made it: its gradient, read finite, is kept in `finite` until the mask's
     backward has used it) and `proven` (the gradient a mask's backward made for it from a finite
-    one, with its version). It holds no tensor of the forward pass: autograd keeps the hook as
-    long as the graph, and a tensor held here would keep the graph alive in turn."""
+    one); both weak references, with the version. It holds no tensor: autograd keeps the hook
+    as long as the graph, and a tensor of the forward pass held here would keep the graph alive
+    in turn."""
 
-    __slots__ = ("roles", "keep", "finite", "proven")
+    __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad")
 
     def __init__(self):
         self.roles: list = []
         self.keep, self.finite, self.proven = False, None, None
+        self.newer = None   # the record of the version written in place after this one
+        self.bad = False    # its gradient was found non-finite
 
 
 def _masked(made, received, grad_inputs, grad_outputs) -> None:
@@ -473,9 +489,12 @@ def _masked(made, received, grad_inputs, grad_outputs) -> None:
     gradient value or 0 at each place), and is noted for the input's own gradient hook
     (`received`)."""
     finite, made.finite = made.finite, None
-    if (finite is not None and grad_outputs and grad_outputs[0] is finite[0]
-            and finite[0]._version == finite[1] and grad_inputs and grad_inputs[0] is not None):
-        received.proven = (grad_inputs[0], grad_inputs[0]._version)
+    if finite is None or not grad_outputs or not grad_inputs or _TORCH["modes"]():
+        return  # a mode active in the backward may compute it otherwise
+    used, plain = grad_outputs[0], _TORCH["tensor"]
+    if (used is finite[0]() and used._version == finite[1] and type(used) is plain
+            and type(grad_inputs[0]) is plain):
+        received.proven = (weakref.ref(grad_inputs[0]), grad_inputs[0]._version)
 
 
 _OPAQUE: dict = {}
