@@ -71,6 +71,7 @@ class watch:
             _MASKS.update(getattr(torch.nn, name) for name in _MASK_NAMES)
             _TORCH_FORWARD.update(_torch_forwards(_KEEP_FINITE | _MASKS | _CLAMPS))
             _TORCH.update(tensor=torch.Tensor, modes=self._modes)
+            _TRUSTED.update(_KEEP_FINITE | _MASKS)
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -221,6 +222,9 @@ class watch:
             outputs = (("output", output, None),)
         else:
             outputs = list(tensors(output, None, "output"))
+        # torch's own module, computing what its class says: the rules below may apply
+        trusted = (type(module) in _TRUSTED and self._as_torch_computes(module)
+                   and _holds_for(module))
         if self.backward:
             role = self._role
             # inputs first: one the module wrote in place and returned (ReLU(inplace=True)) it
@@ -230,10 +234,10 @@ class watch:
             received = state.seen.get(id(args[0])) if len(args) == 1 else None
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
-            if type(module) in _MASKS and received is not None:
-                self._mask_backward(state, module, args[0], output, received)
+            if trusted and type(module) in _MASKS and received is not None:
+                self._mask_backward(state, args[0], output, received)
         checked = state.checked
-        if type(module) in _KEEP_FINITE and self._keeps_finite(state, module, args, output):
+        if trusted and type(module) in _KEEP_FINITE and self._keeps_finite(state, args, output):
             _remember(state, output, None)  # finite in, finite out: known without a read
             return
         for label, t, _ in outputs:
@@ -249,18 +253,17 @@ class watch:
             self._found(state, Finding(name, kind, "forward", label, *described, inputs),
                         module, t)
 
-    def _keeps_finite(self, state, module, args, output) -> bool:
-        """Is `output` of `module` (a _KEEP_FINITE class) finite because its one input, a real
-        floating tensor with a version counter, read finite in this pass as it is now? Only
-        where torch computes it as the class says (_as_torch_computes) and for the instances
-        the rule holds for (_holds_for)."""
+    def _keeps_finite(self, state, args, output) -> bool:
+        """Is `output` of a _KEEP_FINITE module (torch's own, _as_torch_computes, and one the
+        rule holds for, _holds_for: the caller's duty) finite because its one input, a real
+        floating tensor with a version counter, read finite in this pass as it is now?"""
         received = args[0] if len(args) == 1 else None
         if not (type(received) is self._plain and type(output) is self._plain
                 and received.is_floating_point() and output.dtype == received.dtype
                 and not received.is_inference() and id(output) not in state.checked
                 and self._checked(state, received) and state.checked[id(received)][1] is None):
             return False
-        return self._as_torch_computes(module) and _holds_for(module)
+        return True
 
     def _as_torch_computes(self, module) -> bool:
         """Does `module`'s output come from torch's own forward of its class alone: that
@@ -271,8 +274,9 @@ class watch:
                 and "forward" not in module.__dict__ and len(module._forward_hooks) == 1
                 and not self._global_hooks and not self._modes())
 
-    def _mask_backward(self, state, module, received, output, seen) -> None:
-        """`module` (a _MASKS class) made `output` from `received`, met as `seen`: its backward
+    def _mask_backward(self, state, received, output, seen) -> None:
+        """A _MASKS module (torch's own, one the rule holds for: the caller's duty) made
+        `output` from `received`, met as `seen`: its backward
         will pass on the gradient of `output` where it kept the input and write 0 elsewhere. When
         that gradient reads finite, what the backward makes from it is finite too, and the
         gradient of `received` is not read again if it is exactly that (no other use of
@@ -280,8 +284,7 @@ class watch:
         node = getattr(output, "grad_fn", None)
         if not (type(output) is self._plain and type(received) is self._plain
                 and seen.tensor is received and node is not None
-                and type(node).__name__ in _MASK_NODES and self._as_torch_computes(module)
-                and _holds_for(module) and received.is_floating_point()):
+                and type(node).__name__ in _MASK_NODES and received.is_floating_point()):
             return
         if seen.version != received._version - (output is received):  # not as it came in
             return
@@ -429,6 +432,7 @@ _TORCH_FORWARD: dict = {}
 _MASK_NAMES = ("ReLU", "ReLU6", "Hardtanh")
 _MASK_NODES = frozenset(("ReluBackward0", "HardtanhBackward0"))
 _MASKS: set = set()
+_TRUSTED: set = set()  # _KEEP_FINITE | _MASKS
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -523,12 +527,12 @@ def _holds_for(module) -> bool:
     """Does the keep-finite or mask rule hold for this instance of its class: max pools that
     skip no element (dilation 1: every window then holds an element of the input), clamps
     with finite bounds (a NaN bound makes NaN)?"""
-    dilation = getattr(module, "dilation", 1)
+    own = module.__dict__  # plain attributes: Module.__getattr__ is slow to miss
+    dilation = own.get("dilation", 1)
     if dilation != 1 and any(d != 1 for d in (dilation if isinstance(dilation, tuple) else
                                               (dilation,))):
         return False
-    low, high = getattr(module, "min_val", 0.0), getattr(module, "max_val", 0.0)
-    return math.isfinite(low) and math.isfinite(high)
+    return math.isfinite(own.get("min_val", 0.0)) and math.isfinite(own.get("max_val", 0.0))
 
 
 def _torch_forwards(classes) -> dict:
