@@ -12,6 +12,7 @@ import fpclass.torch as ft
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
+from fpclass.torch import watching  # noqa: E402
 from fpclass.torch.tensors import checker  # noqa: E402
 
 from test_torch_watch_inplace import Poison  # noqa: E402
@@ -26,6 +27,14 @@ def _eye(width=4):
 
 
 X = torch.tensor([[-1.0, 2.0, 3.0, 4.0], [5.0, -6.0, 7.0, 8.0]])  # the ReLU zeroes two places
+
+
+@pytest.fixture(autouse=True)
+def proof_at_every_size(monkeypatch, request):
+    """The proof on these small tensors too (it starts at MASK_MIN elements), unless a test
+    asks for the threshold."""
+    if "threshold" not in request.node.name:
+        monkeypatch.setattr(watching, "MASK_MIN", 0)
 
 
 class _Reads:
@@ -269,3 +278,14 @@ def test_a_nan_passed_back_through_a_parents_in_place_write_is_not_born_twice():
         model(X[:1]).sum().backward()
     poisoned = [f.born_here for f in w.findings if f.module == "poison"]
     assert poisoned == [True, False]  # made by poison's backward; then passed on by the relu_
+
+
+def test_below_the_threshold_the_gradient_into_the_relus_input_is_read(monkeypatch):
+    torch.manual_seed(0)
+    model = nn.Sequential(_eye(), nn.ReLU(), nn.Linear(4, 3))
+    _, into_input = _gradients(model, X)
+    assert X.numel() < watching.MASK_MIN
+    reads = _Reads(monkeypatch)
+    with ft.watch(model) as w:
+        model(X).square().sum().backward()
+    assert w.findings == [] and reads.holds(into_input)
