@@ -60,18 +60,11 @@ class watch:
         import torch
         self._checker = checker(torch)
         self._finite = self._checker.finite
-        self._tensor = self._plain = torch.Tensor
+        self._tensor = torch.Tensor
         from torch.nn.modules import module as modules  # every module's hooks, run before its own
         self._global_hooks = modules._global_forward_hooks
-        stacks = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
-        self._modes = lambda: stacks[0]() or stacks[1]()
-        if not _CLAMPS:
-            _CLAMPS.update((torch.nn.ReLU, torch.nn.ReLU6))
-            _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
-            _MASKS.update(getattr(torch.nn, name) for name in _MASK_NAMES)
-            _TORCH_FORWARD.update(_torch_forwards(_KEEP_FINITE | _MASKS | _CLAMPS))
-            _TORCH.update(tensor=torch.Tensor, modes=self._modes)
-            _TRUSTED.update(_KEEP_FINITE | _MASKS)
+        if not _KEEP_FINITE:
+            _fill_tables(torch)
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -149,7 +142,11 @@ class watch:
         return state
 
     def _start(self, module, args):
-        # an earlier pass's tensor hooks stay with its graph, disarmed once the context is left
+        # an earlier pass's tensor hooks stay with its graph, disarmed once the context is left;
+        # its tensors go now, had it no end (its forward raised): they hold those hooks
+        earlier = getattr(self._local, "state", None)
+        if earlier is not None:
+            earlier.forget()
         self._local.state = self._last = _Pass()
         self._checker.pass_started()
 
@@ -164,22 +161,14 @@ class watch:
 
     # -- forward -------------------------------------------------------------------------------
 
-    def _known(self, state, t, module=None):
+    def _known(self, state, t):
         """(counts or None when finite, first time?) for a tensor of this forward pass: a
         container returns its last child's output, which is then neither checked nor reported
         twice. A tensor written in place since (its version moved: `x.log_()`) is checked
-        again, except a finite one that `module`, an in-place clamp (ReLU(inplace=True)), has
-        just written: finite in, finite out."""
+        again."""
         known = state.checked.get(id(t))
-        version = None if t.is_inference() else t._version  # inference tensors keep no version
-        if known is not None and known[0] is t:
-            if known[2] == version:
-                return known[1], False
-            if (known[1] is None and version is not None and known[2] + 1 == version
-                    and type(module) in _CLAMPS and module.inplace
-                    and self._as_torch_computes(module) and _holds_for(module)):
-                state.checked[id(t)] = (t, None, version)
-                return None, False
+        if known is not None and known[0] is t and known[2] == _version(t):
+            return known[1], False
         described = None if self._finite(t) else self._checker.describe(t)
         _remember(state, t, described)
         return described, True
@@ -187,8 +176,7 @@ class watch:
     def _checked(self, state, t) -> bool:
         """Was `t` checked in this pass as it is now?"""
         known = state.checked.get(id(t))
-        return (known is not None and known[0] is t
-                and known[2] == (None if t.is_inference() else t._version))
+        return known is not None and known[0] is t and known[2] == _version(t)
 
     def _failing(self, state, name, t, argument, received=None) -> tuple | None:
         """(counts, first) when `t` holds a failing class (a mask's -Inf never does), else None;
@@ -222,8 +210,9 @@ class watch:
             outputs = (("output", output, None),)
         else:
             outputs = list(tensors(output, None, "output"))
-        # torch's own module, computing what its class says: the rules below may apply
-        trusted = (type(module) in _TRUSTED and self._as_torch_computes(module)
+        # torch's own module of a class that keeps finite input finite, computing what its
+        # class says: the rules below may apply
+        trusted = (type(module) in _KEEP_FINITE and self._as_torch_computes(module)
                    and _holds_for(module))
         if self.backward:
             role = self._role
@@ -231,19 +220,19 @@ class watch:
             # received as last met, and its output role then hooks the version it wrote
             for label, t, _ in input_tensors(args, kwargs, self._tensor):
                 role(state, t, ("input", name, kind, label), any(t is o for _, o, _ in outputs))
-            received = state.seen.get(id(args[0])) if len(args) == 1 else None
+            input_seen = state.seen.get(id(args[0])) if trusted and len(args) == 1 else None
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
-            if (trusted and type(module) in _MASKS and received is not None
+            if (input_seen is not None and type(module) in _MASKS
                     and output.numel() >= MASK_MIN):
-                self._mask_backward(state, args[0], output, received)
+                self._mask_backward(state, args[0], output, input_seen)
         checked = state.checked
-        if trusted and type(module) in _KEEP_FINITE and self._keeps_finite(state, args, output):
+        if trusted and self._keeps_finite(state, args, output):
             _remember(state, output, None)  # finite in, finite out: known without a read
             return
         for label, t, _ in outputs:
             received = checked.get(id(t))  # an input written in place: as it came in
-            described, first = self._known(state, t, module)
+            described, first = self._known(state, t)
             if described is None or not first or not self.policy.failing(described[0]):
                 continue
             # each input as it came in (an input the module wrote into and returned a view of)
@@ -256,34 +245,40 @@ class watch:
 
     def _keeps_finite(self, state, args, output) -> bool:
         """Is `output` of a _KEEP_FINITE module (torch's own, _as_torch_computes, and one the
-        rule holds for, _holds_for: the caller's duty) finite because its one input, a real
-        floating tensor with a version counter, read finite in this pass as it is now?"""
-        received = args[0] if len(args) == 1 else None
-        if not (type(received) is self._plain and type(output) is self._plain
-                and received.is_floating_point() and output.dtype == received.dtype
-                and not received.is_inference() and id(output) not in state.checked
-                and self._checked(state, received) and state.checked[id(received)][1] is None):
+        rule holds for, _holds_for: the caller's duty) finite because its one input, a plain
+        real floating tensor with a version counter, was known finite in this pass as it is now
+        (or, when the module wrote it in place and returned it, one write before)?"""
+        if len(args) != 1 or type(args[0]) is not self._tensor or type(output) is not self._tensor:
             return False
-        return True
+        received = args[0]
+        if (not received.is_floating_point() or output.dtype != received.dtype
+                or received.is_inference()):
+            return False
+        known = state.checked.get(id(received))
+        if known is None or known[0] is not received or known[1] is not None:
+            return False
+        if output is received:  # ReLU(inplace=True): this write, and only it, since it was read
+            return known[2] + 1 == received._version
+        return known[2] == received._version and id(output) not in state.checked
 
     def _as_torch_computes(self, module) -> bool:
         """Does `module`'s output come from torch's own forward of its class alone: that
         forward unpatched, no forward of the instance's own (accelerate's wrappers replace
         it), no forward hook but this watch's (a hook may replace an output), no global forward
-        hook, no torch-function or dispatch mode that could reroute the operations?"""
+        hook, no torch-function or dispatch mode that could reroute the operations? (torch's
+        own functions that forward calls, patched in their modules, are not looked at.)"""
         return (type(module).forward is _TORCH_FORWARD[type(module)]
                 and "forward" not in module.__dict__ and len(module._forward_hooks) == 1
-                and not self._global_hooks and not self._modes())
+                and not self._global_hooks and not _modes())
 
     def _mask_backward(self, state, received, output, seen) -> None:
         """A _MASKS module (torch's own, one the rule holds for: the caller's duty) made
-        `output` from `received`, met as `seen`: its backward
-        will pass on the gradient of `output` where it kept the input and write 0 elsewhere. When
-        that gradient reads finite, what the backward makes from it is finite too, and the
-        gradient of `received` is not read again if it is exactly that (no other use of
-        `received` added to it)."""
+        `output` from `received`, met as `seen`: its backward will pass on the gradient of
+        `output` where it kept the input and write 0 elsewhere. When that gradient reads
+        finite, what the backward makes from it is finite too, and the gradient of `received`
+        is not read again if it is exactly that (no other use of `received` added to it)."""
         node = getattr(output, "grad_fn", None)
-        if not (type(output) is self._plain and type(received) is self._plain
+        if not (type(output) is self._tensor and type(received) is self._tensor
                 and seen.tensor is received and node is not None
                 and type(node).__name__ in _MASK_NODES and received.is_floating_point()):
             return
@@ -293,7 +288,7 @@ class watch:
         if made is None or made.tensor is not output or made.version != output._version:
             return
         made.gradient.keep = True
-        node.register_hook(functools.partial(_masked, made.gradient, seen.gradient))
+        node.register_hook(functools.partial(_mask_backward_ran, made.gradient, seen.gradient))
 
     # -- backward ------------------------------------------------------------------------------
 
@@ -310,10 +305,10 @@ class watch:
         older = None
         if seen is not None and seen.tensor is t:
             if received or seen.version == _version(t):
-                seen.roles.append(role)
+                seen.gradient.roles.append(role)
                 return
             if role[0] == "input":
-                seen.roles.append(role)
+                seen.gradient.roles.append(role)
             older = seen.gradient
         elif len(state.seen) >= _ROLES:  # submodules called on their own: no pass to end
             del state.seen[next(iter(state.seen))]
@@ -323,19 +318,24 @@ class watch:
         # the pass is bound here, not looked up: a device's backward runs on torch's threads;
         # the hook holds the gradient's record, never the tensor (that would keep the graph alive)
         t.register_hook(functools.partial(self._gradient, state, seen.gradient))
-        seen.roles.append(role)
+        seen.gradient.roles.append(role)
 
     def _gradient(self, state, record, grad):
+        """A tensor version's gradient hook (`record`: its _Gradient): reports `grad` when it
+        holds a failing class, at the module that computed it; a gradient a mask's backward
+        made from one read finite (_mask_backward) is finite unread."""
         if not self._active or grad is None:
             return
         proven, record.proven = record.proven, None
-        # a mask's backward made it from a gradient read finite (_mask_backward)
-        if (proven is not None and proven[0]() is grad and proven[1] == grad._version
+        if ((proven is not None and proven[0]() is grad and proven[1] == grad._version)
                 or self._finite(grad)):
-            record.bad = False  # (a retained graph's next backward)
-            if record.keep:  # for the mask's backward that uses it next (_masked); a weak
-                record.finite = (weakref.ref(grad), grad._version)  # reference: a backward
-            return                                                  # may never run it
+            # finite: a retained graph's next backward may find it so after this one did not
+            record.bad = False
+            # kept for the mask's backward that uses it next (_mask_backward_ran), weakly: that
+            # backward may never run (autograd.grad taken at the mask's output)
+            if record.keep:
+                record.finite = (weakref.ref(grad), grad._version)
+            return
         roles = record.roles
         described = self._checker.describe(grad)
         if not self.policy.failing(described[0]):
@@ -344,7 +344,8 @@ class watch:
         for r in roles:
             if r[0] == "output":
                 state.bad_outputs.add(r[1])
-        passed = {r[1] for r in roles if r[0] == "output"}  # took it and returned it as it was
+        # a module whose whole output is this version took it and returned it as it was
+        passed = {r[1] for r in roles if r[0] == "output" and r[3] == "output"}
         consumers = ([r for r in roles if r[0] == "input" and r[1] not in passed]
                      or [r for r in roles if r[0] == "input"])
         if consumers:  # computed by the backward of the innermost module that took it
@@ -410,23 +411,19 @@ class watch:
 #: How many recently checked tensors a forward pass remembers (a container's output is its last
 #: child's, checked just before).
 _RECENT = 16
-#: torch's activations that only clamp (max(x, 0), min(max(x, 0), 6)), by their exact class (a
-#: subclass may compute something else): written in place into a finite tensor they leave it
-#: finite, and it is not read again. Filled when a watch is first entered (torch is loaded).
-_CLAMPS: set = set()
-#: torch's modules whose one output is finite whenever their one input is (every finite input,
-#: every floating dtype: tests/test_torch_watch_keep_finite.py): clamps with finite bounds, max
-#: pools whose windows always hold an element (dilation 1: _holds_for), views, bounded
-#: functions. By their exact classes (a subclass may compute something else), filled when a
-#: watch is first entered.
+#: torch's modules whose one output is finite whenever their one input is (every finite input
+#: of float16, bfloat16, float32, float64: tests/test_torch_watch_keep_finite.py): clamps with
+#: finite bounds (in place too), max pools whose windows always hold an element (dilation 1:
+#: _holds_for), views, bounded functions. By their exact classes (a subclass may compute
+#: something else), filled when a watch is first entered (torch is loaded).
 _KEEP_FINITE_NAMES = ("ReLU", "ReLU6", "Hardtanh", "MaxPool1d", "MaxPool2d", "MaxPool3d",
                       "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Flatten",
                       "Unflatten", "Tanh", "Sigmoid", "Softmax")
 _KEEP_FINITE: set = set()
-#: torch.Tensor and the mode check, for the autograd node hooks (filled with the tables).
-_TORCH: dict = {}
 #: class -> torch's own forward of it (a class patched later gets no rule).
 _TORCH_FORWARD: dict = {}
+#: torch.Tensor and the mode stacks' lengths, for the autograd node hooks.
+_TABLES: dict = {}
 #: torch's modules whose backward passes the output's gradient on where the input was kept and
 #: writes 0 elsewhere (where(mask, grad, 0): finite from finite), and the autograd nodes they
 #: make (in place or not). By exact class, filled when a watch is first entered.
@@ -437,7 +434,6 @@ _MASKS: set = set()
 #: its input costs no more than the hooks the proof adds (measured on the README's MLP: the
 #: proof's hooks cost 7-8 us a ReLU; a read of 2^16 words just written, about 7 us).
 MASK_MIN = 1 << 17
-_TRUSTED: set = set()  # _KEEP_FINITE | _MASKS
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -464,14 +460,12 @@ class _Pass:
 
 class _Seen:
     """A tensor met in this forward pass, the version its gradient hook was registered for, and
-    the record that hook keeps (`gradient`; `roles` is its roles list)."""
+    the record that hook keeps (`gradient`)."""
 
-    __slots__ = ("tensor", "version", "gradient", "roles")
+    __slots__ = ("tensor", "version", "gradient")
 
     def __init__(self, tensor):
-        self.tensor, self.version = tensor, _version(tensor)
-        self.gradient = _Gradient()
-        self.roles = self.gradient.roles
+        self.tensor, self.version, self.gradient = tensor, _version(tensor), _Gradient()
 
 
 class _Gradient:
@@ -492,15 +486,15 @@ class _Gradient:
         self.bad = False    # its gradient was found non-finite
 
 
-def _masked(made, received, grad_inputs, grad_outputs) -> None:
+def _mask_backward_ran(made, received, grad_inputs, grad_outputs) -> None:
     """A mask's backward has run (an autograd node's post-hook): when the gradient it used is the
     one watch read finite (`made`'s), unchanged since, what it made for its input is finite (a
     gradient value or 0 at each place), and is noted for the input's own gradient hook
     (`received`)."""
     finite, made.finite = made.finite, None
-    if finite is None or not grad_outputs or not grad_inputs or _TORCH["modes"]():
+    if finite is None or not grad_outputs or not grad_inputs or _modes():
         return  # a mode active in the backward may compute it otherwise
-    used, plain = grad_outputs[0], _TORCH["tensor"]
+    used, plain = grad_outputs[0], _TABLES["tensor"]
     if (used is finite[0]() and used._version == finite[1] and type(used) is plain
             and type(grad_inputs[0]) is plain):
         received.proven = (weakref.ref(grad_inputs[0]), grad_inputs[0]._version)
@@ -540,16 +534,29 @@ def _holds_for(module) -> bool:
     return math.isfinite(own.get("min_val", 0.0)) and math.isfinite(own.get("max_val", 0.0))
 
 
-def _torch_forwards(classes) -> dict:
-    """class -> its forward as torch defines it (None where it was replaced before a watch
-    was first entered: then the rules never apply to that class)."""
-    out = {}
-    for cls in classes:
+def _fill_tables(torch) -> None:
+    """The rules' classes, torch's own forward of each, and what the node hooks need: made when
+    a watch is first entered (torch is loaded)."""
+    import inspect
+    import os
+    _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
+    _MASKS.update(getattr(torch.nn, name) for name in _MASK_NAMES)
+    home = os.path.dirname(torch.nn.modules.__file__)
+    for cls in _KEEP_FINITE:
         forward = getattr(cls, "forward", None)  # ReLU6's is Hardtanh's
-        ours = (getattr(forward, "__module__", "") or "").startswith("torch.nn.modules.") and (
-            getattr(forward, "__qualname__", "").endswith(".forward"))
-        out[cls] = forward if ours else None
-    return out
+        code = getattr(forward, "__code__", None)
+        # replaced before now (a wrapper copies torch's names, not its code): no rule for it
+        ours = (code is not None and inspect.unwrap(forward) is forward
+                and os.path.dirname(code.co_filename) == home)
+        _TORCH_FORWARD[cls] = forward if ours else None
+    stacks = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+    _TABLES.update(tensor=torch.Tensor, stacks=stacks)
+
+
+def _modes() -> bool:
+    """Is a torch-function or dispatch mode active (it could reroute torch's operations)?"""
+    function, dispatch = _TABLES["stacks"]
+    return bool(function() or dispatch())
 
 
 def _remember(state: _Pass, t, described) -> None:
@@ -557,7 +564,7 @@ def _remember(state: _Pass, t, described) -> None:
     checked = state.checked
     if len(checked) >= _RECENT:  # bounded: in inference, activations are freed as the pass goes
         del checked[next(iter(checked))]  # on; keep only the recent ones
-    checked[id(t)] = (t, described, None if t.is_inference() else t._version)
+    checked[id(t)] = (t, described, _version(t))
 
 
 def _depth(role) -> int:
