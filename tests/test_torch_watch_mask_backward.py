@@ -16,6 +16,7 @@ from fpclass.torch import watching  # noqa: E402
 from fpclass.torch.tensors import checker  # noqa: E402
 
 from test_torch_watch_inplace import Poison  # noqa: E402
+from test_torch_watch_keep_finite import Reads  # noqa: E402
 
 
 def _eye(width=4):
@@ -38,23 +39,6 @@ def proof_at_every_size(monkeypatch):
     monkeypatch.setattr(watching, "MASK_MIN", 0)
 
 
-class _Reads:
-    """Holds every tensor watch's checker reads."""
-
-    def __init__(self, monkeypatch):
-        self.tensors = []
-        checks = checker(torch)
-        finite = checks.finite
-
-        def recording(t):
-            self.tensors.append(t.detach().clone())
-            return finite(t)
-        monkeypatch.setattr(checks, "finite", recording)
-
-    def holds(self, truth) -> bool:
-        return any(t.shape == truth.shape and torch.equal(t, truth) for t in self.tensors)
-
-
 def _gradients(model, x):
     """torch's gradients into the ReLU's output and its input (model: eye, ReLU, last)."""
     h = model[0](x)
@@ -72,7 +56,7 @@ def test_the_gradient_a_relu_made_from_a_finite_one_is_not_read(monkeypatch, inp
     model = nn.Sequential(_eye(), nn.ReLU(inplace=inplace), nn.Linear(4, 3))
     into_relu, into_input = _gradients(model, X)
     assert bool((into_input == 0).any()) and not bool((into_relu == 0).any())
-    reads = _Reads(monkeypatch)
+    reads = Reads(monkeypatch)
     with ft.watch(model) as w:
         model(X).square().sum().backward()
     assert w.findings == []
@@ -276,7 +260,7 @@ def test_a_gradient_taken_at_a_relus_output_is_not_kept_alive():
 def test_a_chain_of_masks_passes_the_proof_on(monkeypatch):
     torch.manual_seed(0)
     model = nn.Sequential(_eye(), nn.ReLU(), nn.Hardtanh(-2.0, 2.0), nn.Linear(4, 3))
-    reads = _Reads(monkeypatch)
+    reads = Reads(monkeypatch)
     with ft.watch(model, grads=False) as w:
         out = model(X)
         reads.tensors.clear()
@@ -305,7 +289,7 @@ def test_below_the_threshold_the_gradient_into_the_relus_input_is_read(monkeypat
     model = nn.Sequential(_eye(), nn.ReLU(), nn.Linear(4, 3))
     _, into_input = _gradients(model, X)
     assert X.numel() < MASK_MIN
-    reads = _Reads(monkeypatch)
+    reads = Reads(monkeypatch)
     with ft.watch(model) as w:
         model(X).square().sum().backward()
     assert w.findings == [] and reads.holds(into_input)

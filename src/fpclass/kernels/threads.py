@@ -29,7 +29,8 @@ ENV = "FPCLASS_NUM_THREADS"
 PARALLEL_MIN = 1 << 22
 #: Reads of one buffer from this many words up to PARALLEL_MIN may go in per-thread parts,
 #: as SPLIT says (SplitChoice). Not from 2^18: the README's MLP's 1 MiB weight gradients cost
-#: its step 3.5-5 points more in parts than on one thread in 6 runs of 6 (docs/benchmarks.md).
+#: its step 2.8-5.0 points more in parts than on one thread in 6 runs of 6 (docs/benchmarks.md,
+#: issue 22, eighth round).
 SPLIT_MIN = 1 << 19
 
 _cap: int | None = None  # set_num_threads's cap; None: not set

@@ -432,7 +432,8 @@ _MASK_NODES = frozenset(("ReluBackward0", "HardtanhBackward0"))
 _MASKS: set = set()
 #: The least elements a mask's output needs for the proof: below it, reading the gradient into
 #: its input costs no more than the hooks the proof adds (measured on the README's MLP: the
-#: proof's hooks cost 7-8 us a ReLU; a read of 2^16 words just written, about 7 us).
+#: proof's hooks cost 7.5-8.4 us a ReLU; a read of 2^16 words just written, 4.4-6.9 us:
+#: docs/benchmarks.md, issue 22, eighth round).
 MASK_MIN = 1 << 17
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
