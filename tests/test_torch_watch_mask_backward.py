@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 from fpclass.torch import watching  # noqa: E402
-from fpclass.torch.tensors import checker  # noqa: E402
 
 from test_torch_watch_inplace import Poison  # noqa: E402
 from test_torch_watch_keep_finite import Reads  # noqa: E402
