@@ -98,15 +98,22 @@ class Reads:
         return any(t.shape == truth.shape and torch.equal(t, truth) for t in self.tensors)
 
 
-def test_outputs_of_trusted_modules_over_checked_finite_inputs_are_not_read(monkeypatch):
+def _forward_reads(monkeypatch, *modules):
+    """A watched forward pass (no backward) of Sequential(modules) over a 5 x 8 input: (its
+    output, what watch read); it finds nothing and the output is finite."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Unflatten(1, (1, 8)),
-                          nn.MaxPool1d(2), nn.Flatten(), nn.Linear(4, 3), nn.Tanh())
+    model = nn.Sequential(*modules)
     x = torch.randn(5, 8)
     reads = Reads(monkeypatch)
     with ft.watch(model, backward=False) as w:
         out = model(x)
     assert w.findings == [] and bool(torch.isfinite(out).all())
+    return out, reads
+
+
+def test_outputs_of_trusted_modules_over_checked_finite_inputs_are_not_read(monkeypatch):
+    out, reads = _forward_reads(monkeypatch, nn.Linear(8, 8), nn.ReLU(), nn.Unflatten(1, (1, 8)),
+                                nn.MaxPool1d(2), nn.Flatten(), nn.Linear(4, 3), nn.Tanh())
     # the Linears' outputs are read (the first holds negatives: not the ReLU's); the ReLU's, the
     # pool's, the views' and the Tanh's are not
     assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 3)]
@@ -293,11 +300,5 @@ def test_a_forward_wrapped_before_the_first_watch_is_not_torchs(monkeypatch):
                                   lambda: nn.Hardtanh(inplace=True)],
                          ids=["ReLU", "ReLU6", "Hardtanh"])
 def test_a_finite_tensor_clamped_in_place_is_not_read_again(monkeypatch, make):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 8), make(), nn.Linear(8, 3))
-    x = torch.randn(5, 8)
-    reads = Reads(monkeypatch)
-    with ft.watch(model, backward=False) as w:
-        out = model(x)
-    assert w.findings == [] and bool(torch.isfinite(out).all())
+    _, reads = _forward_reads(monkeypatch, nn.Linear(8, 8), make(), nn.Linear(8, 3))
     assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 3)]
