@@ -68,9 +68,10 @@ def buffer_screen(word: np.dtype, test):
     core; from SPLIT_MIN words, one part per thread when threads.SPLIT says so."""
     if test is None:
         return lambda address, length: False
-    (m, v, m2, v2), like = _buffer_terms(word, test)
+    terms = _buffer_terms(word, test)
+    (m, v, m2, v2), like = terms
     top, bound = above(test, word)
-    one, many, split = buffers.any_one, buffer_counter(word, test), _split_counter(word, test)
+    one, many, split = buffers.any_one, buffer_counter(word, test), _split_counter(word, terms)
 
     def screen(address: int, length: int) -> bool:
         if threads_for(length) > 1:
@@ -88,11 +89,12 @@ def buffer_screen(word: np.dtype, test):
     return screen
 
 
-def _split_counter(word: np.dtype, test):
+def _split_counter(word: np.dtype, terms: tuple):
     """A function (address, length, threads) -> how many of the `length` words at `address` match
-    `test`, counted in `threads` parts that differ by a word at most, the k-th (in address order)
-    on numba's k-th thread with numba's OpenMP layer (its static schedule)."""
-    (m, v, m2, v2), like = _buffer_terms(word, test)
+    the test given by `terms` (_buffer_terms), counted in `threads` parts that differ by a word at
+    most, the k-th (in address order) on numba's k-th thread with numba's OpenMP layer (its
+    static schedule)."""
+    (m, v, m2, v2), like = terms
     itemsize = word.itemsize
 
     def count(address: int, length: int, threads: int) -> int:
