@@ -289,8 +289,8 @@ def test_a_forward_wrapped_before_the_first_watch_is_not_torchs(monkeypatch):
         return torchs(self, x) * math.inf
     monkeypatch.setattr(nn.Sigmoid, "forward", forward)
     # the rules' tables as a process makes them when it first enters a watch
-    for table in ("_KEEP_FINITE", "_MASKS"):
-        monkeypatch.setattr(watching, table, set())
+    monkeypatch.setattr(watching, "_KEEP_FINITE", set())
+    monkeypatch.setattr(watching, "_MASKS", {})
     monkeypatch.setattr(watching, "_TORCH_FORWARD", {})
     found, truth = _after_linear(nn.Sigmoid(), torch.tensor([[1.0, 2.0]]))
     assert not bool(torch.isfinite(truth).all()) and found == ["1"]

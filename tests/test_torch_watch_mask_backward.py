@@ -322,3 +322,61 @@ def test_a_module_returning_its_input_and_using_it_is_blamed_for_its_gradient():
     with ft.watch(model, raise_on=False) as w:
         model(x).backward()
     assert (w.findings[0].module, w.findings[0].tensor) == ("both", "gradient of input[0]")
+
+
+def _pooled(pool, x):
+    """torch's gradients into `pool`'s output and its input, for (pool(x) * 3e38).sum() (x:
+    a leaf that requires grad): every output gradient 3e38, finite."""
+    h = x * 1.0
+    h.retain_grad()
+    y = pool(h)
+    y.retain_grad()
+    (y * 3e38).sum().backward()
+    return y.grad, h.grad
+
+
+def _pool_step(pool, x):
+    model = nn.Sequential(nn.Identity(), pool)
+    with ft.watch(model, raise_on=False) as w:
+        (model(x * 1.0) * 3e38).sum().backward()
+    return w
+
+
+def test_the_gradient_a_max_pool_made_from_a_finite_one_is_not_read(monkeypatch):
+    x = torch.arange(32.0).reshape(1, 2, 4, 4).div(100).requires_grad_()
+    into_pool, into_input = _pooled(nn.MaxPool2d(2), x)
+    assert bool(torch.isfinite(into_input).all()) and bool((into_input == 0).any())
+    reads = Reads(monkeypatch)
+    w = _pool_step(nn.MaxPool2d(2), x)
+    assert w.findings == []
+    assert reads.holds(into_pool) and not reads.holds(into_input)
+
+
+ROW = [0.1, 0.5, 0.2, 0.3, 0.1]  # 0.5: the maximum of both windows that hold it
+
+
+@pytest.mark.parametrize("pool, x", [
+    (lambda: nn.MaxPool2d((1, 2), stride=1), torch.tensor(ROW).reshape(1, 1, 1, 5)),
+    (lambda: nn.MaxPool2d(2, stride=(2, 1)), torch.tensor([ROW, [-1.0] * 5]).reshape(1, 1, 2, 5)),
+    (lambda: nn.MaxPool3d((1, 1, 3), stride=(1, 1, 2)),
+     torch.tensor([0.1, 0.2, 0.5, 0.3, 0.1]).reshape(1, 1, 1, 1, 5))],
+    ids=["stride 1", "stride (2, 1)", "3d kernel 3 stride 2"])
+def test_overlapping_windows_summing_two_finite_gradients_to_inf_are_read(pool, x):
+    """Where windows overlap, one input element can be the maximum of two windows: its gradient
+    is the sum of theirs, 3e38 + 3e38 = Inf in float32."""
+    x = x.clone().requires_grad_()
+    _, into_input = _pooled(pool(), x)
+    infs = int(torch.isinf(into_input).sum())
+    assert infs >= 1  # the truth: made by the pool's backward
+    w = _pool_step(pool(), x)
+    born = [(f.module, f.tensor, f.counts["posinf"], f.born_here) for f in w.findings]
+    assert born[:1] == [("1", "gradient of input[0]", infs, True)]
+
+
+@pytest.mark.parametrize("kernel, stride, apart", [
+    (2, None, True), (2, 2, True), (2, 3, True), ((2, 2), (2, 2), True), (2, (2, 2), True),
+    ((2, 3), 3, True), (3, 2, False), ((2, 2), (2, 1), False), ((1, 2), 1, False),
+    ((2, 2, 2), (2, 2), False)])
+def test_max_pool_windows_apart(kernel, stride, apart):
+    assert watching._apart(nn.MaxPool2d(kernel, stride)) is apart
+    assert watching._apart(nn.ReLU()) is True

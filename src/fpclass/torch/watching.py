@@ -205,11 +205,10 @@ class watch:
     def _after(self, name, kind, module, args, kwargs, output):
         if not self._active:
             return
-        state = self._pass()
-        if isinstance(output, self._tensor):  # most modules: one tensor out, read without a walk
-            outputs = (("output", output, None),)
-        else:
-            outputs = list(tensors(output, None, "output"))
+        state = getattr(self._local, "state", None) or self._pass()
+        tensor = self._tensor
+        single = isinstance(output, tensor)  # most modules: one tensor out, read without a walk
+        outputs = (("output", output, None),) if single else list(tensors(output, None, "output"))
         # torch's own module of a class that keeps finite input finite, computing what its
         # class says: the rules below may apply
         trusted = (type(module) in _KEEP_FINITE and self._as_torch_computes(module)
@@ -218,18 +217,32 @@ class watch:
             role = self._role
             # inputs first: one the module wrote in place and returned (ReLU(inplace=True)) it
             # received as last met, and its output role then hooks the version it wrote
-            for label, t, _ in input_tensors(args, kwargs, self._tensor):
-                role(state, t, ("input", name, kind, label), any(t is o for _, o, _ in outputs))
+            if not kwargs and len(args) == 1 and type(args[0]) is tensor:  # nearly every call
+                t = args[0]
+                if t.requires_grad:
+                    role(state, t, ("input", name, kind, "input[0]"),
+                         t is output if single else any(t is o for _, o, _ in outputs))
+            else:
+                for label, t, _ in input_tensors(args, kwargs, tensor):
+                    role(state, t, ("input", name, kind, label),
+                         any(t is o for _, o, _ in outputs))
             input_seen = state.seen.get(id(args[0])) if trusted and len(args) == 1 else None
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
             if (input_seen is not None and type(module) in _MASKS
-                    and output.numel() >= MASK_MIN):
-                self._mask_backward(state, args[0], output, input_seen)
+                    and args[0].numel() >= MASK_MIN and _apart(module)):
+                self._mask_backward(state, module, args[0], output, input_seen)
         checked = state.checked
         if trusted and self._keeps_finite(state, args, output):
             _remember(state, output, None)  # finite in, finite out: known without a read
             return
+        if single:  # checked already as it is now (a container's output), or read finite now
+            known = checked.get(id(output))
+            if known is not None and known[0] is output and known[2] == _version(output):
+                return
+            if self._finite(output):
+                _remember(state, output, None)
+                return
         for label, t, _ in outputs:
             received = checked.get(id(t))  # an input written in place: as it came in
             described, first = self._known(state, t)
@@ -271,16 +284,18 @@ class watch:
                 and "forward" not in module.__dict__ and len(module._forward_hooks) == 1
                 and not self._global_hooks and not _modes())
 
-    def _mask_backward(self, state, received, output, seen) -> None:
-        """A _MASKS module (torch's own, one the rule holds for: the caller's duty) made
-        `output` from `received`, met as `seen`: its backward will pass on the gradient of
-        `output` where it kept the input and write 0 elsewhere. When that gradient reads
-        finite, what the backward makes from it is finite too, and the gradient of `received`
-        is not read again if it is exactly that (no other use of `received` added to it)."""
+    def _mask_backward(self, state, module, received, output, seen) -> None:
+        """A _MASKS module (torch's own, one the rules hold for: _holds_for and _apart, the
+        caller's duty) made `output` from `received`, met as `seen`: its backward will write
+        to each element of `received`'s gradient one element of `output`'s gradient or 0. When
+        that gradient reads finite, what the backward makes from it is finite too, and the
+        gradient of `received` is not read again if it is exactly that (no other use of
+        `received` added to it)."""
         node = getattr(output, "grad_fn", None)
         if not (type(output) is self._tensor and type(received) is self._tensor
                 and seen.tensor is received and node is not None
-                and type(node).__name__ in _MASK_NODES and received.is_floating_point()):
+                and type(node).__name__ in _MASKS[type(module)]
+                and received.is_floating_point()):
             return
         if seen.version != received._version - (output is received):  # not as it came in
             return
@@ -424,12 +439,15 @@ _KEEP_FINITE: set = set()
 _TORCH_FORWARD: dict = {}
 #: torch.Tensor and the mode stacks' lengths, for the autograd node hooks.
 _TABLES: dict = {}
-#: torch's modules whose backward passes the output's gradient on where the input was kept and
-#: writes 0 elsewhere (where(mask, grad, 0): finite from finite), and the autograd nodes they
-#: make (in place or not). By exact class, filled when a watch is first entered.
-_MASK_NAMES = ("ReLU", "ReLU6", "Hardtanh")
-_MASK_NODES = frozenset(("ReluBackward0", "HardtanhBackward0"))
-_MASKS: set = set()
+#: torch's modules whose backward writes to each element of the input's gradient one element
+#: of the output's gradient or 0 (finite from finite): clamps pass it on where the input was
+#: kept (where(mask, grad, 0)); max pools whose windows do not overlap (_apart) scatter it to
+#: each window's maximum. Class name -> the autograd nodes its forward makes (in place or not).
+_MASK_NODES = {"ReLU": ("ReluBackward0",), "ReLU6": ("HardtanhBackward0",),
+               "Hardtanh": ("HardtanhBackward0",), "MaxPool2d": ("MaxPool2DWithIndicesBackward0",),
+               "MaxPool3d": ("MaxPool3DWithIndicesBackward0",)}
+#: class -> frozenset of its node names: by exact class, filled when a watch is first entered.
+_MASKS: dict = {}
 #: The least elements a mask's output needs for the proof: below it, reading the gradient into
 #: its input costs no more than the hooks the proof adds (measured on the README's MLP: the
 #: proof's hooks cost 7.5-8.4 us a ReLU; a read of 2^16 words just written, 4.4-6.9 us:
@@ -535,13 +553,34 @@ def _holds_for(module) -> bool:
     return math.isfinite(own.get("min_val", 0.0)) and math.isfinite(own.get("max_val", 0.0))
 
 
+def _apart(module) -> bool:
+    """Does each element of the input lie in one window at most (max pools: a stride at least
+    the kernel in every dimension), so that the backward writes one gradient value or 0 to it?
+    True for modules without windows (clamps)."""
+    own = module.__dict__
+    kernel = own.get("kernel_size")
+    if kernel is None:
+        return True
+    stride = own.get("stride")
+    stride = kernel if stride is None else stride  # torch's default: the kernel
+    kernel = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
+    stride = tuple(stride) if isinstance(stride, (tuple, list)) else (stride,)
+    n = max(len(kernel), len(stride))
+    if {len(kernel), len(stride)} - {1, n}:
+        return False
+    kernel, stride = kernel * (n // len(kernel)), stride * (n // len(stride))  # an int: each
+    return all(isinstance(k, int) and isinstance(st, int) and st >= k
+               for k, st in zip(kernel, stride))
+
+
 def _fill_tables(torch) -> None:
     """The rules' classes, torch's own forward of each, and what the node hooks need: made when
     a watch is first entered (torch is loaded)."""
     import inspect
     import os
     _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
-    _MASKS.update(getattr(torch.nn, name) for name in _MASK_NAMES)
+    _MASKS.update((getattr(torch.nn, name), frozenset(nodes))
+                  for name, nodes in _MASK_NODES.items())
     home = os.path.dirname(torch.nn.modules.__file__)
     for cls in _KEEP_FINITE:
         forward = getattr(cls, "forward", None)  # ReLU6's is Hardtanh's
