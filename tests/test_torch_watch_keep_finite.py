@@ -302,3 +302,23 @@ def test_a_forward_wrapped_before_the_first_watch_is_not_torchs(monkeypatch):
 def test_a_finite_tensor_clamped_in_place_is_not_read_again(monkeypatch, make):
     _, reads = _forward_reads(monkeypatch, nn.Linear(8, 8), make(), nn.Linear(8, 3))
     assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 3)]
+
+
+class Log(nn.Module):
+    def forward(self, x):
+        return x.log()
+
+
+def test_a_non_finite_output_is_read_once_and_reported(monkeypatch):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), Log())
+    x = torch.randn(5, 8)
+    truth = model(x)
+    assert bool(torch.isnan(truth).any())
+    reads = Reads(monkeypatch)
+    with ft.watch(model, backward=False, raise_on=False) as w:
+        out = model(x)
+    assert [(f.module, f.counts["nan"]) for f in w.findings[:1]] == [
+        ("1", int(torch.isnan(truth).sum()))]
+    # the container's output is the Log's: read when the Log returned it, once
+    assert sum(torch.equal(t.nan_to_num(), out.nan_to_num()) for t in reads.tensors) == 1

@@ -379,4 +379,5 @@ def test_overlapping_windows_summing_two_finite_gradients_to_inf_are_read(pool, 
     ((2, 2, 2), (2, 2), False)])
 def test_max_pool_windows_apart(kernel, stride, apart):
     assert watching._apart(nn.MaxPool2d(kernel, stride)) is apart
+    assert watching._apart(nn.MaxPool2d(kernel, stride, dilation=2)) is False  # interleaved
     assert watching._apart(nn.ReLU()) is True

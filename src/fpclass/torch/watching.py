@@ -236,25 +236,40 @@ class watch:
         if trusted and self._keeps_finite(state, args, output):
             _remember(state, output, None)  # finite in, finite out: known without a read
             return
-        if single:  # checked already as it is now (a container's output), or read finite now
-            known = checked.get(id(output))
-            if known is not None and known[0] is output and known[2] == _version(output):
+        if single:  # checked already as it is now (a container's output), or read now
+            received = checked.get(id(output))  # an input written in place: as it came in
+            if (received is not None and received[0] is output
+                    and received[2] == _version(output)):
                 return
             if self._finite(output):
                 _remember(state, output, None)
                 return
+            described = self._checker.describe(output)
+            _remember(state, output, described)
+            self._failed(state, name, kind, module, args, kwargs, "output", output, received,
+                         described)
+            return
         for label, t, _ in outputs:
-            received = checked.get(id(t))  # an input written in place: as it came in
+            received = checked.get(id(t))
             described, first = self._known(state, t)
-            if described is None or not first or not self.policy.failing(described[0]):
-                continue
-            # each input as it came in (an input the module wrote into and returned a view of)
-            inputs = any(self._failing(state, name, i, argument,
-                                       received if i is t else checked.get(id(i))) is not None
-                         for _, i, argument in tensors(args, kwargs, "input",
-                                                       self._argument_names(name)))
-            self._found(state, Finding(name, kind, "forward", label, *described, inputs),
-                        module, t)
+            if described is not None and first:
+                self._failed(state, name, kind, module, args, kwargs, label, t, received,
+                             described)
+
+    def _failed(self, state, name, kind, module, args, kwargs, label, t, received,
+                described) -> None:
+        """Report output `t` of module `name`, first read non-finite in this pass
+        (`described`; `received`: its entry before, when it came in as an input), when it holds
+        a failing class; born here unless an input, as it came in, held one too."""
+        if not self.policy.failing(described[0]):
+            return
+        checked = state.checked
+        # each input as it came in (an input the module wrote into and returned a view of)
+        inputs = any(self._failing(state, name, i, argument,
+                                   received if i is t else checked.get(id(i))) is not None
+                     for _, i, argument in tensors(args, kwargs, "input",
+                                                   self._argument_names(name)))
+        self._found(state, Finding(name, kind, "forward", label, *described, inputs), module, t)
 
     def _keeps_finite(self, state, args, output) -> bool:
         """Is `output` of a _KEEP_FINITE module (torch's own, _as_torch_computes, and one the
@@ -448,7 +463,7 @@ _MASK_NODES = {"ReLU": ("ReluBackward0",), "ReLU6": ("HardtanhBackward0",),
                "MaxPool3d": ("MaxPool3DWithIndicesBackward0",)}
 #: class -> frozenset of its node names: by exact class, filled when a watch is first entered.
 _MASKS: dict = {}
-#: The least elements a mask's output needs for the proof: below it, reading the gradient into
+#: The least elements a mask's input needs for the proof: below it, reading the gradient into
 #: its input costs no more than the hooks the proof adds (measured on the README's MLP: the
 #: proof's hooks cost 7.5-8.4 us a ReLU; a read of 2^16 words just written, 4.4-6.9 us:
 #: docs/benchmarks.md, issue 22, eighth round).
@@ -554,13 +569,16 @@ def _holds_for(module) -> bool:
 
 
 def _apart(module) -> bool:
-    """Does each element of the input lie in one window at most (max pools: a stride at least
-    the kernel in every dimension), so that the backward writes one gradient value or 0 to it?
-    True for modules without windows (clamps)."""
+    """Does each element of the input lie in one window at most (max pools: dilation 1 and a
+    stride at least the kernel in every dimension), so that the backward writes one gradient
+    value or 0 to it? True for modules without windows (clamps)."""
     own = module.__dict__
     kernel = own.get("kernel_size")
     if kernel is None:
         return True
+    dilation = own.get("dilation", 1)  # windows k apart with gaps interleave
+    if any(d != 1 for d in (dilation if isinstance(dilation, (tuple, list)) else (dilation,))):
+        return False
     stride = own.get("stride")
     stride = kernel if stride is None else stride  # torch's default: the kernel
     kernel = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
