@@ -262,3 +262,23 @@ def test_watch_finds_nan_in_a_split_read(split_everything):
         with ft.watch(model):
             model(x)
     assert split_everything, "the watch read no buffer in parts"
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_parts_fewer_or_more_than_numbas_threads_count_alike(parts):
+    """The parts' counter with fewer parts than numba's threads (numba's count lowered for the
+    call, then restored) and with as many or more: NumPy's count of non-finite words is the
+    truth, and numba's count is left as it was."""
+    import numba
+
+    from fpclass.formats import Query
+    from fpclass.kernels import launch_buffers
+    from fpclass.operators.inputs import as_source
+    src = as_source(np.empty(0, np.float32))
+    terms = launch_buffers._buffer_terms(src.word, src.test(Query.NONFINITE))
+    count = launch_buffers._split_counter(src.word, terms)
+    x = np.linspace(-1, 1, 1001).astype(np.float32)
+    x[[0, 500, 1000]] = [np.nan, np.inf, -np.inf]
+    before = numba.get_num_threads()
+    assert count(x.ctypes.data, x.size, parts) == int((~np.isfinite(x)).sum()) == 3
+    assert numba.get_num_threads() == before
