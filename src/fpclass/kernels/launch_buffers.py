@@ -94,8 +94,6 @@ def _split_counter(word: np.dtype, terms: tuple):
     the test given by `terms` (_buffer_terms), counted in `threads` parts that differ by a word at
     most, the k-th (in address order) on numba's k-th thread with numba's OpenMP layer (its
     static schedule)."""
-    import numba
-
     (m, v, m2, v2), like = terms
     itemsize = word.itemsize
 
@@ -106,10 +104,7 @@ def _split_counter(word: np.dtype, terms: tuple):
         starts = np.array([address + b * itemsize for b in bounds[:-1]], np.int64)
         sizes = np.array([b - a for a, b in zip(bounds, bounds[1:])], np.int64)
         found = np.empty(threads, np.int64)
-        if threads < numba.get_num_threads():
-            with parallel(threads):
-                buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
-        else:  # numba's count already: nothing to lower and restore
+        with parallel(threads):
             buffers.count_at_parallel(starts, sizes, like, m, v, m2, v2, found)
         return sum(found.tolist())
     return count

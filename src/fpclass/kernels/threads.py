@@ -14,7 +14,6 @@ does not import numba.
 
 from __future__ import annotations
 
-import contextlib
 import operator
 import os
 import sys
@@ -198,19 +197,27 @@ class SplitChoice:
 SPLIT = SplitChoice()
 
 
-@contextlib.contextmanager
-def parallel(n: int):
-    """Numba's thread count for this thread lowered to `n` (from threads_for) for the duration,
-    then restored: the user's own numba setting is never changed by a call."""
-    import numba
-    before = numba.get_num_threads()
-    if n < before:
-        numba.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if n < before:
-            numba.set_num_threads(before)
+class parallel:
+    """Numba's thread count for this thread lowered to `n` (from threads_for) for the duration
+    of a `with` block, then restored: the user's own numba setting is never changed by a call.
+    A class, not a generator: a hook's read enters one per large read, where contextlib's
+    machinery cost more than the count it guards."""
+
+    __slots__ = ("n", "before")
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self) -> None:
+        import numba
+        self.before = numba.get_num_threads()
+        if self.n < self.before:
+            numba.set_num_threads(self.n)
+
+    def __exit__(self, *exc) -> None:
+        if self.n < self.before:
+            import numba
+            numba.set_num_threads(self.before)
 
 
 _env_cap()  # a bad FPCLASS_NUM_THREADS fails `import fpclass`, not some later large call
