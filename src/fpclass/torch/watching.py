@@ -236,21 +236,8 @@ class watch:
         if trusted and self._keeps_finite(state, args, output):
             _remember(state, output, None)  # finite in, finite out: known without a read
             return
-        if single:  # checked already as it is now (a container's output), or read now
-            received = checked.get(id(output))  # an input written in place: as it came in
-            if (received is not None and received[0] is output
-                    and received[2] == _version(output)):
-                return
-            if self._finite(output):
-                _remember(state, output, None)
-                return
-            described = self._checker.describe(output)
-            _remember(state, output, described)
-            self._failed(state, name, kind, module, args, kwargs, "output", output, received,
-                         described)
-            return
         for label, t, _ in outputs:
-            received = checked.get(id(t))
+            received = checked.get(id(t))  # an input written in place: as it came in
             described, first = self._known(state, t)
             if described is not None and first:
                 self._failed(state, name, kind, module, args, kwargs, label, t, received,
@@ -561,11 +548,16 @@ def _holds_for(module) -> bool:
     skip no element (dilation 1: every window then holds an element of the input), clamps
     with finite bounds (a NaN bound makes NaN)?"""
     own = module.__dict__  # plain attributes: Module.__getattr__ is slow to miss
-    dilation = own.get("dilation", 1)
-    if dilation != 1 and any(d != 1 for d in (dilation if isinstance(dilation, tuple) else
-                                              (dilation,))):
+    if not _undilated(own):
         return False
     return math.isfinite(own.get("min_val", 0.0)) and math.isfinite(own.get("max_val", 0.0))
+
+
+def _undilated(own: dict) -> bool:
+    """Is a module's `dilation` (from its __dict__: none, an int, a tuple or list) 1 in every
+    dimension?"""
+    dilation = own.get("dilation", 1)
+    return all(d == 1 for d in (dilation if isinstance(dilation, (tuple, list)) else (dilation,)))
 
 
 def _apart(module) -> bool:
@@ -576,8 +568,7 @@ def _apart(module) -> bool:
     kernel = own.get("kernel_size")
     if kernel is None:
         return True
-    dilation = own.get("dilation", 1)  # windows k apart with gaps interleave
-    if any(d != 1 for d in (dilation if isinstance(dilation, (tuple, list)) else (dilation,))):
+    if not _undilated(own):  # windows k apart with gaps interleave
         return False
     stride = own.get("stride")
     stride = kernel if stride is None else stride  # torch's default: the kernel
