@@ -147,6 +147,7 @@ class watch:
         earlier = getattr(self._local, "state", None)
         if earlier is not None:
             earlier.forget()
+            earlier.drop_held()
         self._local.state = self._last = _Pass()
         self._checker.pass_started()
 
@@ -229,6 +230,10 @@ class watch:
             input_seen = state.seen.get(id(args[0])) if trusted and len(args) == 1 else None
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
+            node = getattr(output, "grad_fn", None) if single else None
+            if (node is not None and output.numel() >= SUM_MIN
+                    and (type(node).__name__ in _SUMS or type(node).__name__ in _RESHAPES)):
+                self._sum_backward(state, output, node)
             if (input_seen is not None and type(module) in _MASKS
                     and args[0].numel() >= MASK_MIN and _apart(module)):
                 self._mask_backward(state, module, args[0], output, input_seen)
@@ -307,6 +312,30 @@ class watch:
         made.gradient.keep = True
         node.register_hook(functools.partial(_mask_backward_ran, made.gradient, seen.gradient))
 
+    def _sum_backward(self, state, output, node) -> None:
+        """`output` was made by an autograd node that sums its gradient into a bias's (a
+        _SUMS node: a convolution's, a Linear's addmm, a norm's): a NaN or Inf anywhere in the
+        gradient makes that sum NaN or Inf. The gradient of `output` as it is now is then not
+        read when it arrives but held (_defer), and read only when the node's sum is not finite
+        or the node never uses it (_summed_ran, _unused)."""
+        if type(output) is not self._tensor or output.output_nr != 0:  # the gradient summed
+            return
+        made = state.seen.get(id(output))
+        if made is None or made.tensor is not output or made.version != output._version:
+            return
+        record = made.gradient
+        if record.summed is not None:  # a container returning its child's output: hooked once
+            return
+        reshape = None
+        if type(node).__name__ in _RESHAPES:  # a Linear over more than 2 dimensions: the
+            reshape, node = node, node.next_functions[0][0]  # addmm of a 2-d view
+            if type(node).__name__ not in _SUMS:
+                return
+        record.summed = _SUMS[type(node).__name__]
+        if reshape is not None:
+            reshape.register_hook(functools.partial(_opaque(watch._reshaped_ran), self, record))
+        node.register_hook(functools.partial(_opaque(watch._summed_ran), self, state, record))
+
     # -- backward ------------------------------------------------------------------------------
 
     def _role(self, state, t, role, received: bool = False) -> None:
@@ -334,24 +363,94 @@ class watch:
             older.newer = seen.gradient
         # the pass is bound here, not looked up: a device's backward runs on torch's threads;
         # the hook holds the gradient's record, never the tensor (that would keep the graph alive)
-        t.register_hook(functools.partial(self._gradient, state, seen.gradient))
+        seen.gradient.handle = t.register_hook(
+            functools.partial(self._gradient, state, seen.gradient))
         seen.gradient.roles.append(role)
 
     def _gradient(self, state, record, grad):
         """A tensor version's gradient hook (`record`: its _Gradient): reports `grad` when it
         holds a failing class, at the module that computed it; a gradient a mask's backward
-        made from one read finite (_mask_backward) is finite unread."""
+        made from one read finite (_mask_backward) is finite unread, and one a node will sum
+        (_sum_backward) is held for that node's sum."""
         if not self._active or grad is None:
             return
         proven, record.proven = record.proven, None
-        if ((proven is not None and proven[0]() is grad and proven[1] == grad._version)
-                or self._finite(grad)):
-            # finite: a retained graph's next backward may find it so after this one did not
-            record.bad = False
-            # kept for the mask's backward that uses it next (_mask_backward_ran), weakly: that
-            # backward may never run (autograd.grad taken at the mask's output)
-            if record.keep:
-                record.finite = (weakref.ref(grad), grad._version)
+        if proven is not None and proven[0]() is grad and proven[1] == grad._version:
+            self._finite_gradient(record, grad)
+        elif record.summed is None or not self._defer(state, record, grad):
+            self._check_gradient(state, record, grad)
+
+    def _finite_gradient(self, record, grad) -> None:
+        """Note `grad`, the gradient of `record`'s tensor version, as finite."""
+        # a retained graph's next backward may find it so after this one did not
+        record.bad = False
+        # kept for the mask's backward that uses it next (_mask_backward_ran), weakly: that
+        # backward may never run (autograd.grad taken at the mask's output)
+        if record.keep:
+            record.finite = (weakref.ref(grad), grad._version)
+
+    def _defer(self, state, record, grad) -> bool:
+        """Hold `grad` for the summing node's post-hook (_summed_ran) instead of reading it now,
+        when nothing can change it before that node uses it but an autograd node pre-hook
+        (this hook is the tensor's last; it carries no graph of its own to keep alive), and
+        the end of this backward reads it should that node not run (_unused)."""
+        hooks = record.handle.hooks_dict_ref()
+        if (hooks is None or next(reversed(hooks)) != record.handle.id
+                or type(grad) is not self._tensor or grad.grad_fn is not None):
+            return False
+        if not state.pending:  # the first held in this backward: its end reads what is left
+            try:
+                _TABLES["queue"](functools.partial(_opaque(watch._unused), self, state))
+            except RuntimeError:  # not in a backward of autograd's engine
+                return False
+        record.held = (grad, grad._version, grad, grad._version)  # what the node is to use
+        state.pending.append(record)
+        return True
+
+    def _summed_ran(self, state, record, grad_inputs, grad_outputs) -> None:
+        """A _SUMS node's post-hook: the gradient held for it (_defer) is finite when the node
+        used exactly it, unchanged, and the sum it made into the bias is finite; else it is
+        read."""
+        held, record.held = record.held, None
+        if held is None or not self._active:
+            return
+        grad, version, used, used_version = held
+        index = record.summed
+        total = grad_inputs[index] if index < len(grad_inputs) else None
+        if (grad_outputs and grad_outputs[0] is used and used._version == used_version
+                and grad._version == version and type(total) is self._tensor and not _modes()
+                and self._finite(total)):
+            self._finite_gradient(record, grad)
+        else:
+            self._check_gradient(state, record, grad)
+
+    def _reshaped_ran(self, record, grad_inputs, grad_outputs) -> None:
+        """A _RESHAPES node's post-hook (between a Linear's output and its addmm): what it made
+        from the gradient held for the sum, exactly it (unchanged) reshaped, is what the
+        summing node is to use."""
+        held = record.held
+        if held is None or not self._active or not grad_inputs:
+            return
+        grad, version = held[0], held[1]
+        made = grad_inputs[0]
+        if (grad_outputs and grad_outputs[0] is grad and grad._version == version
+                and type(made) is self._tensor and made.numel() == grad.numel() and not _modes()):
+            record.held = (grad, version, made, made._version)
+
+    def _unused(self, state) -> None:
+        """The end of a backward (autograd's final callback): read each gradient still held,
+        its node never having run (autograd.grad stopping at its tensor)."""
+        pending, state.pending = state.pending, []
+        for record in pending:
+            held, record.held = record.held, None
+            if held is not None and self._active:
+                self._check_gradient(state, record, held[0])
+
+    def _check_gradient(self, state, record, grad) -> None:
+        """Read `grad`, the gradient of `record`'s tensor version, and report it when it holds
+        a failing class."""
+        if self._finite(grad):
+            self._finite_gradient(record, grad)
             return
         roles = record.roles
         described = self._checker.describe(grad)
@@ -455,6 +554,20 @@ _MASKS: dict = {}
 #: proof's hooks cost 7.5-8.4 us a ReLU; a read of 2^16 words just written, 4.4-6.9 us:
 #: docs/benchmarks.md, issue 22, eighth round).
 MASK_MIN = 1 << 17
+#: autograd's nodes that sum the gradient of their output (output 0) into a bias's, by name: that
+#: gradient's place among the gradients the node makes. A convolution's bias gradient is its
+#: output's gradient summed over every dimension but the channels; a Linear's (addmm's `self`,
+#: reduced to the bias's shape before the node's post-hooks see it) over the batch; a norm's
+#: over all but its channels (batch, group) or its normalized dimensions (layer). A NaN or an
+#: Inf anywhere in the gradient makes that sum NaN or Inf.
+_SUMS = {"ConvolutionBackward0": 2, "AddmmBackward0": 0, "NativeBatchNormBackward0": 2,
+         "NativeLayerNormBackward0": 2, "NativeGroupNormBackward0": 2}
+#: The least elements an output needs for its gradient to be held for a node's sum: the same
+#: trade as MASK_MIN (a node hook against a read).
+SUM_MIN = MASK_MIN
+#: autograd's nodes whose backward reshapes their output's gradient to their input's shape (every
+#: element kept): a Linear's output over more than two dimensions is such a view of its addmm's.
+_RESHAPES = frozenset({"ViewBackward0"})
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -465,18 +578,25 @@ class _Pass:
     those checked lately, the modules whose output gradients were non-finite, and whether a
     finding was reported yet."""
 
-    __slots__ = ("seen", "checked", "bad_outputs", "reported")
+    __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending")
 
     def __init__(self):
         self.seen: dict = {}         # id(tensor) -> _Seen
         self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None, version)
         self.bad_outputs: set = set()
         self.reported = False
+        self.pending: list = []      # _Gradient records holding a gradient (watch._defer)
 
     def forget(self) -> None:
         """Drop the forward pass's tensors (their gradient hooks hold what they need)."""
         self.seen.clear()
         self.checked.clear()
+
+    def drop_held(self) -> None:
+        """Drop the gradients a backward that never ended (it raised) held unread."""
+        for record in self.pending:
+            record.held = None
+        self.pending.clear()
 
 
 class _Seen:
@@ -494,15 +614,17 @@ class _Gradient:
     "input", module name, module class, label) and, for a mask's backward (_mask_backward),
     `keep` (a mask made it: its gradient, read finite, is kept in `finite` until the mask's
     backward has used it) and `proven` (the gradient a mask's backward made for it from a finite
-    one); both weak references, with the version. It holds no tensor: autograd keeps the hook
-    as long as the graph, and a tensor of the forward pass held here would keep the graph alive
-    in turn."""
+    one); both weak references, with the version; for a summing node (watch._sum_backward),
+    `summed` (where the node's sum is among its gradients) and `held` (the gradient, until that
+    node has used it). It holds no tensor of the forward pass: autograd keeps the hook as long
+    as the graph, and such a tensor held here would keep the graph alive in turn."""
 
-    __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad")
+    __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad", "handle", "summed", "held")
 
     def __init__(self):
         self.roles: list = []
         self.keep, self.finite, self.proven = False, None, None
+        self.handle = self.summed = self.held = None  # handle: of this version's gradient hook
         self.newer = None   # the record of the version written in place after this one
         self.bad = False    # its gradient was found non-finite
 
@@ -599,7 +721,8 @@ def _fill_tables(torch) -> None:
                 and os.path.dirname(code.co_filename) == home)
         _TORCH_FORWARD[cls] = forward if ours else None
     stacks = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
-    _TABLES.update(tensor=torch.Tensor, stacks=stacks)
+    _TABLES.update(tensor=torch.Tensor, stacks=stacks,
+                   queue=torch.autograd.Variable._execution_engine.queue_callback)
 
 
 def _modes() -> bool:

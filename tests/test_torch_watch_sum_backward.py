@@ -1,0 +1,290 @@
+"""A convolution's, a Linear's and a norm's backward sums its output's gradient into the bias's: a
+NaN or an Inf anywhere in that gradient makes the sum NaN or Inf. watch reads the small sum
+instead of the gradient, and the gradient only when the sum is not finite or the node never uses
+it, so the findings are those of reading every gradient. torch's own gradients are the truth."""
+
+import gc
+import math
+import weakref
+
+import pytest
+
+import fpclass.torch as ft
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from fpclass.torch import watching  # noqa: E402
+
+from test_torch_watch_keep_finite import Reads  # noqa: E402
+
+INF = math.inf
+
+
+@pytest.fixture(autouse=True)
+def proof_at_every_size(monkeypatch):
+    """The proof on these small tensors too (it starts at SUM_MIN elements)."""
+    monkeypatch.setattr(watching, "SUM_MIN", 0)
+
+
+def _channels_last(module):
+    return module.to(memory_format=torch.channels_last)
+
+
+def _eval(module):
+    return module.eval()
+
+
+#: name -> (the module, its input's shape, the input's memory format)
+PRODUCERS = {
+    "linear": (lambda: nn.Linear(4, 3), (5, 4), None),
+    "linear over 3 dimensions": (lambda: nn.Linear(4, 3), (2, 5, 4), None),
+    "conv2d": (lambda: nn.Conv2d(2, 3, 3, padding=1), (2, 2, 4, 4), None),
+    "conv2d channels_last": (lambda: _channels_last(nn.Conv2d(2, 3, 3, padding=1)),
+                             (2, 2, 4, 4), torch.channels_last),
+    "conv1d": (lambda: nn.Conv1d(2, 3, 3), (2, 2, 6), None),
+    "batchnorm": (lambda: nn.BatchNorm2d(3), (2, 3, 3, 3), None),
+    "batchnorm channels_last": (lambda: _channels_last(nn.BatchNorm2d(3)), (2, 3, 3, 3),
+                                torch.channels_last),
+    "batchnorm eval": (lambda: _eval(nn.BatchNorm1d(3)), (4, 3), None),
+    "layernorm": (lambda: nn.LayerNorm(4), (5, 4), None),
+    "groupnorm": (lambda: nn.GroupNorm(1, 3), (2, 3, 2, 2), None),
+}
+
+
+def _input(name):
+    torch.manual_seed(1)
+    _, shape, memory = PRODUCERS[name]
+    x = torch.randn(*shape)
+    return x if memory is None else x.to(memory_format=memory)
+
+
+def _producer(name):
+    torch.manual_seed(0)
+    return PRODUCERS[name][0]()
+
+
+class PlantGrad(torch.autograd.Function):
+    """Forward: its input. Backward: twice the gradient (unlike the gradient into its output),
+    with `values` written at the places `at`."""
+
+    @staticmethod
+    def forward(ctx, x, at, values):
+        ctx.at, ctx.values = at, values
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad * 2
+        for place, value in zip(ctx.at, ctx.values):
+            grad[place] = value
+        return grad, None, None
+
+
+class Plant(nn.Module):
+    def __init__(self, at=(), values=()):
+        super().__init__()
+        self.at, self.values = at, values
+
+    def forward(self, x):
+        return PlantGrad.apply(x, self.at, self.values)
+
+
+def _truth(name, at=(), values=()):
+    """torch's gradient into the producer's output and into its bias."""
+    model = nn.Sequential(_producer(name), Plant(at, values))
+    h = model[0](_input(name))
+    h.retain_grad()
+    model[1](h).square().sum().backward()
+    return h.grad, model[0].bias.grad
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCERS))
+def test_torchs_bias_gradient_is_not_finite_wherever_its_output_gradient_is_not(name):
+    module = _producer(name)
+    out = module(_input(name))
+    node = out.grad_fn
+    if type(node).__name__ in watching._RESHAPES:  # a view of the addmm's output
+        node = node.next_functions[0][0]
+    index = watching._SUMS[type(node).__name__]  # the node and where its sum is
+    assert node.next_functions[index][0].variable is module.bias
+    assert bool(torch.isfinite(torch.autograd.grad(out, module.bias, torch.ones_like(out),
+                                                   retain_graph=True)[0]).all())
+    for place in range(out.numel()):
+        for value in (math.nan, INF, -INF):
+            grad = torch.ones(out.shape)
+            grad.view(-1)[place] = value
+            if out.is_contiguous(memory_format=torch.channels_last) and out.dim() == 4:
+                grad = grad.contiguous(memory_format=torch.channels_last)
+            summed, = torch.autograd.grad(out, module.bias, grad, retain_graph=True)
+            assert not bool(torch.isfinite(summed).all()), (place, value)
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCERS))
+def test_the_gradient_into_a_summing_modules_output_is_not_read(monkeypatch, name):
+    into_output, into_bias = _truth(name)
+    model = nn.Sequential(_producer(name), Plant())
+    reads = Reads(monkeypatch)
+    with ft.watch(model) as w:
+        model(_input(name)).square().sum().backward()
+    assert w.findings == []
+    assert not reads.holds(into_output)
+    assert reads.holds(into_bias)
+
+
+PLANTS = {"nan": ([0], [math.nan]), "+inf": ([1], [INF]), "-inf": ([-1], [-INF]),
+          "+inf and -inf in one sum": ([0, 1], [INF, -INF])}
+
+
+def _findings(name, plant, monkeypatch, least):
+    monkeypatch.setattr(watching, "SUM_MIN", least)
+    at, values = plant
+    model = nn.Sequential(_producer(name), Plant(at, values))
+    with ft.watch(model, raise_on=False) as w:
+        model(_input(name)).square().sum().backward()
+    return [(f.module, f.direction, f.tensor, f.counts, f.first, f.inputs_nonfinite)
+            for f in w.findings]
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+@pytest.mark.parametrize("name", sorted(PRODUCERS))
+def test_a_non_finite_gradient_is_found_as_a_read_finds_it(monkeypatch, name, plant):
+    at, values = PLANTS[plant]
+    at = [(0,) * (len(PRODUCERS[name][1]) - 1) + (i,) for i in at]
+    truth, _ = _truth(name, at, values)
+    counts = {"nan": int(torch.isnan(truth).sum()), "posinf": int(torch.isposinf(truth).sum()),
+              "neginf": int(torch.isneginf(truth).sum())}
+    found = _findings(name, (at, values), monkeypatch, 0)
+    assert found[0][:4] == ("1", "backward", "gradient of input[0]", counts)
+    assert found[0][5] is False  # born in Plant's backward
+    assert found == _findings(name, (at, values), monkeypatch, 1 << 60)  # every gradient read
+
+
+def test_a_sum_that_overflows_makes_watch_read_the_finite_gradient(monkeypatch):
+    big = 3e38  # two of them in one bias's sum: +Inf from finite values
+    into_output, into_bias = _truth("linear", [(0, 0), (1, 0)], [big, big])
+    assert bool(torch.isfinite(into_output).all()) and math.isinf(float(into_bias[0]))
+    model = nn.Sequential(_producer("linear"), Plant([(0, 0), (1, 0)], [big, big]))
+    reads = Reads(monkeypatch)
+    with ft.watch(model, grads=False) as w:
+        model(_input("linear")).square().sum().backward()
+    assert w.findings == [] and reads.holds(into_output)
+
+
+class HookedAfter(nn.Module):
+    """Its own code hooks the Linear's output after watch did: `hook` rewrites the gradient
+    (in place or not) before the Linear's backward uses it."""
+
+    def __init__(self, hook, node=False):
+        super().__init__()
+        self.lin, self.plant, self.hook, self.node = nn.Linear(4, 3), Plant([(0, 1)],
+                                                                             [math.nan]), hook, node
+        torch.manual_seed(0)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if self.node:
+            h.grad_fn.register_prehook(lambda grads: (self.hook(grads[0]),))
+        else:
+            h.register_hook(self.hook)
+        return self.plant(h)
+
+
+@pytest.mark.parametrize("name", ["linear", "linear over 3 dimensions"])
+@pytest.mark.parametrize("in_place, node", [(False, False), (True, False), (False, True)],
+                         ids=["tensor hook", "tensor hook in place", "node pre-hook"])
+def test_a_hook_after_watchs_that_clears_the_nan_does_not_hide_it(in_place, node, name):
+    # (a node pre-hook writing in place is the documented limit: docs/torch.md)
+    hook = (lambda g: g.nan_to_num_()) if in_place else (lambda g: torch.nan_to_num(g))
+    model = HookedAfter(hook, node=node)
+    x = _input(name)
+    model.plant.at = [(0,) * (x.dim() - 1) + (1,)]
+    with ft.watch(model, raise_on=False) as w:
+        model(x).square().sum().backward()
+    assert [(f.module, f.tensor, f.counts["nan"], f.first) for f in w.findings[:1]] == [
+        ("plant", "gradient of input[0]", 1, model.plant.at[0])]
+    assert model.lin.bias.grad is not None and bool(torch.isfinite(model.lin.bias.grad).all())
+
+
+def test_a_backward_stopping_at_the_output_reads_its_gradient_at_its_end():
+    model = nn.Sequential(_producer("linear"), Plant([(2, 1)], [math.nan]))
+    outputs = []
+    model[0].register_forward_hook(lambda m, a, out: outputs.append(out))  # runs before watch's
+    with ft.watch(model) as w:
+        loss = model(_input("linear")).square().sum()
+        with pytest.raises(ft.NonFiniteError):
+            torch.autograd.grad(loss, outputs[0])  # the Linear's backward never runs
+    assert [(f.module, f.tensor, f.counts["nan"], f.first) for f in w.findings] == [
+        ("1", "gradient of input[0]", 1, (2, 1))]
+
+
+@pytest.mark.parametrize("which", ["no bias", "frozen bias"])
+def test_without_a_bias_gradient_the_gradient_is_read(monkeypatch, which):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(2, 3, 3, padding=1, bias=which != "no bias")
+    if which == "frozen bias":
+        conv.bias.requires_grad_(False)
+    model = nn.Sequential(conv, Plant([(0, 2, 1, 1)], [math.nan]))
+    x = _input("conv2d")
+    h = conv(x)
+    h.retain_grad()
+    model[1](h).square().sum().backward()
+    reads = Reads(monkeypatch)
+    with ft.watch(model, raise_on=False) as w:
+        model(x).square().sum().backward()
+    assert any(t.shape == h.grad.shape and torch.equal(t.nan_to_num(), h.grad.nan_to_num())
+               for t in reads.tensors)  # NaN is no NaN's equal
+    assert [(f.module, f.counts["nan"], f.first) for f in w.findings[:1]] == [
+        ("1", 1, (0, 2, 1, 1))]
+
+
+def test_a_watched_step_keeps_no_gradient_alive():
+    model = nn.Sequential(_producer("conv2d"), Plant())
+    refs = []
+    raising = [False]
+
+    def hooks(module, args, out):  # registered before watch's: its tensor hook comes first
+        out.register_hook(lambda g: refs.append(weakref.ref(g)))
+
+        def fail(grads):
+            if raising[0]:
+                raise RuntimeError("a backward that fails between watch's hook and the node")
+        out.grad_fn.register_prehook(fail)
+    model[0].register_forward_hook(hooks)
+    gc.disable()  # freed by reference counts alone
+    try:
+        with ft.watch(model):
+            model(_input("conv2d")).square().sum().backward()
+            assert len(refs) == 1 and refs[0]() is None
+            raising[0] = True
+            loss = model(_input("conv2d")).square().sum()
+            with pytest.raises(RuntimeError, match="fails between"):
+                loss.backward(retain_graph=True)
+            assert refs[1]() is not None  # held for the node that never ran
+            raising[0] = False
+            model(_input("conv2d"))  # a new pass drops it; the old graph (loss) is alive
+            assert refs[1]() is None
+            del loss
+    finally:
+        gc.enable()
+
+
+def test_a_dispatch_mode_in_the_backward_gets_no_proof():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class ZeroSum(TorchDispatchMode):
+        """Makes a convolution's backward return a zero bias gradient."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.convolution_backward.default and out[2] is not None:
+                out = (out[0], out[1], torch.zeros_like(out[2]))
+            return out
+    model = nn.Sequential(_producer("conv2d"), Plant([(1, 0, 2, 3)], [math.nan]))
+    with ft.watch(model, raise_on=False) as w:
+        loss = model(_input("conv2d")).square().sum()
+        with ZeroSum():
+            loss.backward()
+    assert bool(torch.isfinite(model[0].bias.grad).all())  # the mode hid it from the sum
+    assert [(f.module, f.tensor, f.counts["nan"], f.first) for f in w.findings[:1]] == [
+        ("1", "gradient of input[0]", 1, (1, 0, 2, 3))]
