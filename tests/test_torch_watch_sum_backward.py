@@ -288,3 +288,180 @@ def test_a_dispatch_mode_in_the_backward_gets_no_proof():
     assert bool(torch.isfinite(model[0].bias.grad).all())  # the mode hid it from the sum
     assert [(f.module, f.tensor, f.counts["nan"], f.first) for f in w.findings[:1]] == [
         ("1", "gradient of input[0]", 1, (1, 0, 2, 3))]
+
+
+def _summary(w):
+    return [(f.module, f.direction, f.tensor, f.counts, f.first, f.inputs_nonfinite)
+            for f in w.findings]
+
+
+def _with_and_without(monkeypatch, run):
+    """run() with the proof, then with every gradient read: both results."""
+    monkeypatch.setattr(watching, "SUM_MIN", 0)
+    proved = run()
+    monkeypatch.setattr(watching, "SUM_MIN", 1 << 60)
+    return proved, run()
+
+
+def test_two_gradients_waiting_on_one_sum_are_read_in_the_order_they_arrived(monkeypatch):
+    # the Unflatten's output is a view of the Linear's: both gradients wait on its addmm, the
+    # Unflatten's arriving first; the NaN is born in Plant's backward
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 6), nn.Unflatten(1, (2, 3)),
+                              Plant([(0, 1, 2)], [math.nan]))
+        with ft.watch(model, raise_on=False) as w:
+            model(torch.randn(5, 4)).square().sum().backward()
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read
+    assert proved[0][0] == "2" and proved[0][5] is False  # born in Plant
+
+
+def test_a_stop_at_the_output_keeps_the_order_of_findings(monkeypatch):
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act, self.p2 = nn.ReLU(), Plant([(0, 0)], [INF])
+            self.lin, self.p1 = nn.Linear(4, 3), Plant([(0, 1)], [math.nan])
+
+        def forward(self, x):
+            u = self.act(x)
+            w = self.p2(u)  # an older node: its backward runs after p1's
+            self.h, self.u = self.lin(x), u
+            return self.p1(self.h).sum() + w.sum()
+
+    def run(**options):
+        torch.manual_seed(0)
+        model = Two()
+        with ft.watch(model, **options) as w:
+            loss = model(torch.randn(5, 4, requires_grad=True))
+            try:
+                torch.autograd.grad(loss, [model.h, model.u])  # the Linear's node never runs
+            except ft.NonFiniteError as error:
+                return error.finding.module, _summary(w)
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, lambda: run(raise_on=False))
+    assert proved == read and [f[0] for f in proved] == ["p1", "p2"]
+    assert _with_and_without(monkeypatch, run) == (("p1", proved[:1]),) * 2
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_checkpointed_watched_module_run_again_in_the_backward(monkeypatch, reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    def run():
+        torch.manual_seed(0)
+        block, plant = nn.Sequential(nn.Linear(4, 3)), Plant([(0, 1)], [math.nan])
+        x = torch.randn(5, 4, requires_grad=True)
+        with ft.watch(block, raise_on=False) as w:
+            plant(checkpoint(block, x, use_reentrant=reentrant)).square().sum().backward()
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read
+    assert proved[0][2:5] == ("gradient of output", {"nan": 1, "posinf": 0, "neginf": 0}, (0, 1))
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_a_gradient_made_in_inference_mode(monkeypatch, bad):
+    monkeypatch.setattr(watching, "MASK_MIN", 0)  # the ReLU's proof keeps the gradient too
+
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+        with ft.watch(model, raise_on=False) as w:
+            out = model(torch.randn(5, 4))
+            with torch.inference_mode():
+                g = torch.ones(5, 3)
+                g[1, 2] = math.nan if bad else 2.0
+            out.backward(g)
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read
+    assert [f[2:5] for f in proved[:1]] == ([("gradient of output", {
+        "nan": 1, "posinf": 0, "neginf": 0}, (1, 2))] if bad else [])
+
+
+class FailsBelow(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("a backward that fails below the Linear")
+
+
+class Fails(nn.Module):
+    def forward(self, x):
+        return FailsBelow.apply(x)
+
+
+def test_a_failed_backward_leaves_the_next_one_its_end(monkeypatch):
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(Fails(), nn.Linear(4, 3), Plant([], []))
+        outputs = []
+        model[1].register_forward_hook(lambda m, a, out: outputs.append(out))  # returns None
+        with ft.watch(model, raise_on=False) as w:
+            loss = model(torch.randn(5, 4, requires_grad=True)).square().sum()
+            with pytest.raises(RuntimeError, match="fails below"):
+                loss.backward(retain_graph=True)
+            model[2].at.append((0, 1))  # the lists its backward reads
+            model[2].values.append(math.nan)
+            torch.autograd.grad(loss, outputs[0])  # the Linear's node does not run
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read and [f[0] for f in proved] == ["2"]
+
+
+def test_a_backward_failing_after_the_hold_reports_at_the_contexts_end(monkeypatch):
+    def fail(grads):
+        raise RuntimeError("the Linear's backward fails")
+
+    def run(**options):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
+        def hook(module, args, out):
+            out.grad_fn.register_prehook(fail)
+        model[0].register_forward_hook(hook)
+        with ft.watch(model, **options) as w:
+            try:
+                model(torch.randn(5, 4)).square().sum().backward()
+            except RuntimeError as error:
+                assert isinstance(error, ft.NonFiniteError) or "fails" in str(error)
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, lambda: run(raise_on=False))
+    assert proved == read and [f[0] for f in proved] == ["1"]
+    # raising: read in the backward, or (held) when the context ends
+    monkeypatch.setattr(watching, "SUM_MIN", 0)
+    with pytest.raises(ft.NonFiniteError, match="Plant"):
+        run()
+
+
+def test_a_parameters_gradient_keeps_its_place_among_held_gradients(monkeypatch):
+    class Branches(nn.Module):
+        """Two Linears in parallel: b's weight gradient overflows (two 3e38 summed) from a
+        finite output gradient, and a NaN is born in the backward of a's consumer."""
+
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.plant = nn.Linear(4, 3), nn.Linear(4, 3), Plant([(0, 1)],
+                                                                               [math.nan])
+
+        def forward(self, x):
+            big = x.clone()
+            big[:2, 0] = 3e38
+            a, b = self.a(x), self.b(big)
+            return self.plant(a).sum() + b.sum()
+
+    def run():
+        torch.manual_seed(0)
+        model = Branches()
+        with ft.watch(model, raise_on=False) as w:
+            model(torch.randn(5, 4)).backward()
+        return [f for f in _summary(w) if f[1] == "backward"]
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read
+    assert [(f[0], f[2]) for f in proved[:2]] == [("b", "gradient of weight"),
+                                                   ("plant", "gradient of input[0]")]

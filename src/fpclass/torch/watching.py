@@ -113,13 +113,17 @@ class watch:
                 functools.partial(_opaque(watch._step), self)))
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._active = False
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
         state = getattr(self._local, "state", None)
-        if state is not None:
-            state.forget()
+        try:
+            if state is not None and state.pending and self._active:
+                self._read_held(state)  # a backward that raised held them: read them now
+        finally:
+            self._active = False
+            for handle in self._handles:
+                handle.remove()
+            self._handles = []
+            if state is not None:
+                state.forget()
         new = self.findings[self._first_of_context:]
         if (exc_type is None and new and self.collect and self.raise_on
                 and self.policy.action == "raise"):
@@ -147,7 +151,8 @@ class watch:
         earlier = getattr(self._local, "state", None)
         if earlier is not None:
             earlier.forget()
-            earlier.drop_held()
+            if earlier.pending:  # a backward that raised, or one still running (a checkpoint's
+                self._read_held(earlier)  # forward run again inside it): read what it held
         self._local.state = self._last = _Pass()
         self._checker.pass_started()
 
@@ -316,8 +321,8 @@ class watch:
         """`output` was made by an autograd node that sums its gradient into a bias's (a
         _SUMS node: a convolution's, a Linear's addmm, a norm's): a NaN or Inf anywhere in the
         gradient makes that sum NaN or Inf. The gradient of `output` as it is now is then not
-        read when it arrives but held (_defer), and read only when the node's sum is not finite
-        or the node never uses it (_summed_ran, _unused)."""
+        read when it arrives but held (_hold), and read only when the node's sum is not finite
+        or the node never uses it (_summed_ran, _ended)."""
         if type(output) is not self._tensor or output.output_nr != 0:  # the gradient summed
             return
         made = state.seen.get(id(output))
@@ -377,7 +382,7 @@ class watch:
         proven, record.proven = record.proven, None
         if proven is not None and proven[0]() is grad and proven[1] == grad._version:
             self._finite_gradient(record, grad)
-        elif record.summed is None or not self._defer(state, record, grad):
+        elif record.summed is None or not self._hold(state, record, grad):
             self._check_gradient(state, record, grad)
 
     def _finite_gradient(self, record, grad) -> None:
@@ -386,73 +391,91 @@ class watch:
         record.bad = False
         # kept for the mask's backward that uses it next (_mask_backward_ran), weakly: that
         # backward may never run (autograd.grad taken at the mask's output)
-        if record.keep:
+        if record.keep and not grad.is_inference():
             record.finite = (weakref.ref(grad), grad._version)
 
-    def _defer(self, state, record, grad) -> bool:
+    def _hold(self, state, record, grad) -> bool:
         """Hold `grad` for the summing node's post-hook (_summed_ran) instead of reading it now,
-        when nothing can change it before that node uses it but an autograd node pre-hook
-        (this hook is the tensor's last; it carries no graph of its own to keep alive), and
-        the end of this backward reads it should that node not run (_unused)."""
+        when no other tensor hook can replace it or write into it before that node runs (this
+        hook is the tensor's last) and it carries no graph of its own to keep alive; the end
+        of this backward reads it should that node not run (_ended)."""
         hooks = record.handle.hooks_dict_ref()
         if (hooks is None or next(reversed(hooks)) != record.handle.id
                 or type(grad) is not self._tensor or grad.grad_fn is not None):
             return False
-        if not state.pending:  # the first held in this backward: its end reads what is left
+        task = _TABLES["task"]()
+        if task != state.task:  # the first held in this backward: its end reads what is left
             try:
-                _TABLES["queue"](functools.partial(_opaque(watch._unused), self, state))
+                _TABLES["queue"](functools.partial(_opaque(watch._ended), self, state))
             except RuntimeError:  # not in a backward of autograd's engine
                 return False
-        record.held = (grad, grad._version, grad, grad._version)  # what the node is to use
+            state.task = task
+        record.held = (grad, grad)  # the gradient, and the tensor the node is to use
         state.pending.append(record)
         return True
 
     def _summed_ran(self, state, record, grad_inputs, grad_outputs) -> None:
-        """A _SUMS node's post-hook: the gradient held for it (_defer) is finite when the node
-        used exactly it, unchanged, and the sum it made into the bias is finite; else it is
-        read."""
-        held, record.held = record.held, None
+        """A _SUMS node's post-hook: the gradient held for it (_hold) is finite when the node
+        used exactly it and the sum it made into the bias is finite; else it is read (after
+        those held before it: findings keep the order of the gradients' arrival)."""
+        held = record.held
         if held is None or not self._active:
             return
-        grad, version, used, used_version = held
         index = record.summed
         total = grad_inputs[index] if index < len(grad_inputs) else None
-        if (grad_outputs and grad_outputs[0] is used and used._version == used_version
-                and grad._version == version and type(total) is self._tensor and not _modes()
-                and self._finite(total)):
-            self._finite_gradient(record, grad)
+        if (grad_outputs and grad_outputs[0] is held[1] and type(total) is self._tensor
+                and not _modes() and self._finite(total)):
+            record.held = None
+            self._finite_gradient(record, held[0])
         else:
-            self._check_gradient(state, record, grad)
+            self._read_held(state, record)
 
     def _reshaped_ran(self, record, grad_inputs, grad_outputs) -> None:
         """A _RESHAPES node's post-hook (between a Linear's output and its addmm): what it made
-        from the gradient held for the sum, exactly it (unchanged) reshaped, is what the
-        summing node is to use."""
+        from exactly the gradient held for the sum, reshaped, is what the summing node is to
+        use."""
         held = record.held
         if held is None or not self._active or not grad_inputs:
             return
-        grad, version = held[0], held[1]
         made = grad_inputs[0]
-        if (grad_outputs and grad_outputs[0] is grad and grad._version == version
-                and type(made) is self._tensor and made.numel() == grad.numel() and not _modes()):
-            record.held = (grad, version, made, made._version)
+        if (grad_outputs and grad_outputs[0] is held[0] and type(made) is self._tensor
+                and made.numel() == held[0].numel() and not _modes()):
+            record.held = (held[0], made)
 
-    def _unused(self, state) -> None:
+    def _ended(self, state) -> None:
         """The end of a backward (autograd's final callback): read each gradient still held,
         its node never having run (autograd.grad stopping at its tensor)."""
-        pending, state.pending = state.pending, []
-        for record in pending:
-            held, record.held = record.held, None
-            if held is not None and self._active:
-                self._check_gradient(state, record, held[0])
+        if self._active:
+            self._read_held(state)
+        else:
+            for record in state.pending:
+                record.held = None
+            state.pending.clear()
 
-    def _check_gradient(self, state, record, grad) -> None:
+    def _read_held(self, state, upto=None) -> None:
+        """Read the gradients `state` holds, in the order they arrived: every one, or those up
+        to record `upto`. A read that raises leaves the later ones held."""
+        pending = state.pending
+        while pending:
+            record = pending.pop(0)
+            held, record.held = record.held, None
+            if held is not None:
+                self._check_gradient(state, record, held[0], arrived=False)
+            if record is upto:
+                return
+
+    def _check_gradient(self, state, record, grad, arrived: bool = True) -> None:
         """Read `grad`, the gradient of `record`'s tensor version, and report it when it holds
-        a failing class."""
+        a failing class (a gradient that has just `arrived` after the ones held: those first)."""
         if self._finite(grad):
             self._finite_gradient(record, grad)
             return
         roles = record.roles
+        described = self._checker.describe(grad)
+        if not self.policy.failing(described[0]):
+            return
+        if arrived and state.pending:
+            self._read_held(state)
         described = self._checker.describe(grad)
         if not self.policy.failing(described[0]):
             return
@@ -483,6 +506,8 @@ class watch:
         if not self.policy.failing(described[0]):
             return
         state = getattr(self._local, "state", None) or self._last or self._pass()
+        if state.pending:  # gradients that arrived before it are reported before it
+            self._read_held(state)
         name, kind, pname, _ = self._owners[id(param)]
         inputs = name in state.bad_outputs  # the module's output gradient was non-finite
         self._found(state, Finding(name, kind, "backward", f"gradient of {pname}", *described,
@@ -578,25 +603,20 @@ class _Pass:
     those checked lately, the modules whose output gradients were non-finite, and whether a
     finding was reported yet."""
 
-    __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending")
+    __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending", "task")
 
     def __init__(self):
         self.seen: dict = {}         # id(tensor) -> _Seen
         self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None, version)
         self.bad_outputs: set = set()
         self.reported = False
-        self.pending: list = []      # _Gradient records holding a gradient (watch._defer)
+        self.pending: list = []      # _Gradient records holding a gradient (watch._hold)
+        self.task = None             # the backward whose end reads them (autograd's graph task)
 
     def forget(self) -> None:
         """Drop the forward pass's tensors (their gradient hooks hold what they need)."""
         self.seen.clear()
         self.checked.clear()
-
-    def drop_held(self) -> None:
-        """Drop the gradients a backward that never ended (it raised) held unread."""
-        for record in self.pending:
-            record.held = None
-        self.pending.clear()
 
 
 class _Seen:
@@ -615,8 +635,8 @@ class _Gradient:
     `keep` (a mask made it: its gradient, read finite, is kept in `finite` until the mask's
     backward has used it) and `proven` (the gradient a mask's backward made for it from a finite
     one); both weak references, with the version; for a summing node (watch._sum_backward),
-    `summed` (where the node's sum is among its gradients) and `held` (the gradient, until that
-    node has used it). It holds no tensor of the forward pass: autograd keeps the hook as long
+    `summed` (where the node's sum is among its gradients) and `held` (the gradient and the
+    tensor the node is to use, until that node has run). It holds no tensor of the forward pass: autograd keeps the hook as long
     as the graph, and such a tensor held here would keep the graph alive in turn."""
 
     __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad", "handle", "summed", "held")
@@ -722,7 +742,8 @@ def _fill_tables(torch) -> None:
         _TORCH_FORWARD[cls] = forward if ours else None
     stacks = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
     _TABLES.update(tensor=torch.Tensor, stacks=stacks,
-                   queue=torch.autograd.Variable._execution_engine.queue_callback)
+                   queue=torch.autograd.Variable._execution_engine.queue_callback,
+                   task=torch._C._current_graph_task_id)
 
 
 def _modes() -> bool:
