@@ -262,7 +262,7 @@ def test_a_watched_step_keeps_no_gradient_alive():
                 loss.backward(retain_graph=True)
             assert refs[1]() is not None  # held for the node that never ran
             raising[0] = False
-            model(_input("conv2d"))  # a new pass drops it; the old graph (loss) is alive
+            model(_input("conv2d"))  # a new pass reads it and lets it go; the old graph lives
             assert refs[1]() is None
             del loss
     finally:
