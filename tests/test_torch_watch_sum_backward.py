@@ -465,3 +465,163 @@ def test_a_parameters_gradient_keeps_its_place_among_held_gradients(monkeypatch)
     assert proved == read
     assert [(f[0], f[2]) for f in proved[:2]] == [("b", "gradient of weight"),
                                                    ("plant", "gradient of input[0]")]
+
+
+def _failing_node(flag):
+    """A forward hook giving the module's output node a pre-hook that raises while flag[0]."""
+    def fail(grads):
+        if flag[0]:
+            raise RuntimeError("the node fails")
+
+    def hook(module, args, out):
+        out.grad_fn.register_prehook(fail)
+    return hook
+
+
+def test_a_retained_graphs_second_backward_reads_what_the_failed_first_held(monkeypatch):
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
+        failing = [True]
+        model[0].register_forward_hook(_failing_node(failing))
+        with ft.watch(model, raise_on=False) as w:
+            loss = model(torch.randn(5, 4)).square().sum()
+            with pytest.raises(RuntimeError, match="node fails"):
+                loss.backward(retain_graph=True)
+            failing[0] = False
+            model[1].at.clear()  # the second backward's gradient is finite
+            model[1].values.clear()
+            loss.backward()
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read and [f[0] for f in proved] == ["1"]
+
+
+def test_held_gradients_of_another_threads_pass_are_read_when_the_context_ends(monkeypatch):
+    import threading
+
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
+        model[0].register_forward_hook(_failing_node([True]))
+        errors = []
+
+        def work():
+            try:
+                model(torch.randn(5, 4)).square().sum().backward()
+            except RuntimeError as error:
+                errors.append(str(error))
+        with ft.watch(model, raise_on=False) as w:
+            worker = threading.Thread(target=work)
+            worker.start()
+            worker.join()
+        assert errors == ["the node fails"]
+        return _summary(w)
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read and [f[0] for f in proved] == ["1"]
+
+
+def test_a_failed_checkpointed_backward_is_read_at_the_next_pass(monkeypatch):
+    from torch.utils.checkpoint import checkpoint
+
+    class Root(nn.Module):
+        """Its forward runs again in the backward (a new pass); the Linear's node then fails."""
+
+        def __init__(self):
+            super().__init__()
+            self.a, self.plant = nn.Linear(4, 3), Plant([(0, 1)], [math.nan])
+            self.failing = [True]
+            self.a.register_forward_hook(_failing_node(self.failing))
+
+        def forward(self, x):
+            return self.plant(self.a(x)).square().sum()
+
+    def run():
+        torch.manual_seed(0)
+        model = Root()
+        x = torch.randn(5, 4, requires_grad=True)
+        with ft.watch(model, raise_on=False) as w:
+            with pytest.raises(RuntimeError, match="node fails"):
+                checkpoint(model, x, use_reentrant=False).backward()
+            model.failing[0] = False
+            model(x)  # the next pass
+            counted = len(w.findings)  # before the context's end
+        return _summary(w), counted
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read and [f[0] for f in proved[0]] == ["plant"] and proved[1] == 1
+
+
+def test_a_raise_lets_the_gradients_held_after_it_go(monkeypatch):
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 6), nn.Unflatten(1, (2, 3)),
+                              Plant([(0, 1, 2)], [math.nan]))
+        with ft.watch(model) as w:
+            with pytest.raises(ft.NonFiniteError) as raised:
+                model(torch.randn(5, 4)).square().sum().backward()
+        return raised.value.finding.module, _summary(w)
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read and proved[0] == "2" and len(proved[1]) == 1
+
+
+def test_a_parameters_gradient_after_a_failed_backward_comes_after_its_held_gradient(
+        monkeypatch):
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.plant = nn.Linear(4, 3), nn.Linear(4, 3), Plant([(0, 1)],
+                                                                               [math.nan])
+
+        def forward(self, x):
+            return self.plant(self.a(x)).square().sum()
+
+    def run():
+        torch.manual_seed(0)
+        model = Two()
+        model.a.register_forward_hook(_failing_node([True]))
+        with ft.watch(model, raise_on=False) as w:
+            with pytest.raises(RuntimeError, match="node fails"):
+                model(torch.randn(5, 4)).backward()
+            big = torch.randn(5, 4)
+            big[:2, 0] = 3e38  # b's weight gradient overflows
+            model.b(big).sum().backward()  # b alone: no new pass
+        return [(f[0], f[2]) for f in _summary(w) if f[1] == "backward"]
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read
+    assert proved[:2] == [("plant", "gradient of input[0]"), ("b", "gradient of weight")]
+
+
+def test_each_backward_reads_what_is_left_at_its_end(monkeypatch):
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
+        failing = [True]
+        model[0].register_forward_hook(_failing_node(failing))
+        counted = []
+        with ft.watch(model, raise_on=False) as w:
+            with pytest.raises(RuntimeError, match="node fails"):
+                model(torch.randn(5, 4)).square().sum().backward()
+            failing[0] = False
+            h = model[0](torch.randn(5, 4))  # a submodule alone: no new pass
+            torch.autograd.grad(model[1](h).square().sum(), h)  # stops at the Linear's output
+            counted.append(len(w.findings))  # before the context's end
+        return _summary(w), counted
+    proved, read = _with_and_without(monkeypatch, run)
+    assert proved == read and proved[1] == [2]
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_leaving_by_an_exception_keeps_it_and_removes_every_hook(error):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
+
+    def fail(grads):
+        raise error("the node fails")
+    model[0].register_forward_hook(lambda m, a, out: out.grad_fn.register_prehook(fail) and None)
+    before = [len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()]
+    w = ft.watch(model)
+    with pytest.raises(error, match="node fails"):
+        with w:
+            model(torch.randn(5, 4)).square().sum().backward()
+    assert [(f.module, f.first) for f in w.findings] == [("1", (0, 1))]  # read, not raised
+    assert [len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()] == before

@@ -53,11 +53,13 @@ class watch:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._last: _Pass | None = None
+        self._holding: set = set()  # the passes holding gradients (_hold), any thread's
 
     # -- the context ---------------------------------------------------------------------------
 
     def __enter__(self) -> "watch":
         import torch
+        self._holding = set()
         self._checker = checker(torch)
         self._finite = self._checker.finite
         self._tensor = torch.Tensor
@@ -115,9 +117,18 @@ class watch:
     def __exit__(self, exc_type, exc, tb) -> None:
         state = getattr(self._local, "state", None)
         try:
-            if state is not None and state.pending and self._active:
-                self._read_held(state)  # a backward that raised held them: read them now
+            # what backwards that raised held, in any thread's pass: read now (a finding raises
+            # unless the context is left by an exception already, which is not replaced)
+            for holding in list(self._holding):
+                if self._active:
+                    self._read_held(holding)
+        except NonFiniteError:
+            if exc_type is None:
+                raise
         finally:
+            for holding in self._holding:
+                _let_go(holding)
+            self._holding.clear()
             self._active = False
             for handle in self._handles:
                 handle.remove()
@@ -151,8 +162,11 @@ class watch:
         earlier = getattr(self._local, "state", None)
         if earlier is not None:
             earlier.forget()
-            if earlier.pending:  # a backward that raised, or one still running (a checkpoint's
-                self._read_held(earlier)  # forward run again inside it): read what it held
+        # a backward that raised, or one still running (a checkpoint's forward run again inside
+        # it), held gradients for this thread's passes: read them
+        thread = threading.get_ident()
+        for state in [s for s in self._holding if s.thread == thread]:
+            self._read_held(state)
         self._local.state = self._last = _Pass()
         self._checker.pass_started()
 
@@ -403,6 +417,8 @@ class watch:
         if (hooks is None or next(reversed(hooks)) != record.handle.id
                 or type(grad) is not self._tensor or grad.grad_fn is not None):
             return False
+        if record.held is not None:  # a retained graph's backward again, the last one having
+            self._read_held(state, record)  # raised before the node ran: that gradient first
         task = _TABLES["task"]()
         if task != state.task:  # the first held in this backward: its end reads what is left
             try:
@@ -412,6 +428,7 @@ class watch:
             state.task = task
         record.held = (grad, grad)  # the gradient, and the tensor the node is to use
         state.pending.append(record)
+        self._holding.add(state)
         return True
 
     def _summed_ran(self, state, record, grad_inputs, grad_outputs) -> None:
@@ -448,21 +465,28 @@ class watch:
         if self._active:
             self._read_held(state)
         else:
-            for record in state.pending:
-                record.held = None
-            state.pending.clear()
+            _let_go(state)
 
     def _read_held(self, state, upto=None) -> None:
         """Read the gradients `state` holds, in the order they arrived: every one, or those up
-        to record `upto`. A read that raises leaves the later ones held."""
+        to record `upto`. A read that raises lets the later ones go unread."""
         pending = state.pending
-        while pending:
-            record = pending.pop(0)
-            held, record.held = record.held, None
-            if held is not None:
-                self._check_gradient(state, record, held[0], arrived=False)
-            if record is upto:
-                return
+        try:
+            while pending:
+                record = pending.pop(0)
+                held, record.held = record.held, None
+                if held is not None:
+                    self._check_gradient(state, record, held[0], arrived=False)
+                if record is upto:
+                    return
+        except BaseException:
+            # a raise ends the backward: the gradients held after this one would not have
+            # arrived had each been read as it came
+            _let_go(state)
+            raise
+        finally:
+            if not pending:
+                self._holding.discard(state)
 
     def _check_gradient(self, state, record, grad, arrived: bool = True) -> None:
         """Read `grad`, the gradient of `record`'s tensor version, and report it when it holds
@@ -603,7 +627,7 @@ class _Pass:
     those checked lately, the modules whose output gradients were non-finite, and whether a
     finding was reported yet."""
 
-    __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending", "task")
+    __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending", "task", "thread")
 
     def __init__(self):
         self.seen: dict = {}         # id(tensor) -> _Seen
@@ -612,6 +636,7 @@ class _Pass:
         self.reported = False
         self.pending: list = []      # _Gradient records holding a gradient (watch._hold)
         self.task = None             # the backward whose end reads them (autograd's graph task)
+        self.thread = threading.get_ident()
 
     def forget(self) -> None:
         """Drop the forward pass's tensors (their gradient hooks hold what they need)."""
@@ -664,6 +689,13 @@ def _mask_backward_ran(made, received, grad_inputs, grad_outputs) -> None:
 
 
 _OPAQUE: dict = {}
+
+
+def _let_go(state: _Pass) -> None:
+    """Drop the gradients `state` holds, unread."""
+    for record in state.pending:
+        record.held = None
+    state.pending.clear()
 
 
 def _opaque(function):
