@@ -238,6 +238,27 @@ def test_without_a_bias_gradient_the_gradient_is_read(monkeypatch, which):
         ("1", 1, (0, 2, 1, 1))]
 
 
+def _failing_node(flag, error=RuntimeError):
+    """A forward hook giving the module's output node a pre-hook that raises `error` while
+    flag[0]."""
+    def fail(grads):
+        if flag[0]:
+            raise error("the node fails")
+
+    def hook(module, args, out):
+        out.grad_fn.register_prehook(fail)
+    return hook
+
+
+def _failing_linear(flag, error=RuntimeError):
+    """Linear, then a NaN planted in its output's gradient; the Linear's node fails while
+    flag[0]."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
+    model[0].register_forward_hook(_failing_node(flag, error))
+    return model
+
+
 def test_a_watched_step_keeps_no_gradient_alive():
     model = nn.Sequential(_producer("conv2d"), Plant())
     refs = []
@@ -416,15 +437,8 @@ def test_a_failed_backward_leaves_the_next_one_its_end(monkeypatch):
 
 
 def test_a_backward_failing_after_the_hold_reports_at_the_contexts_end(monkeypatch):
-    def fail(grads):
-        raise RuntimeError("the Linear's backward fails")
-
     def run(**options):
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
-        def hook(module, args, out):
-            out.grad_fn.register_prehook(fail)
-        model[0].register_forward_hook(hook)
+        model = _failing_linear([True])
         with ft.watch(model, **options) as w:
             try:
                 model(torch.randn(5, 4)).square().sum().backward()
@@ -467,23 +481,10 @@ def test_a_parameters_gradient_keeps_its_place_among_held_gradients(monkeypatch)
                                                    ("plant", "gradient of input[0]")]
 
 
-def _failing_node(flag):
-    """A forward hook giving the module's output node a pre-hook that raises while flag[0]."""
-    def fail(grads):
-        if flag[0]:
-            raise RuntimeError("the node fails")
-
-    def hook(module, args, out):
-        out.grad_fn.register_prehook(fail)
-    return hook
-
-
 def test_a_retained_graphs_second_backward_reads_what_the_failed_first_held(monkeypatch):
     def run():
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
         failing = [True]
-        model[0].register_forward_hook(_failing_node(failing))
+        model = _failing_linear(failing)
         with ft.watch(model, raise_on=False) as w:
             loss = model(torch.randn(5, 4)).square().sum()
             with pytest.raises(RuntimeError, match="node fails"):
@@ -501,9 +502,7 @@ def test_held_gradients_of_another_threads_pass_are_read_when_the_context_ends(m
     import threading
 
     def run():
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
-        model[0].register_forward_hook(_failing_node([True]))
+        model = _failing_linear([True])
         errors = []
 
         def work():
@@ -593,10 +592,8 @@ def test_a_parameters_gradient_after_a_failed_backward_comes_after_its_held_grad
 
 def test_each_backward_reads_what_is_left_at_its_end(monkeypatch):
     def run():
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
         failing = [True]
-        model[0].register_forward_hook(_failing_node(failing))
+        model = _failing_linear(failing)
         counted = []
         with ft.watch(model, raise_on=False) as w:
             with pytest.raises(RuntimeError, match="node fails"):
@@ -612,12 +609,7 @@ def test_each_backward_reads_what_is_left_at_its_end(monkeypatch):
 
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
 def test_leaving_by_an_exception_keeps_it_and_removes_every_hook(error):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 3), Plant([(0, 1)], [math.nan]))
-
-    def fail(grads):
-        raise error("the node fails")
-    model[0].register_forward_hook(lambda m, a, out: out.grad_fn.register_prehook(fail) and None)
+    model = _failing_linear([True], error)
     before = [len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()]
     w = ft.watch(model)
     with pytest.raises(error, match="node fails"):

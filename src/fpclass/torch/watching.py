@@ -59,7 +59,6 @@ class watch:
 
     def __enter__(self) -> "watch":
         import torch
-        self._holding = set()
         self._checker = checker(torch)
         self._finite = self._checker.finite
         self._tensor = torch.Tensor
@@ -119,8 +118,8 @@ class watch:
         try:
             # what backwards that raised held, in any thread's pass: read now (a finding raises
             # unless the context is left by an exception already, which is not replaced)
-            for holding in list(self._holding):
-                if self._active:
+            if self._active:
+                for holding in list(self._holding):
                     self._read_held(holding)
         except NonFiniteError:
             if exc_type is None:
@@ -249,10 +248,9 @@ class watch:
             input_seen = state.seen.get(id(args[0])) if trusted and len(args) == 1 else None
             for label, t, _ in outputs:
                 role(state, t, ("output", name, kind, label))
-            node = getattr(output, "grad_fn", None) if single else None
-            if (node is not None and output.numel() >= SUM_MIN
-                    and (type(node).__name__ in _SUMS or type(node).__name__ in _RESHAPES)):
-                self._sum_backward(state, output, node)
+            node = type(getattr(output, "grad_fn", None)).__name__ if single else None
+            if (node in _SUMS or node in _RESHAPES) and output.numel() >= SUM_MIN:
+                self._sum_backward(state, output, output.grad_fn)
             if (input_seen is not None and type(module) in _MASKS
                     and args[0].numel() >= MASK_MIN and _apart(module)):
                 self._mask_backward(state, module, args[0], output, input_seen)
@@ -500,9 +498,6 @@ class watch:
             return
         if arrived and state.pending:
             self._read_held(state)
-        described = self._checker.describe(grad)
-        if not self.policy.failing(described[0]):
-            return
         record.bad = True
         for r in roles:
             if r[0] == "output":
@@ -661,8 +656,9 @@ class _Gradient:
     backward has used it) and `proven` (the gradient a mask's backward made for it from a finite
     one); both weak references, with the version; for a summing node (watch._sum_backward),
     `summed` (where the node's sum is among its gradients) and `held` (the gradient and the
-    tensor the node is to use, until that node has run). It holds no tensor of the forward pass: autograd keeps the hook as long
-    as the graph, and such a tensor held here would keep the graph alive in turn."""
+    tensor the node is to use, until that node has run). It holds no tensor of the forward
+    pass: autograd keeps the hook as long as the graph, and such a tensor held here would keep
+    the graph alive in turn."""
 
     __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad", "handle", "summed", "held")
 
