@@ -21,18 +21,21 @@ DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.complex64,
 @pytest.fixture
 def split_everything(monkeypatch):
     """The process's choice held at "split" for buffers of 64 elements and more; the calls of
-    the parts' kernel recorded."""
+    the parts' kernels recorded."""
     monkeypatch.setattr(threads, "SPLIT_MIN", 64)
     monkeypatch.setattr(threads.SPLIT, "split", True)
     monkeypatch.setattr(threads.SPLIT, "mark", lambda: None)
     calls = []
-    real = kernels.count_at_parallel
+    for name in ("count_at_parallel", "max_at_parallel"):  # the screens', the bounds'
+        monkeypatch.setattr(kernels, name, _recording(getattr(kernels, name), calls))
+    return calls
 
+
+def _recording(kernel, calls):
     def recording(addresses, lengths, *rest):
         calls.append((addresses.copy(), lengths.copy()))
-        return real(addresses, lengths, *rest)
-    monkeypatch.setattr(kernels, "count_at_parallel", recording)
-    return calls
+        return kernel(addresses, lengths, *rest)
+    return recording
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -82,17 +82,20 @@ def test_torch_keeps_every_finite_input_finite(name, dtype):
 
 
 class Reads:
-    """A copy of every tensor watch's checker reads (its finite()), as it was read."""
+    """A copy of every tensor watch's checker reads (its finite() and magnitude()), as it was
+    read."""
 
     def __init__(self, monkeypatch):
         self.tensors = []
         checks = checker(torch)
-        finite = checks.finite
+        for name in ("finite", "magnitude"):
+            monkeypatch.setattr(checks, name, self._recording(getattr(checks, name)))
 
+    def _recording(self, read):
         def recording(t):
             self.tensors.append(t.detach().clone())
-            return finite(t)
-        monkeypatch.setattr(checks, "finite", recording)
+            return read(t)
+        return recording
 
     def holds(self, truth) -> bool:
         return any(t.shape == truth.shape and torch.equal(t, truth) for t in self.tensors)

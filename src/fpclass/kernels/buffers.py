@@ -11,6 +11,7 @@ from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
 from .reductions import any_run, count_run
+from .vectors import VECTOR, masked_max
 from .walk import JIT
 
 
@@ -57,3 +58,24 @@ def count_at_parallel(addresses, lengths, like, m, v, m2, v2, counts):
     """count_at with the buffers spread over numba's threads."""
     for i in prange(addresses.size):
         counts[i] = count_one(addresses[i], lengths[i], like, m, v, m2, v2)
+
+
+@njit(**JIT)
+def max_one(address, length, like, top):
+    """The largest `w & top` among the `length` words at `address` (0 for none)."""
+    words = carray(_pointer(address, like), length)
+    vectors = np.uint64(length // VECTOR)
+    best = masked_max(words, np.uint64(0), vectors, top)
+    for j in range(vectors * np.uint64(VECTOR), np.uint64(length)):
+        w = words[j] & top
+        if w > best:
+            best = w
+    return best
+
+
+@njit(parallel=True, **JIT)
+def max_at_parallel(addresses, lengths, like, top, found):
+    """found[i] = max_one of the lengths[i] words at addresses[i], the buffers spread over
+    numba's threads (contiguous, alive, of like's dtype: the caller's duty)."""
+    for i in prange(addresses.size):
+        found[i] = max_one(addresses[i], lengths[i], like, top)

@@ -12,10 +12,10 @@ numpy_bits.py offers the same functions evaluated by NumPy, for small inputs.
 """
 
 from .constants import flat_test_words as test_words
-from .launch_buffers import buffer_counter, buffer_screen, count_buffers
+from .launch_buffers import buffer_counter, buffer_maximum, buffer_screen, count_buffers
 from .launch_elementwise import mask
 from .launch_find_order import find
 from .launch_reduce import count, histogram, reduce
 
-__all__ = ["buffer_counter", "buffer_screen", "count", "count_buffers", "find", "histogram",
-           "mask", "reduce", "test_words"]
+__all__ = ["buffer_counter", "buffer_maximum", "buffer_screen", "count", "count_buffers", "find",
+           "histogram", "mask", "reduce", "test_words"]

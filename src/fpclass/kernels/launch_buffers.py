@@ -89,6 +89,49 @@ def buffer_screen(word: np.dtype, test):
     return screen
 
 
+def buffer_maximum(word: np.dtype, top: int):
+    """A function (address, length) -> the largest `w & top` among the `length` words at
+    `address` (one contiguous buffer, alive for the call; 0 for none), read as buffer_screen
+    reads: one thread, one part per thread when threads.SPLIT says so, or every core from
+    PARALLEL_MIN words in pieces of BLOCK."""
+    like, top = _LIKE.setdefault(word, np.empty(0, word)), word.type(top)
+    one, itemsize = buffers.max_one, word.itemsize
+
+    def in_parts(starts, sizes, threads: int) -> int:
+        found = np.empty(len(starts), word)
+        with parallel(threads):
+            buffers.max_at_parallel(np.array(starts, np.int64), np.array(sizes, np.int64),
+                                    like, top, found)
+        return int(found.max())
+
+    def maximum(address: int, length: int) -> int:
+        threads = threads_for(length)
+        if threads > 1:
+            offsets = range(0, length, BLOCK)
+            return in_parts([address + k * itemsize for k in offsets],
+                            [min(BLOCK, length - k) for k in offsets], threads)
+        if not policy.SPLIT_MIN <= length < policy.PARALLEL_MIN:  # small, or a foreign worker's
+            return int(one(address, length, like, top))
+        choice = policy.SPLIT
+        threads = choice.threads(length)
+        if threads > 1:
+            bounds = _part_bounds(length, threads)
+            found = in_parts([address + b * itemsize for b in bounds[:-1]],
+                             [b - a for a, b in zip(bounds, bounds[1:])], threads)
+        else:
+            found = int(one(address, length, like, top))
+        choice.read_ended()
+        return found
+    return maximum
+
+
+def _part_bounds(length: int, threads: int) -> list:
+    """Where `threads` parts of `length` words that differ by a word at most begin (and the
+    last ends), in plain integers: NumPy's arange and diff cost more than the arithmetic on a
+    read of a watched step (a few parts, microseconds a read)."""
+    return [k * length // threads for k in range(threads + 1)]
+
+
 def _split_counter(word: np.dtype, terms: tuple):
     """A function (address, length, threads) -> how many of the `length` words at `address` match
     the test given by `terms` (_buffer_terms), counted in `threads` parts that differ by a word at
@@ -98,9 +141,7 @@ def _split_counter(word: np.dtype, terms: tuple):
     itemsize = word.itemsize
 
     def count(address: int, length: int, threads: int) -> int:
-        # the parts in plain integers: NumPy's arange and diff cost more than the arithmetic
-        # on a read of a watched step (a few parts, microseconds a read)
-        bounds = [k * length // threads for k in range(threads + 1)]
+        bounds = _part_bounds(length, threads)
         starts = np.array([address + b * itemsize for b in bounds[:-1]], np.int64)
         sizes = np.array([b - a for a, b in zip(bounds, bounds[1:])], np.int64)
         found = np.empty(threads, np.int64)

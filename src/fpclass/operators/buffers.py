@@ -43,6 +43,36 @@ def nonfinite_screen(dtype):
     return _per_element(launch.buffer_screen(src.word, src.test(Query.NONFINITE)), src.lanes)
 
 
+@functools.lru_cache(maxsize=64)
+def magnitude_screen(dtype):
+    """nonfinite_screen's question with a bound on the answer "finite": a function
+    (address, length) -> None when one of the `length` elements of `dtype` at `address` is NaN
+    or Inf, else the least k such that the largest exponent field among them holds no magnitude
+    of 2**k or more (the format table's bounds; length 0 gives the least field's). Read as the
+    screen reads (the same words, threads and parts). ValueError for dtypes without such
+    bounds (accepted: real formats that keep IEEE's specials, as float16, bfloat16, float32,
+    float64)."""
+    from ..formats import has_magnitude_bounds, magnitude_exponent
+    src = _raw(dtype)
+    f = src.word_format
+    if src.lanes != 1 or src.swapped or f is None or not has_magnitude_bounds(f):
+        raise ValueError(f"no magnitude bounds for {np.dtype(dtype)}: accepted are real, "
+                         "native-order formats that keep IEEE's NaN and Inf (float16, bfloat16, "
+                         "float32, float64, ...)")
+    from ..kernels import launch
+    from ..kernels.launch_find import above
+    top, bound = (int(t) for t in above(src.test(Query.NONFINITE), src.word))
+    if top != f.exponent_mask:  # the non-finite test is "(w & exponent) > bound" in these
+        raise ValueError(f"{f.name}'s non-finite test is not on its exponent field")
+    largest, shift = launch.buffer_maximum(src.word, top), f.mantissa_bits
+    exponents = [magnitude_exponent(f, field) for field in range(top >> shift)]
+
+    def magnitude(address: int, length: int):
+        found = largest(address, length)
+        return None if found > bound else exponents[found >> shift]
+    return magnitude
+
+
 def mark_period() -> None:
     """A period of the caller's work begins (fpclass.torch.watch: a forward pass): the screens
     time these periods to choose how to read large buffers (kernels/threads.py, SplitChoice)."""

@@ -34,6 +34,7 @@ def compile_unit(name: str, mode: str) -> float:
     seconds it took. Not to be called while other threads use fpclass (it lowers the small-input
     and threading thresholds for its duration)."""
     import ml_dtypes
+    from ..formats import format_of, has_magnitude_bounds
     from ..kernels import threads
     from . import buffers, elementwise as ops, queries as q, read_sieve, statistics
 
@@ -63,6 +64,8 @@ def compile_unit(name: str, mode: str) -> float:
             buffers.count_nonfinite_words(x.dtype, [x.ctypes.data], [x.size])
             buffers.nonfinite_counter(x.dtype)(x.ctypes.data, x.size)
             buffers.nonfinite_screen(x.dtype)(x.ctypes.data, x.size)
+            if x.dtype.isnative and has_magnitude_bounds(format_of(x.dtype)):  # watch's outputs
+                buffers.magnitude_screen(x.dtype)(x.ctypes.data, x.size)
         if mode == "serial":  # the scan's reads of raw ranges (read_sieve), per word width
             read_sieve.compile_for(dtype)
         if dtype.itemsize == 1:

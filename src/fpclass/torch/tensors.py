@@ -107,6 +107,9 @@ def dense(t) -> bool:
 
 
 _SCREENS: dict = {}
+_MAGNITUDES: dict = {}  # torch dtype -> its magnitude screen, or None (no bounds)
+#: Checker.magnitude's answer for a finite tensor whose magnitudes it did not bound.
+UNBOUNDED = 1 << 30
 _CHECKERS: dict = {}
 
 
@@ -131,6 +134,7 @@ class Checker:
         from ..operators.buffers import mark_period
         self.screens = _SCREENS  # one per dtype and process: a watch is entered every step
         self.finite = self._screen(torch)
+        self.magnitude = self._magnitude(torch)
         # a forward pass begins: the screens time passes to choose how to read large tensors
         self.pass_started = mark_period
 
@@ -150,6 +154,39 @@ class Checker:
             return general(t)
         finite.__doc__ = self._finite.__doc__
         return finite
+
+    def _magnitude(self, torch):
+        """magnitude() as a closure, dispatched as finite() is: one prepared function per dtype
+        (operators.buffers.magnitude_screen, None for dtypes without bounds)."""
+        bounds, strided, finite = _MAGNITUDES, torch.strided, self.finite
+        channels_last = torch.channels_last
+
+        def magnitude(t):
+            """None when `t` holds a NaN or an Inf, else k with every magnitude in it below
+            2**k (UNBOUNDED where no bound is read: a dtype or a layout without one)."""
+            bound = bounds.get(t.dtype, False)
+            if bound is False:
+                bound = bounds[t.dtype] = self._magnitude_for(t.dtype)
+            if (bound is not None and t.layout is strided and t.is_cpu
+                    and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
+                return bound(t.data_ptr(), t.numel())
+            return UNBOUNDED if finite(t) else None
+        return magnitude
+
+    def _magnitude_for(self, dtype):
+        from ..formats import format_of, has_magnitude_bounds
+        from ..operators.buffers import magnitude_screen
+        np_dtype = self.adapter.numpy_dtype(dtype)
+        if np_dtype is None or not has_magnitude_bounds(format_of(np_dtype)):
+            return None
+        return magnitude_screen(np_dtype)
+
+    def magnitude_limit(self, dtype) -> int | None:
+        """The least k with every finite value of torch `dtype` below 2**k (None: not known)."""
+        from ..formats import format_of, has_magnitude_bounds, largest_magnitude_exponent
+        np_dtype = self.adapter.numpy_dtype(dtype)
+        f = None if np_dtype is None else format_of(np_dtype)
+        return largest_magnitude_exponent(f) if f is not None and has_magnitude_bounds(f) else None
 
     def _finite(self, t) -> bool:
         """No NaN and no Inf in `t`. The stored words decide, so lazy negation and conjugation

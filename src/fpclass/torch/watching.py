@@ -13,7 +13,7 @@ import weakref
 
 from . import parameters
 from .findings import Finding, NonFiniteError, Policy, selector
-from .tensors import argument_names, checker, input_tensors, mask_selector, tensors
+from .tensors import UNBOUNDED, argument_names, checker, input_tensors, mask_selector, tensors
 
 __all__ = ["watch"]
 
@@ -61,6 +61,7 @@ class watch:
         import torch
         self._checker = checker(torch)
         self._finite = self._checker.finite
+        self._magnitude = self._checker.magnitude
         self._tensor = torch.Tensor
         from torch.nn.modules import module as modules  # every module's hooks, run before its own
         self._global_hooks = modules._global_forward_hooks
@@ -188,8 +189,9 @@ class watch:
         known = state.checked.get(id(t))
         if known is not None and known[0] is t and known[2] == _version(t):
             return known[1], False
-        described = None if self._finite(t) else self._checker.describe(t)
-        _remember(state, t, described)
+        bound = self._magnitude(t)  # the same read, and a bound on what it found finite
+        described = None if bound is not None else self._checker.describe(t)
+        _remember(state, t, described, bound)
         return described, True
 
     def _checked(self, state, t) -> bool:
@@ -258,6 +260,11 @@ class watch:
         if trusted and self._keeps_finite(state, args, output):
             _remember(state, output, None)  # finite in, finite out: known without a read
             return
+        if single and type(module) in _NORMS and output.numel() >= NORM_MIN:
+            bound = self._normalized_bound(state, module, output)
+            if bound is not None:  # bounded in, bounded out: known without a read
+                _remember(state, output, None, bound)
+                return
         for label, t, _ in outputs:
             received = checked.get(id(t))  # an input written in place: as it came in
             described, first = self._known(state, t)
@@ -307,6 +314,45 @@ class watch:
         return (type(module).forward is _TORCH_FORWARD[type(module)]
                 and "forward" not in module.__dict__ and len(module._forward_hooks) == 1
                 and not self._global_hooks and not _modes())
+
+    def _normalized_bound(self, state, module, output) -> int | None:
+        """k with every magnitude of `output`, a _NORMS module's (torch's own class), below
+        2**k, proven without reading it, or None. The node that made it computes
+        (x - mean) * invstd * weight + bias from its input x, the statistics it saved (per
+        channel, row or group) and the module's parameters; with x read finite in this pass
+        (as it is now) below 2**kx and each of the others read finite with its bound, no
+        intermediate of that formula, in any order of its operations, reaches 2**k, k from
+        those bounds; k below the output format's largest finite binade leaves no room for an
+        Inf, and no NaN can come from finite operands of +, - and *."""
+        node = output.grad_fn
+        if (node is None or type(node).__name__ != _NORMS[type(module)] or not output.is_cpu
+                or not self._as_torch_computes(module)):  # (elsewhere its reads cost more)
+            return None
+        x = node._saved_input
+        known = state.checked.get(id(x))
+        if known is None or known[0] is not x or known[3] is None or known[2] != x._version:
+            return None
+        if getattr(node, "_saved_training", True) is not True:  # a batch norm in eval mode
+            return None  # uses its running statistics: not saved, not bounded here
+        own = module._parameters  # torch's forward of the class passes them to the node
+        weight, bias = own.get("weight"), own.get("bias")
+        magnitude = self._magnitude
+        # the saved statistics may be stored rounded from what the kernel used: one binade up
+        bounds = [magnitude(node._saved_result1), magnitude(node._saved_result2)]
+        bounds += [magnitude(p) for p in (weight, bias) if p is not None]
+        if None in bounds:
+            return None
+        mean, invstd, *affine = bounds
+        scale = affine.pop(0) if weight is not None else 0
+        shift = affine.pop(0) if bias is not None else -UNBOUNDED
+        # every product of x or mean, invstd and weight (any subset: each factor below
+        # 2**max(k, 0)) stays below 2**products; every intermediate is a sum of three such
+        # products and the bias at most, below 2**k; k + 1 leaves each operation's rounding
+        # (a factor below 1.05 over the few of them) inside the output's largest binade
+        products = max(known[3], mean + 1, 0) + max(invstd + 1, 0) + max(scale, 0)
+        k = max(products, shift) + 2
+        limit = self._checker.magnitude_limit(output.dtype)
+        return k if limit is not None and k < limit else None
 
     def _mask_backward(self, state, module, received, output, seen) -> None:
         """A _MASKS module (torch's own, one the rules hold for: _holds_for and _apart, the
@@ -612,6 +658,16 @@ SUM_MIN = MASK_MIN
 #: autograd's nodes whose backward reshapes their output's gradient to their input's shape (every
 #: element kept): a Linear's output over more than two dimensions is such a view of its addmm's.
 _RESHAPES = frozenset({"ViewBackward0"})
+#: torch's normalizations whose output is an affine map of their input by the statistics their
+#: autograd node saves and their own parameters (watch._normalized_bound): class name -> that
+#: node. By exact class, filled when a watch is first entered.
+_NORM_NODES = {"BatchNorm1d": "NativeBatchNormBackward0", "BatchNorm2d": "NativeBatchNormBackward0",
+               "BatchNorm3d": "NativeBatchNormBackward0", "LayerNorm": "NativeLayerNormBackward0",
+               "GroupNorm": "NativeGroupNormBackward0"}
+_NORMS: dict = {}
+#: The least elements a normalization's output needs for its bound instead of a read: the
+#: bound reads its statistics and parameters (four small reads and the node's saved tensors).
+NORM_MIN = 1 << 17
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -758,10 +814,11 @@ def _fill_tables(torch) -> None:
     import inspect
     import os
     _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
+    _NORMS.update((getattr(torch.nn, name), node) for name, node in _NORM_NODES.items())
     _MASKS.update((getattr(torch.nn, name), frozenset(nodes))
                   for name, nodes in _MASK_NODES.items())
     home = os.path.dirname(torch.nn.modules.__file__)
-    for cls in _KEEP_FINITE:
+    for cls in (*_KEEP_FINITE, *_NORMS):
         forward = getattr(cls, "forward", None)  # ReLU6's is Hardtanh's
         code = getattr(forward, "__code__", None)
         # replaced before now (a wrapper copies torch's names, not its code): no rule for it
@@ -780,12 +837,13 @@ def _modes() -> bool:
     return bool(function() or dispatch())
 
 
-def _remember(state: _Pass, t, described) -> None:
-    """Note `t` as checked in this pass, as it is now (described: None when finite)."""
+def _remember(state: _Pass, t, described, bound=None) -> None:
+    """Note `t` as checked in this pass, as it is now (described: None when finite; bound: k
+    with every magnitude in `t` below 2**k, None when not known)."""
     checked = state.checked
     if len(checked) >= _RECENT:  # bounded: in inference, activations are freed as the pass goes
         del checked[next(iter(checked))]  # on; keep only the recent ones
-    checked[id(t)] = (t, described, _version(t))
+    checked[id(t)] = (t, described, _version(t), bound)
 
 
 def _depth(role) -> int:
