@@ -325,3 +325,143 @@ def test_a_non_finite_output_is_read_once_and_reported(monkeypatch):
         ("1", int(torch.isnan(truth).sum()))]
     # the container's output is the Log's: read when the Log returned it, once
     assert sum(torch.equal(t.nan_to_num(), out.nan_to_num()) for t in reads.tensors) == 1
+
+
+#: name -> (a functional operation over a 2-d tensor, the autograd node it makes)
+OPERATIONS = {
+    "relu": (torch.relu, "ReluBackward0"),
+    "tanh": (torch.tanh, "TanhBackward0"),
+    "sigmoid": (torch.sigmoid, "SigmoidBackward0"),
+    "softmax": (lambda x: torch.softmax(x, dim=-1), "SoftmaxBackward0"),
+    "silu": (nn.functional.silu, "SiluBackward0"),
+}
+
+
+def test_gelu_is_not_trusted_it_overflows_near_the_largest_values():
+    x = _finite_values(torch.float32).reshape(SHAPES[2]).requires_grad_()  # (its vector path)
+    assert not bool(torch.isfinite(nn.functional.gelu(x)).all())
+    assert "GeluBackward0" not in watching._KEEP_FINITE_NODES
+
+
+def test_every_trusted_node_is_tried_here():
+    assert {node for _, node in OPERATIONS.values()} == watching._KEEP_FINITE_NODES
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64],
+                         ids=str)
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_each_trusted_node_keeps_every_finite_input_finite(name, dtype):
+    """torch's operation over every finite 16-bit value (float32 / float64: extremes and random
+    patterns of every exponent), in rows that mix both signs' largest: finite, and the node the
+    table names."""
+    operation, node = OPERATIONS[name]
+    x = _finite_values(dtype).reshape(SHAPES[2]).requires_grad_()
+    try:
+        out = operation(x)
+    except (RuntimeError, NotImplementedError) as e:
+        pytest.skip(f"torch has no CPU {name} for {dtype}: {e}")
+    assert type(out.grad_fn).__name__ == node and out.dtype == dtype
+    assert bool(torch.isfinite(out).all())
+
+
+class Functional(nn.Module):
+    """Linear, a functional operation in the forward (as a transformer layer's activation),
+    then Dropout(0.0), which returns its input: what watch sees as the Dropout's output is the
+    operation's."""
+
+    def __init__(self, operation, before=None):
+        super().__init__()
+        self.lin, self.drop, self.out = nn.Linear(8, 8), nn.Dropout(0.0), nn.Linear(8, 3)
+        self.operation, self.before = operation, before
+
+    def forward(self, x):
+        h = self.lin(x)
+        if self.before is not None:
+            self.before(h)
+        return self.out(self.drop(self.operation(h)))
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_an_operations_output_over_a_read_input_is_not_read(monkeypatch, name):
+    _, reads = _forward_reads(monkeypatch, Functional(OPERATIONS[name][0]))
+    assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 3)]
+
+
+@pytest.mark.parametrize("operation", [lambda h: torch.log_softmax(h, dim=-1),
+                                       lambda h: h * 2.0, lambda h: torch.relu(h * 1.0)],
+                         ids=["log_softmax", "a scale", "relu of an unread tensor"])
+def test_other_operations_and_unread_inputs_are_read(monkeypatch, operation):
+    _, reads = _forward_reads(monkeypatch, Functional(operation))
+    assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 8), (5, 3)]
+
+
+def test_an_input_written_in_place_after_its_read_makes_it_read(monkeypatch):
+    model = Functional(torch.relu, before=lambda h: h.mul_(1.0))
+    _, reads = _forward_reads(monkeypatch, model)
+    assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 8), (5, 3)]
+
+
+def _relu_then_written(h):
+    t = torch.relu(h)
+    with torch.no_grad():  # a write autograd does not record: the node stays relu's
+        t.mul_(math.inf)
+    assert type(t.grad_fn).__name__ == "ReluBackward0" and t._version == 1
+    return t
+
+
+def test_an_output_written_in_place_after_the_operation_is_read():
+    model = Functional(_relu_then_written)
+    torch.manual_seed(0)
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(torch.randn(5, 8))
+    assert [f.module for f in w.findings][:1] == ["drop"]
+
+
+def test_a_dispatch_mode_makes_it_read(monkeypatch):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Passing():
+        _, reads = _forward_reads(monkeypatch, Functional(torch.relu))
+    assert [tuple(t.shape) for t in reads.tensors] == [(5, 8), (5, 8), (5, 3)]
+
+
+@pytest.mark.parametrize("name", ["relu", "softmax", "silu"])
+def test_a_non_finite_input_is_found_as_a_read_finds_it(monkeypatch, name):
+    """NaN from the Linear: the operation's output is read (its input is not known finite) and
+    the findings equal those of a watch without the node rule."""
+    def findings(nodes):
+        monkeypatch.setattr(watching, "_KEEP_FINITE_NODES", nodes)
+        torch.manual_seed(0)
+        model = Functional(OPERATIONS[name][0])
+        with torch.no_grad():
+            model.lin.weight[2, 3] = math.nan
+        with ft.watch(model, raise_on=False) as w:
+            model(torch.randn(5, 8)).sum().backward()
+        return [(f.module, f.direction, f.tensor, f.counts, f.first, f.inputs_nonfinite)
+                for f in w.findings]
+    with_rule = findings(watching._KEEP_FINITE_NODES)
+    assert with_rule and with_rule == findings(frozenset())
+    assert ("drop", "forward", "output") in [f[:3] for f in with_rule]
+
+
+def test_another_output_of_the_same_node_is_not_the_input_read():
+    """split's two halves share a node (output 0 and 1): the first read finite says nothing of
+    the second, whose NaN the operation passes on."""
+    class Halves(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.first, self.drop = nn.Linear(8, 8), nn.Identity(), nn.Dropout(0.0)
+
+        def forward(self, x):
+            a, b = self.lin(x).split(4, dim=1)
+            return self.first(a), self.drop(torch.relu(b))
+    torch.manual_seed(0)
+    model = Halves()
+    with torch.no_grad():
+        model.lin.weight[6] = math.nan  # the second half's column 2
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        model(torch.randn(5, 8))
+    assert "drop" in [f.module for f in w.findings]

@@ -189,10 +189,35 @@ class watch:
         known = state.checked.get(id(t))
         if known is not None and known[0] is t and known[2] == _version(t):
             return known[1], False
+        node = t.grad_fn
+        if type(node).__name__ in _KEEP_FINITE_NODES and self._made_finite(state, t, node):
+            _remember(state, t, None)  # finite in, finite out: known without a read
+            return None, True
         bound = self._magnitude(t)  # the same read, and a bound on what it found finite
         described = None if bound is not None else self._checker.describe(t)
         _remember(state, t, described, bound)
         return described, True
+
+    def _made_finite(self, state, t, node) -> bool:
+        """Is `t` finite because the operation that made it (autograd's `node`, of
+        _KEEP_FINITE_NODES: a functional activation such as the F.relu inside a layer's
+        forward) keeps a finite input finite, and its one input is a tensor known finite in
+        this pass as it is now? Autograd's edge from the node names that input: the tensor
+        whose node and output number it is (a tensor written in place since the operation has
+        another node)."""
+        edges = node.next_functions
+        if (not edges or _version(t) or type(t) is not self._tensor or not t.is_floating_point()
+                or _modes()):
+            return False
+        source, number = edges[0]
+        if source is None:
+            return False
+        for u, described, version, _ in state.checked.values():
+            if (u.grad_fn is source and u.output_nr == number and described is None
+                    and type(u) is self._tensor and u.dtype == t.dtype
+                    and version == u._version):
+                return True
+        return False
 
     def _checked(self, state, t) -> bool:
         """Was `t` checked in this pass as it is now?"""
@@ -626,6 +651,14 @@ _KEEP_FINITE_NAMES = ("ReLU", "ReLU6", "Hardtanh", "MaxPool1d", "MaxPool2d", "Ma
                       "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Flatten",
                       "Unflatten", "Tanh", "Sigmoid", "Softmax")
 _KEEP_FINITE: set = set()
+#: autograd's nodes of operations that make a finite output of every finite input of float16,
+#: bfloat16, float32 and float64, elementwise or over a dimension (relu, tanh, sigmoid, softmax,
+#: SiLU: tests/test_torch_watch_keep_finite.py runs them over every such value): an output such
+#: a node made from a tensor known finite is known finite unread (watch._made_finite), as the
+#: functional activation inside a transformer layer's forward. Not GELU: torch's exact form
+#: overflows near the largest values (x * (1 + erf) before halving), nor log_softmax.
+_KEEP_FINITE_NODES = frozenset({"ReluBackward0", "TanhBackward0", "SigmoidBackward0",
+                                "SoftmaxBackward0", "SiluBackward0"})
 #: class -> torch's own forward of it (a class patched later gets no rule).
 _TORCH_FORWARD: dict = {}
 #: torch.Tensor and the mode stacks' lengths, for the autograd node hooks.
