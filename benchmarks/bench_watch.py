@@ -265,18 +265,22 @@ def floor(model, step, plain: float, hooks: float, clock) -> None:
     torch.sum on torch's threads (the machine's read)."""
     import numpy as np
     checks = checker(torch)
-    finite, seen = checks.finite, []
+    reads, seen = {"finite": checks.finite, "magnitude": checks.magnitude}, []
 
-    def recording(t):
-        if t.is_floating_point() and t.layout is torch.strided and t.is_cpu:
-            seen.append((tuple(t.shape), tuple(t.stride()), t.dtype))
-        return finite(t)
-    checks.finite = recording
+    def recording(read):
+        def record(t):
+            if t.is_floating_point() and t.layout is torch.strided and t.is_cpu:
+                seen.append((tuple(t.shape), tuple(t.stride()), t.dtype))
+            return read(t)
+        return record
+    for name, read in reads.items():  # gradients are screened, outputs read with a bound
+        setattr(checks, name, recording(read))
     try:
         with ft.watch(model):
             step()
     finally:
-        checks.finite = finite
+        for name, read in reads.items():
+            setattr(checks, name, read)
     tensors = [torch.empty_strided(shape, stride, dtype=dtype) for shape, stride, dtype in seen
                if dtype in (torch.float16, torch.float32, torch.float64)]
     sources = [torch.randn(t.shape, dtype=t.dtype).to(memory_format=_format(t)) for t in tensors]

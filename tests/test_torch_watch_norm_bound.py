@@ -262,3 +262,61 @@ def test_half_precision_bounds_against_its_own_range(monkeypatch):
         assert findings == [] and bool(torch.isfinite(out).all())
         reads[dtype] = read
     assert reads == {torch.bfloat16: False, torch.float16: True}
+
+
+def test_under_checkpoint_the_saved_tensors_are_not_unpacked(monkeypatch):
+    """A non-reentrant checkpoint's saved-tensor hooks would run the whole region again on an
+    unpack in the forward (running statistics updated twice, findings doubled): no bound
+    there, the norm is read, and the region runs once."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Region(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale, self.norm = Scale(1.0), nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return checkpoint(lambda t: self.norm(self.scale(t)), x, use_reentrant=False)
+    model = Region()
+    assert _norm_read(monkeypatch, model, torch.randn(8, 4, 5, 5, requires_grad=True))
+    assert int(model.norm.num_batches_tracked) == 1
+
+
+def test_a_subclass_input_that_reroutes_the_norm_is_read(monkeypatch):
+    """A torch-function subclass can change what F.layer_norm computes (here its weight) while
+    the node and the module stay torch's: its output is read."""
+    import torch.nn.functional as F
+
+    class Rescaled(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func is F.layer_norm:
+                kwargs["weight"] = kwargs["weight"] * 3e38
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **kwargs)
+
+    class Wrap(nn.Module):
+        def forward(self, x):
+            return (x * 1.0).as_subclass(Rescaled)
+    model = nn.Sequential(Wrap(), nn.LayerNorm(16))
+    with monkeypatch.context() as m:
+        out, read, findings = _run(model, torch.randn(64, 16, requires_grad=True), m)
+    assert not bool(torch.isfinite(out).all())
+    assert read and findings[0][:3] == ("1", "forward", "output")
+
+
+@pytest.mark.parametrize("where", ["weight", "bias"])
+def test_a_parameter_held_as_a_plain_attribute_is_bounded_too(monkeypatch, where):
+    """A weight or bias set as a plain tensor (not a Parameter) is what torch's forward passes
+    on: its bound counts, and a huge one makes the norm read."""
+    model, x = _model("batchnorm2d")
+    norm = model[1]
+    delattr(norm, where)
+    setattr(norm, where, torch.full((4,), 3e38 if where == "weight" else 3.39e38))
+    if where == "bias":
+        norm.weight.data.fill_(1e36)
+    with monkeypatch.context() as m:
+        out, read, findings = _run(model, x, m)
+    assert not bool(torch.isfinite(out).all())
+    assert read and findings[0][:3] == ("1", "forward", "output")

@@ -351,16 +351,19 @@ class watch:
         Inf, and no NaN can come from finite operands of +, - and *."""
         node = output.grad_fn
         if (node is None or type(node).__name__ != _NORMS[type(module)] or not output.is_cpu
-                or not self._as_torch_computes(module)):  # (elsewhere its reads cost more)
-            return None
+                or not self._as_torch_computes(module)  # (elsewhere its reads cost more)
+                or _TABLES["saved_hooks"](False) is not None):
+            return None  # (saved-tensor hooks, as checkpoint's: unpacking would run them)
         x = node._saved_input
         known = state.checked.get(id(x))
-        if known is None or known[0] is not x or known[3] is None or known[2] != x._version:
+        if (known is None or known[0] is not x or known[3] is None or known[2] != x._version
+                or type(x) is not self._tensor):  # (a subclass may reroute the norm)
             return None
         if getattr(node, "_saved_training", True) is not True:  # a batch norm in eval mode
             return None  # uses its running statistics: not saved, not bounded here
-        own = module._parameters  # torch's forward of the class passes them to the node
-        weight, bias = own.get("weight"), own.get("bias")
+        # what torch's forward of the class passes on: parameters, buffers, plain attributes
+        # (weight_norm's), as its pre-hooks left them
+        weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
         magnitude = self._magnitude
         # the saved statistics may be stored rounded from what the kernel used: one binade up
         bounds = [magnitude(node._saved_result1), magnitude(node._saved_result2)]
@@ -859,7 +862,9 @@ def _fill_tables(torch) -> None:
                 and os.path.dirname(code.co_filename) == home)
         _TORCH_FORWARD[cls] = forward if ours else None
     stacks = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+    saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
     _TABLES.update(tensor=torch.Tensor, stacks=stacks,
+                   saved_hooks=saved_hooks or (lambda ignore_tracing: "unknown"),
                    queue=torch.autograd.Variable._execution_engine.queue_callback,
                    task=torch._C._current_graph_task_id)
 
