@@ -320,3 +320,84 @@ def test_a_parameter_held_as_a_plain_attribute_is_bounded_too(monkeypatch, where
         out, read, findings = _run(model, x, m)
     assert not bool(torch.isfinite(out).all())
     assert read and findings[0][:3] == ("1", "forward", "output")
+
+
+class Rerouting(torch.Tensor):
+    """A torch-function subclass that multiplies the norm's weight by 3e38 inside F.batch_norm /
+    F.layer_norm: what the norm computes is no longer what its module and node say."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        import torch.nn.functional as F
+        kwargs = dict(kwargs or {})
+        if func in (F.batch_norm, F.layer_norm):
+            args = list(args)
+            weight = kwargs.get("weight", args[-1] if func is F.layer_norm and len(args) > 2
+                                else None)
+            kwargs["weight"] = torch.full((4,), 3e38) if weight is None else (
+                weight.as_subclass(torch.Tensor) * 3e38)
+            if func is F.layer_norm:
+                args = args[:2]
+            else:
+                args = args[:3]
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name, where", [("batchnorm2d", "weight"), ("batchnorm2d", "bias"),
+                                         ("batchnorm2d", "running_mean"),
+                                         ("layernorm", "weight")])
+def test_a_subclass_parameter_or_statistic_makes_it_read(monkeypatch, name, where):
+    model, x = _model(name)
+    norm = model[1]
+    value = getattr(norm, where).detach().as_subclass(Rerouting)
+    delattr(norm, where)
+    setattr(norm, where, value)
+    with monkeypatch.context() as m:
+        out, read, findings = _run(model, x, m)
+    assert not bool(torch.isfinite(out).all())
+    assert read and findings[0][:3] == ("1", "forward", "output")
+
+
+class Wrapper(torch.Tensor):
+    """A dispatch wrapper subclass (as DTensor or a float8 weight): no memory of its own, its
+    data_ptr() 0; its values are its inner tensor's, computed in dispatch."""
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype,
+                                                   device=inner.device)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_map
+        if func is torch.ops.aten.detach.default:
+            return Wrapper(args[0].inner)
+        inner = lambda t: t.inner if isinstance(t, Wrapper) else t  # noqa: E731
+        return func(*tree_map(inner, args), **tree_map(inner, kwargs or {}))
+
+
+def test_a_wrapper_subclass_weight_is_not_read_as_memory(monkeypatch):
+    """Reading its 0 address would crash the process: watch reads the norm instead."""
+    model, x = _model("layernorm")
+    model[1].weight = nn.Parameter(Wrapper(torch.ones(4)))
+    assert model[1].weight.data_ptr() == 0
+    with ft.watch(model, raise_on=False, backward=False) as w:
+        out = model(x)
+    assert w.findings == [] and bool(torch.isfinite(out).all())
+
+
+def test_the_checker_reads_a_wrapper_subclass_through_torch():
+    from fpclass.torch.tensors import checker
+    checks = checker(torch)
+    clean = Wrapper(torch.ones(70))
+    bad = Wrapper(torch.tensor([1.0] * 69 + [math.nan]))
+    assert clean.data_ptr() == 0
+    assert checks.finite(clean) is True and checks.magnitude(clean) is not None
+    assert checks.finite(bad) is False and checks.magnitude(bad) is None
+    assert checks.describe(bad)[0]["nan"] == 1

@@ -131,6 +131,9 @@ class Checker:
     def __init__(self, torch):
         from ..adapters import torch as adapter
         self.torch, self.adapter = torch, adapter
+        # read in place: the plain types, whose memory is theirs (a subclass's may be none, as a
+        # wrapper subclass's data_ptr() of 0; torch reads those through their dispatch)
+        self.plain = (torch.Tensor, torch.nn.Parameter)
         from ..operators.buffers import mark_period
         self.screens = _SCREENS  # one per dtype and process: a watch is entered every step
         self.finite = self._screen(torch)
@@ -144,11 +147,11 @@ class Checker:
         screen (the same words are read as on the general path); anything else to the general
         path."""
         screens, general, strided = self.screens, self._finite, torch.strided
-        channels_last = torch.channels_last
+        channels_last, plain = torch.channels_last, self.plain
 
         def finite(t) -> bool:
             screen = screens.get(t.dtype)
-            if (screen is not None and t.layout is strided and t.is_cpu
+            if (screen is not None and type(t) in plain and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
                 return not screen(t.data_ptr(), t.numel())
             return general(t)
@@ -159,7 +162,7 @@ class Checker:
         """magnitude() as a closure, dispatched as finite() is: one prepared function per dtype
         (operators.buffers.magnitude_screen, None for dtypes without bounds)."""
         bounds, strided, finite = _MAGNITUDES, torch.strided, self.finite
-        channels_last = torch.channels_last
+        channels_last, plain = torch.channels_last, self.plain
 
         def magnitude(t):
             """None when `t` holds a NaN or an Inf, else k with every magnitude in it below
@@ -167,7 +170,7 @@ class Checker:
             bound = bounds.get(t.dtype, False)
             if bound is False:
                 bound = bounds[t.dtype] = self._magnitude_for(t.dtype)
-            if (bound is not None and t.layout is strided and t.is_cpu
+            if (bound is not None and type(t) in plain and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
                 return bound(t.data_ptr(), t.numel())
             return UNBOUNDED if finite(t) else None
@@ -196,7 +199,7 @@ class Checker:
             return True
         if t.layout is not torch.strided:  # sparse (an Embedding's sparse gradient): its values
             t = t.coalesce().values() if t.layout is torch.sparse_coo else t.values()
-        if t.is_cpu and t.layout is torch.strided:
+        if t.is_cpu and t.layout is torch.strided and type(t) in self.plain:
             if not t.is_contiguous() and 0 in t.stride():  # expanded (sum()'s gradient): each
                 t = t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride())],
                                  t.stride())             # stored element once
@@ -226,7 +229,7 @@ class Checker:
         if t.layout is not torch.strided:  # sparse: where it is in the dense tensor (seldom met)
             t = t.to_dense()
         parts = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
-        if t.is_cpu and t.layout is torch.strided:
+        if t.is_cpu and t.layout is torch.strided and type(t) in self.plain:
             from ..facade import count_inf, count_nan, first_nonfinite
             counts = {"nan": int(count_nan(parts)),
                       "posinf": int(count_inf(parts, detect_negative=False)),

@@ -356,14 +356,19 @@ class watch:
             return None  # (saved-tensor hooks, as checkpoint's: unpacking would run them)
         x = node._saved_input
         known = state.checked.get(id(x))
-        if (known is None or known[0] is not x or known[3] is None or known[2] != x._version
-                or type(x) is not self._tensor):  # (a subclass may reroute the norm)
+        if known is None or known[0] is not x or known[3] is None or known[2] != x._version:
             return None
         if getattr(node, "_saved_training", True) is not True:  # a batch norm in eval mode
             return None  # uses its running statistics: not saved, not bounded here
         # what torch's forward of the class passes on: parameters, buffers, plain attributes
-        # (weight_norm's), as its pre-hooks left them
+        # (weight_norm's), as its pre-hooks left them; each of a plain type (a subclass's torch
+        # function may reroute the norm, a wrapper subclass has no memory to read)
         weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+        plain = self._checker.plain
+        if any(type(t) not in plain for t in (
+                x, weight, bias, getattr(module, "running_mean", None),
+                getattr(module, "running_var", None)) if t is not None):
+            return None
         magnitude = self._magnitude
         # the saved statistics may be stored rounded from what the kernel used: one binade up
         bounds = [magnitude(node._saved_result1), magnitude(node._saved_result2)]
