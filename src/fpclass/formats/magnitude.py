@@ -19,7 +19,7 @@ def magnitude_exponent(f: Format, field: int) -> int:
     has magnitude below 2**k (field 0: zeros and subnormals, below 2**(1 - bias)). ValueError for
     formats without such bounds and for fields outside the finite ones."""
     if not has_magnitude_bounds(f):
-        raise ValueError(f"{f.name} has no IEEE exponent bounds (accepted: {_BOUNDED})")
+        raise ValueError(f"{f.name} has no IEEE exponent bounds (accepted: {_bounded_names()})")
     top = (1 << f.exponent_bits) - 2  # the largest finite field: all ones holds NaN and Inf
     if not 0 <= field <= top:
         raise ValueError(f"exponent field {field} of {f.name} is not a finite one (0..{top})")
@@ -36,5 +36,3 @@ def _bounded_names() -> str:
     from .table import FORMATS
     return ", ".join(name for name, f in FORMATS.items() if has_magnitude_bounds(f))
 
-
-_BOUNDED = _bounded_names()

@@ -73,27 +73,24 @@ def buffer_screen(word: np.dtype, test):
     top, bound = above(test, word)
     one, many, split = buffers.any_one, buffer_counter(word, test), _split_counter(word, terms)
 
+    def alone(address: int, length: int) -> bool:
+        return bool(one(address, length, like, m, v, m2, v2, top, bound))
+
+    def in_parts(address: int, length: int, threads: int) -> bool:
+        return split(address, length, threads) > 0
+
+    def every_core(address: int, length: int) -> bool:
+        return many(address, length) > 0
+
     def screen(address: int, length: int) -> bool:
-        if threads_for(length) > 1:
-            return many(address, length) > 0
-        if not policy.SPLIT_MIN <= length < policy.PARALLEL_MIN:  # small, or a foreign worker's
-            return bool(one(address, length, like, m, v, m2, v2, top, bound))
-        choice = policy.SPLIT
-        threads = choice.threads(length)
-        if threads > 1:
-            found = split(address, length, threads) > 0
-        else:
-            found = bool(one(address, length, like, m, v, m2, v2, top, bound))
-        choice.read_ended()
-        return found
+        return _read_one_buffer(address, length, alone, in_parts, every_core)
     return screen
 
 
 def buffer_maximum(word: np.dtype, top: int):
     """A function (address, length) -> the largest `w & top` among the `length` words at
     `address` (one contiguous buffer, alive for the call; 0 for none), read as buffer_screen
-    reads: one thread, one part per thread when threads.SPLIT says so, or every core from
-    PARALLEL_MIN words in pieces of BLOCK."""
+    reads (_read_one_buffer)."""
     like, top = _LIKE.setdefault(word, np.empty(0, word)), word.type(top)
     one, itemsize = buffers.max_one, word.itemsize
 
@@ -104,25 +101,38 @@ def buffer_maximum(word: np.dtype, top: int):
                                     like, top, found)
         return int(found.max())
 
+    def alone(address: int, length: int) -> int:
+        return int(one(address, length, like, top))
+
+    def split(address: int, length: int, threads: int) -> int:
+        bounds = _part_bounds(length, threads)
+        return in_parts([address + b * itemsize for b in bounds[:-1]],
+                        [b - a for a, b in zip(bounds, bounds[1:])], threads)
+
+    def every_core(address: int, length: int) -> int:
+        offsets = range(0, length, BLOCK)
+        return in_parts([address + k * itemsize for k in offsets],
+                        [min(BLOCK, length - k) for k in offsets], threads_for(length))
+
     def maximum(address: int, length: int) -> int:
-        threads = threads_for(length)
-        if threads > 1:
-            offsets = range(0, length, BLOCK)
-            return in_parts([address + k * itemsize for k in offsets],
-                            [min(BLOCK, length - k) for k in offsets], threads)
-        if not policy.SPLIT_MIN <= length < policy.PARALLEL_MIN:  # small, or a foreign worker's
-            return int(one(address, length, like, top))
-        choice = policy.SPLIT
-        threads = choice.threads(length)
-        if threads > 1:
-            bounds = _part_bounds(length, threads)
-            found = in_parts([address + b * itemsize for b in bounds[:-1]],
-                             [b - a for a, b in zip(bounds, bounds[1:])], threads)
-        else:
-            found = int(one(address, length, like, top))
-        choice.read_ended()
-        return found
+        return _read_one_buffer(address, length, alone, split, every_core)
     return maximum
+
+
+def _read_one_buffer(address: int, length: int, alone, split, every_core):
+    """How the raw-buffer readers read one buffer: `every_core(address, length)` from
+    PARALLEL_MIN words (outside foreign workers), `split(address, length, threads)` in one part
+    per thread from SPLIT_MIN words when threads.SPLIT says so (the read's end marked for its
+    timing), else `alone(address, length)` on this thread."""
+    if threads_for(length) > 1:
+        return every_core(address, length)
+    if not policy.SPLIT_MIN <= length < policy.PARALLEL_MIN:  # small, or a foreign worker's
+        return alone(address, length)
+    choice = policy.SPLIT
+    threads = choice.threads(length)
+    found = split(address, length, threads) if threads > 1 else alone(address, length)
+    choice.read_ended()
+    return found
 
 
 def _part_bounds(length: int, threads: int) -> list:

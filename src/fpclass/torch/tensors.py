@@ -107,7 +107,7 @@ def dense(t) -> bool:
 
 
 _SCREENS: dict = {}
-_MAGNITUDES: dict = {}  # torch dtype -> its magnitude screen, or None (no bounds)
+_MAGNITUDES: dict = {}  # torch dtype -> (its magnitude screen, its largest binade) or Nones
 #: Checker.magnitude's answer for a finite tensor whose magnitudes it did not bound.
 UNBOUNDED = 1 << 30
 _CHECKERS: dict = {}
@@ -167,29 +167,29 @@ class Checker:
         def magnitude(t):
             """None when `t` holds a NaN or an Inf, else k with every magnitude in it below
             2**k (UNBOUNDED where no bound is read: a dtype or a layout without one)."""
-            bound = bounds.get(t.dtype, False)
-            if bound is False:
-                bound = bounds[t.dtype] = self._magnitude_for(t.dtype)
+            bound = (bounds.get(t.dtype) or self._bounds(t.dtype))[0]
             if (bound is not None and type(t) in plain and t.layout is strided and t.is_cpu
                     and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
                 return bound(t.data_ptr(), t.numel())
             return UNBOUNDED if finite(t) else None
         return magnitude
 
-    def _magnitude_for(self, dtype):
-        from ..formats import format_of, has_magnitude_bounds
+    def _bounds(self, dtype) -> tuple:
+        """(operators.buffers.magnitude_screen of torch `dtype`, the least k with every finite
+        value of it below 2**k), or (None, None) for dtypes without bounds; made once a dtype."""
+        from ..formats import format_of, has_magnitude_bounds, largest_magnitude_exponent
         from ..operators.buffers import magnitude_screen
         np_dtype = self.adapter.numpy_dtype(dtype)
-        if np_dtype is None or not has_magnitude_bounds(format_of(np_dtype)):
-            return None
-        return magnitude_screen(np_dtype)
+        f = None if np_dtype is None else format_of(np_dtype)
+        made = (None, None)
+        if f is not None and has_magnitude_bounds(f):
+            made = (magnitude_screen(np_dtype), largest_magnitude_exponent(f))
+        _MAGNITUDES[dtype] = made
+        return made
 
     def magnitude_limit(self, dtype) -> int | None:
         """The least k with every finite value of torch `dtype` below 2**k (None: not known)."""
-        from ..formats import format_of, has_magnitude_bounds, largest_magnitude_exponent
-        np_dtype = self.adapter.numpy_dtype(dtype)
-        f = None if np_dtype is None else format_of(np_dtype)
-        return largest_magnitude_exponent(f) if f is not None and has_magnitude_bounds(f) else None
+        return (_MAGNITUDES.get(dtype) or self._bounds(dtype))[1]
 
     def _finite(self, t) -> bool:
         """No NaN and no Inf in `t`. The stored words decide, so lazy negation and conjugation
