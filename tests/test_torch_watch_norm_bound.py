@@ -177,15 +177,21 @@ def test_an_unread_input_leaves_the_norm_read(monkeypatch):
     assert _norm_read(monkeypatch, nn.Sequential(nn.BatchNorm2d(4)), torch.randn(*shape))
 
 
-def test_a_norm_of_another_tensor_than_the_one_read_is_read(monkeypatch):
-    class Twice(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.scale, self.norm = Scale(1.0), nn.BatchNorm2d(4)
+class ScaleThen(nn.Module):
+    """Scale (its output read), `between` applied to that output in the parent's own code, then
+    a batch norm of what `between` returns."""
 
-        def forward(self, x):
-            return self.norm(self.scale(x) * 2.0)  # the norm's input was never read
-    assert _norm_read(monkeypatch, Twice(), torch.randn(8, 4, 5, 5))
+    def __init__(self, between):
+        super().__init__()
+        self.scale, self.norm, self.between = Scale(1.0), nn.BatchNorm2d(4), between
+
+    def forward(self, x):
+        return self.norm(self.between(self.scale(x)))
+
+
+def test_a_norm_of_another_tensor_than_the_one_read_is_read(monkeypatch):
+    model = ScaleThen(lambda y: y * 2.0)  # the norm's input was never read
+    assert _norm_read(monkeypatch, model, torch.randn(8, 4, 5, 5))
 
 
 def test_a_forward_hook_of_the_users_on_the_norm_makes_it_read(monkeypatch):
@@ -227,16 +233,8 @@ def test_below_the_least_size_the_norm_is_read(monkeypatch):
 
 
 def test_an_input_written_in_place_after_its_read_is_not_bounded(monkeypatch):
-    class WriteThenNorm(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.scale, self.norm = Scale(1.0), nn.BatchNorm2d(4)
-
-        def forward(self, x):
-            y = self.scale(x)
-            y.mul_(1e30)  # after the read: the bound read no longer holds
-            return self.norm(y)
-    assert _norm_read(monkeypatch, WriteThenNorm(), torch.randn(8, 4, 5, 5))
+    model = ScaleThen(lambda y: y.mul_(1e30))  # after the read: the bound read no longer holds
+    assert _norm_read(monkeypatch, model, torch.randn(8, 4, 5, 5))
 
 
 @pytest.mark.parametrize("where", ["weight", "bias"])
