@@ -90,6 +90,8 @@ def run(args, name, what, model, inputs) -> None:
             check.finite = screen
 
     small = [p for p in model.parameters() if p.numel() < args.small]
+    if any(p.dtype != torch.float32 or not p.is_cpu for p in small):
+        raise SystemExit("small grads at the end reads float32 CPU gradients only")
     hook_all = parameters.hook_gradients
 
     def hook_large(owners, selected, hook, handles=None):

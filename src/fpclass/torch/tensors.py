@@ -136,23 +136,31 @@ class Checker:
         self.plain = (torch.Tensor, torch.nn.Parameter)
         from ..operators.buffers import mark_period
         self.screens = _SCREENS  # one per dtype and process: a watch is entered every step
+        self.in_place = self._in_place(torch)
         self.finite = self._screen(torch)
         self.magnitude = self._magnitude(torch)
         # a forward pass begins: the screens time passes to choose how to read large tensors
         self.pass_started = mark_period
 
+    def _in_place(self, torch):
+        """in_place(t) as a closure: is `t` read in place as one buffer by a prepared screen, a
+        plain strided CPU tensor, C- or channels_last-contiguous (nearly every hook's tensor)?"""
+        strided, channels_last, plain = torch.strided, torch.channels_last, self.plain
+
+        def in_place(t) -> bool:
+            return (type(t) in plain and t.layout is strided and t.is_cpu
+                    and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last)))
+        return in_place
+
     def _screen(self, torch):
-        """finite() as a closure: a hook's tensor is nearly always a strided CPU tensor, C- or
-        channels_last-contiguous, of a dtype met before; it goes straight to that dtype's
-        screen (the same words are read as on the general path); anything else to the general
-        path."""
-        screens, general, strided = self.screens, self._finite, torch.strided
-        channels_last, plain = torch.channels_last, self.plain
+        """finite() as a closure: a tensor read in place (in_place) of a dtype met before goes
+        straight to that dtype's screen (the same words are read as on the general path);
+        anything else to the general path."""
+        screens, general, in_place = self.screens, self._finite, self.in_place
 
         def finite(t) -> bool:
             screen = screens.get(t.dtype)
-            if (screen is not None and type(t) in plain and t.layout is strided and t.is_cpu
-                    and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
+            if screen is not None and in_place(t):
                 return not screen(t.data_ptr(), t.numel())
             return general(t)
         finite.__doc__ = self._finite.__doc__
@@ -161,15 +169,13 @@ class Checker:
     def _magnitude(self, torch):
         """magnitude() as a closure, dispatched as finite() is: one prepared function per dtype
         (operators.buffers.magnitude_screen, None for dtypes without bounds)."""
-        bounds, strided, finite = _MAGNITUDES, torch.strided, self.finite
-        channels_last, plain = torch.channels_last, self.plain
+        bounds, finite, in_place = _MAGNITUDES, self.finite, self.in_place
 
         def magnitude(t):
             """None when `t` holds a NaN or an Inf, else k with every magnitude in it below
             2**k (UNBOUNDED where no bound is read: a dtype or a layout without one)."""
             bound = (bounds.get(t.dtype) or self._bounds(t.dtype))[0]
-            if (bound is not None and type(t) in plain and t.layout is strided and t.is_cpu
-                    and (t.is_contiguous() or t.is_contiguous(memory_format=channels_last))):
+            if bound is not None and in_place(t):
                 return bound(t.data_ptr(), t.numel())
             return UNBOUNDED if finite(t) else None
         return magnitude
