@@ -61,7 +61,8 @@ def test_a_bad_axis_names_the_accepted_types(axis):
         fpclass.count_nan(X, axis=axis)
 
 
-@pytest.mark.parametrize("x", [None, "text", b"bytes", object(), {"a": 1.0}], ids=repr)
+@pytest.mark.parametrize("x", [None, "text", b"bytes", object(), {"a": 1.0}],
+                         ids=lambda x: "object()" if type(x) is object else repr(x))
 def test_input_that_is_not_numbers_names_what_is_accepted(x):
     with pytest.raises(TypeError, match=r"fpclass takes numeric arrays: a NumPy array, a number.*"
                                         r"torch, JAX, CuPy, dask, xarray or pandas object; got "):

@@ -99,7 +99,7 @@ def test_datetime_nat_is_nan(unit):
 
 
 @pytest.mark.parametrize("bad", [np.array(["a"]), np.array([b"a"]), np.array([object()]),
-                                 np.zeros(2, dtype=[("a", "f4")])], ids=str)
+                                 np.zeros(2, dtype=[("a", "f4")])], ids=lambda a: str(a.dtype))
 def test_unsupported_dtypes_name_the_dtype(bad):
     with pytest.raises(TypeError, match=r"cannot classify dtype .*supported"):
         fpclass.isnan(bad)
