@@ -1,5 +1,7 @@
 import os
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 # The kernel tests test the kernels: compile on first use, never NumPy answers while numba's cache
@@ -46,3 +48,45 @@ def pytest_collection_modifyitems(items):
         ignore = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
         for item in items:
             item.add_marker(ignore)
+
+
+#: A run of at least this many tests warms numba's cache first when it is cold (a fresh clone):
+#: one `fpclass warmup` on two processes takes about 65 s there, where the tests compiling each
+#: kernel as they first call it, on one core, took 190 s of the suite's 650.
+WARM_FIRST_AT = 1000
+#: What that warm-up did (None: it did not run): its command's output and whether numba's cache
+#: held no kernel before it (tests/test_first_contact.py checks such a run instead of its own).
+SESSION_WARMUP: dict | None = None
+
+
+def pytest_collection_finish(session):
+    global SESSION_WARMUP
+    if len(session.items) < WARM_FIRST_AT:
+        return
+    from fpclass.kernels import compile_cache
+    if compile_cache.is_warm():
+        return
+    folder = compile_cache.cache_dir()
+    empty = not (folder.is_dir() and any(folder.glob("*.nbi")))
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "fpclass", "warmup", "--workers", "2"],
+                          capture_output=True, text=True, timeout=1200,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    SESSION_WARMUP = {"returncode": done.returncode, "stdout": done.stdout,
+                      "stderr": done.stderr, "empty": empty, "folder": folder,
+                      "seconds": time.perf_counter() - start}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SESSION_WARMUP is not None:
+        w = SESSION_WARMUP
+        terminalreporter.write_line(
+            f"numba's cache was cold: `fpclass warmup --workers 2` ran before the tests "
+            f"({w['seconds']:.0f} s, exit {w['returncode']}, into {w['folder']})")
+
+
+@pytest.fixture
+def session_warmup():
+    """The warm-up this run made before its tests on a cold cache (see pytest_collection_finish),
+    or None."""
+    return SESSION_WARMUP

@@ -44,6 +44,18 @@ def as_words(a: np.ndarray, word: np.dtype) -> Words | None:
     return Words(flat, -low // w, tuple(s // w for s in a.strides))
 
 
+def flat_words(a: np.ndarray, word: np.dtype) -> np.ndarray:
+    """C-contiguous `a` as one 1-D run of words of dtype `word` over its memory, no copy; marked
+    writable even for read-only input, as as_words' views are (numba would otherwise compile
+    every kernel a second time, for the read-only array type, after `fpclass warmup`)."""
+    flat = a.reshape(-1).view(word)
+    if flat.flags.writeable or not flat.size:
+        return flat
+    interface = {"shape": flat.shape, "typestr": word.str, "version": 3,
+                 "data": (flat.ctypes.data, False)}
+    return np.asarray(_Window(interface, a))
+
+
 class Plan(NamedTuple):
     shape: np.ndarray            # int64, ndim >= 1
     offsets: tuple               # per operand
@@ -88,7 +100,7 @@ def source_plan(a: np.ndarray, word: np.dtype, lanes: int = 1, *, c_order: bool 
     """(flat words, plan) for reading `a` alone (lanes words an element), or (None, None) when
     its layout needs copying. A C-contiguous aligned array skips planning: one run."""
     if a.flags.c_contiguous and a.flags.aligned:
-        return a.reshape(-1).view(word), Plan(np.array([a.size], np.int64), (0,), (_UNIT[lanes],), a.size)
+        return flat_words(a, word), Plan(np.array([a.size], np.int64), (0,), (_UNIT[lanes],), a.size)
     src = as_words(a, word)
     if src is None:
         return None, None

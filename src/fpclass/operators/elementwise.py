@@ -7,6 +7,7 @@ import numpy as np
 from .. import twin
 from ..formats import Kind, NaN, Query, format_of
 from ..kernels import compile_cache, numpy_bits
+from ..kernels.layout import flat_words
 from ..kernels.numpy_bits import matches
 from .inputs import as_source, check_flag, check_out
 from .outputs import empty_mask
@@ -162,10 +163,10 @@ def _small(x, fast: SmallPath, out, _limit=_SMALL, _bool=_BOOL, _u8=_U8, _ndarra
     if words is None:
         words = entry.words = _launch().test_words(entry.test, word, fast.negate, entry.lanes)
     # mask_flat refuses (writes nothing) when out overlaps x; the general path handles that.
-    if x.ndim == 1:
+    if x.ndim == 1 and x.flags.writeable:
         done = _FLAT(x.view(word), result, words)
     else:
-        done = _FLAT(x.reshape(-1).view(word), result.reshape(-1), words)
+        done = _FLAT(flat_words(x, word), result.reshape(-1), words)
     if not done:
         return None
     return result[()] if out is None and x.ndim == 0 else result
