@@ -68,6 +68,9 @@ def pytest_collection_finish(session):
         return
     folder = compile_cache.cache_dir()
     empty = not (folder.is_dir() and any(folder.glob("*.nbi")))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:  # a minute with nothing on the screen otherwise
+        reporter.write_line("numba's cache is cold: `fpclass warmup --workers 2` first ...")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "fpclass", "warmup", "--workers", "2"],
                           capture_output=True, text=True, timeout=1200,
