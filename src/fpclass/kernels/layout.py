@@ -49,11 +49,21 @@ def flat_words(a: np.ndarray, word: np.dtype) -> np.ndarray:
     writable even for read-only input, as as_words' views are (numba would otherwise compile
     every kernel a second time, for the read-only array type, after `fpclass warmup`)."""
     flat = a.reshape(-1).view(word)
-    if flat.flags.writeable or not flat.size:
+    if flat.flags.writeable:
         return flat
     interface = {"shape": flat.shape, "typestr": word.str, "version": 3,
                  "data": (flat.ctypes.data, False)}
     return np.asarray(_Window(interface, a))
+
+
+def read_only_bytes(data) -> np.ndarray:
+    """`data` (any buffer) as a read-only uint8 array, no copy: the decoders' kernels then have
+    one compiled signature whoever owns the bytes (`bytes` are read-only, a bytearray is not)."""
+    src = np.frombuffer(data, np.uint8)
+    if src.flags.writeable:
+        src = src.view()
+        src.flags.writeable = False
+    return src
 
 
 class Plan(NamedTuple):

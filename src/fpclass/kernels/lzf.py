@@ -8,11 +8,13 @@ import functools
 
 import numpy as np
 
+from .layout import read_only_bytes
+
 
 def lzf_decompress(data, out: np.ndarray) -> int:
     """The bytes of LZF stream `data` written into `out` (uint8): how many, or -1 when the stream
     is corrupt or decodes to more than `out` holds."""
-    return int(_kernel()(np.frombuffer(data, np.uint8), out))
+    return int(_kernel()(read_only_bytes(data), out))
 
 
 def _loop(src, out):

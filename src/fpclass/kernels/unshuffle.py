@@ -8,6 +8,8 @@ import sys
 
 import numpy as np
 
+from .layout import read_only_bytes
+
 #: Element sizes whose elements are built as one little-endian word from their bytes' streams
 #: and stored whole: 3-4x the speed of storing byte by byte with a stride (measured: 4-byte
 #: elements 4.4 GB/s byte by byte).
@@ -18,7 +20,7 @@ def unshuffle(data, size: int, out: np.ndarray) -> np.ndarray:
     """`out` (uint8, at least len(data) bytes) holding `data` unshuffled: byte k of every
     `size`-byte element was stored together (k = 0, 1, ...), then the bytes left over from a
     whole number of elements, which are copied as they are. Empty data gives `out` untouched."""
-    src = np.frombuffer(data, np.uint8)
+    src = read_only_bytes(data)
     n = src.size // size
     word = _WORDS.get(size)
     dest = out[:n * size]

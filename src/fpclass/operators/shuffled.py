@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from ..kernels import compile_cache
+from ..kernels.layout import read_only_bytes
 from .statistics import ValueStats, value_stats, word_stats
 
 #: Element sizes read shuffled (1-byte shuffle is no shuffle; wider ones are classified by value).
@@ -31,7 +32,7 @@ def finite_shuffled_stats(data, dtype, count: int) -> ValueStats | None:
     if rule is None:
         return None
     tests, consts, _, swapped, to_stats = rule
-    src = np.frombuffer(data, np.uint8)
+    src = read_only_bytes(data)  # one compiled kernel per word size, whoever owns the bytes
     n = src.size // size
     if not 0 <= count <= n:
         raise ValueError(f"count must be 0..{n} (the elements data holds), got {count}")
@@ -39,9 +40,6 @@ def finite_shuffled_stats(data, dtype, count: int) -> ValueStats | None:
     done = count - count % VECTOR
     found = ValueStats()
     if done:
-        if src.flags.writeable:  # one compiled kernel per word size, whoever owns the bytes
-            src = src.view()
-            src.flags.writeable = False
         from ..kernels import launch_stats, shuffled_stats as kernel  # imports numba
         row = launch_stats.empty_row()
         if not kernel.shuffled_stats(src, n, done // VECTOR, tests, consts, swapped, row):
