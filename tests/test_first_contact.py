@@ -74,6 +74,7 @@ def test_warmup_fills_an_empty_numba_cache_once(tmp_path, session_warmup):
             "        fpclass.isnan(a), fpclass.locate_nan(a, 2)\n"
             "        if a.dtype.kind != 'c':\n"
             "            fpclass.class_counts(a)\n"
+            "    fpclass.isnan(np.zeros(100_000, x.dtype))\n"   # past the small path
             # the HDF5 decoders, on the writable buffers the reader hands them
             "from fpclass.kernels.lzf import lzf_decompress\n"
             "from fpclass.kernels.unshuffle import unshuffle\n"
