@@ -37,11 +37,15 @@ def as_words(a: np.ndarray, word: np.dtype) -> Words | None:
         return None
     low = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s < 0 and n > 0)
     high = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0 and n > 0) + a.itemsize
-    count = (high - low) // w
-    interface = {"shape": (count,), "typestr": word.str, "version": 3,
-                 "data": (a.ctypes.data + low, False)}
-    flat = np.asarray(_Window(interface, a))
+    flat = _writable_words(a.ctypes.data + low, (high - low) // w, word, a)
     return Words(flat, -low // w, tuple(s // w for s in a.strides))
+
+
+def _writable_words(address: int, count: int, word: np.dtype, owner) -> np.ndarray:
+    """`count` words of dtype `word` at `address` (memory `owner` holds, kept alive by the
+    view), typed writable whatever the owner's flag: kernels never write to their source."""
+    interface = {"shape": (count,), "typestr": word.str, "version": 3, "data": (address, False)}
+    return np.asarray(_Window(interface, owner))
 
 
 def flat_words(a: np.ndarray, word: np.dtype) -> np.ndarray:
@@ -49,11 +53,7 @@ def flat_words(a: np.ndarray, word: np.dtype) -> np.ndarray:
     writable even for read-only input, as as_words' views are (numba would otherwise compile
     every kernel a second time, for the read-only array type, after `fpclass warmup`)."""
     flat = a.reshape(-1).view(word)
-    if flat.flags.writeable:
-        return flat
-    interface = {"shape": flat.shape, "typestr": word.str, "version": 3,
-                 "data": (flat.ctypes.data, False)}
-    return np.asarray(_Window(interface, a))
+    return flat if flat.flags.writeable else _writable_words(flat.ctypes.data, flat.size, word, a)
 
 
 def read_only_bytes(data) -> np.ndarray:
