@@ -21,10 +21,15 @@ of that median (from the quartiles): a run-to-run spread to read the 10% line ag
 alone", registers the hooks a watch of one hook a module would register (a forward hook on every
 module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
 parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
-that way, as watch registers them. `--clock cpu` times the
+that way, as watch registers them. A sixth, "hooks reading in them", gives the same hooks bodies
+that read, with watch's own screen, what a watch of one hook a module must read (every output but
+those of the classes watch proves finite from a finite input, every output's gradient, every
+parameter's gradient) and do nothing else: on the MLP, where watch has no other proof, the same
+bytes as watch reads, read where watch reads them, so the least such a watch costs in a real step
+(the byte count is printed under the table). `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
-`--base SRC` adds a sixth mode, the watch (with parameter grads) of the fpclass package under SRC
+`--base SRC` adds a seventh mode, the watch (with parameter grads) of the fpclass package under SRC
 (another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
 two trees in one process, their steps alternating with the others.
 
@@ -58,6 +63,7 @@ from common import table  # noqa: E402
 import fpclass.torch as ft  # noqa: E402
 from fpclass.operators.buffers import nonfinite_counter, nonfinite_screen  # noqa: E402
 from fpclass.torch.tensors import checker  # noqa: E402
+from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
 
 
 def mlp(layers: int = 8, width: int = 512):
@@ -179,6 +185,13 @@ def run(args, name, what, model, inputs) -> None:
         for handle in handles:
             handle.remove()
 
+    reading = in_step_reader(model)
+
+    def hooks_reading():
+        reading.register()
+        step()
+        reading.remove()
+
     def watched():
         with ft.watch(model, grads=False):
             step()
@@ -194,6 +207,7 @@ def run(args, name, what, model, inputs) -> None:
                 step()
 
     modes = {"plain": plain, "hooks alone (empty bodies)": hooks_alone,
+             "hooks reading in them (no other logic)": hooks_reading,
              "watch(grads=False)": watched, "watch (+ parameter grads)": watched_grads,
              "detect_anomaly(check_nan=True)": anomaly}
     if args.base_watch is not None:
@@ -243,8 +257,59 @@ def run(args, name, what, model, inputs) -> None:
     print(f"\nwatch's overhead (with parameter grads) is {watch_cost / anomaly_cost:.2f} of "
           f"detect_anomaly's ({watch_cost * 1e3:+.2f} ms vs {anomaly_cost * 1e3:+.2f} ms per "
           "step).")
+    print(f"\nthe hooks reading in them read {reading.nbytes / 2**20:.1f} MiB a step (the last "
+          "step's): outputs but those of " + ", ".join(KEEP_FINITE_NAMES) + ", each output's "
+          "gradient, each parameter's gradient")
     if args.floor:
         floor(model, step, base, paired["hooks alone (empty bodies)"], clock)
+
+
+class in_step_reader:
+    """The hooks of "hooks alone" with bodies that read, by watch's own screen on the raw
+    buffer, what a hook-per-module watch must read and nothing else: each module's output
+    tensors (once; not those of a class watch proves finite from a finite input,
+    KEEP_FINITE_NAMES), the gradient of each, and each parameter's gradient; no other logic.
+    On a model where watch has no proof beyond that rule (the MLP) it reads the same bytes as
+    watch, in the same hooks: the least such a watch costs in a real step, on data just
+    written by torch's threads."""
+
+    def __init__(self, model):
+        self.model, self.handles, self.nbytes, self.last = model, [], 0, None
+        self.screens = {}
+
+    def screen(self, t) -> None:
+        if t.is_floating_point() and t.layout is torch.strided and t.is_cpu:
+            read = self.screens.get(t.dtype)
+            if read is None:
+                read = self.screens[t.dtype] = nonfinite_screen(str(t.dtype).removeprefix("torch."))
+            if read(t.data_ptr(), t.numel()):
+                raise RuntimeError("a non-finite value in a benchmark step")
+            self.nbytes += t.numel() * t.element_size()
+
+    def output(self, module, args, kwargs, output):
+        for t in output if isinstance(output, (tuple, list)) else (output,):
+            if not isinstance(t, torch.Tensor) or t is self.last:  # a container's: its child's
+                continue
+            if type(module).__name__ not in KEEP_FINITE_NAMES:
+                self.screen(t)
+            if t.requires_grad:
+                t.register_hook(self.screen)
+            self.last = t
+
+    def gradient(self, p):
+        self.screen(p.grad)
+
+    def register(self) -> None:
+        self.nbytes, self.last = 0, None
+        self.handles = [m.register_forward_hook(self.output, with_kwargs=True)
+                        for m in self.model.modules()]
+        self.handles += [p.register_post_accumulate_grad_hook(self.gradient)
+                         for p in self.model.parameters()]
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles, self.last = [], None
 
 
 def _spread(diffs: list) -> float:

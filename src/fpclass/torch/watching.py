@@ -655,9 +655,9 @@ _RECENT = 16
 #: finite bounds (in place too), max pools whose windows always hold an element (dilation 1:
 #: _holds_for), views, bounded functions. By their exact classes (a subclass may compute
 #: something else), filled when a watch is first entered (torch is loaded).
-_KEEP_FINITE_NAMES = ("ReLU", "ReLU6", "Hardtanh", "MaxPool1d", "MaxPool2d", "MaxPool3d",
-                      "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Flatten",
-                      "Unflatten", "Tanh", "Sigmoid", "Softmax")
+KEEP_FINITE_NAMES = ("ReLU", "ReLU6", "Hardtanh", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+                     "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Flatten",
+                     "Unflatten", "Tanh", "Sigmoid", "Softmax")
 _KEEP_FINITE: set = set()
 #: autograd's nodes of operations that make a finite output of every finite input of float16,
 #: bfloat16, float32 and float64, elementwise or over a dimension (relu, tanh, sigmoid, softmax,
@@ -854,7 +854,7 @@ def _fill_tables(torch) -> None:
     a watch is first entered (torch is loaded)."""
     import inspect
     import os
-    _KEEP_FINITE.update(getattr(torch.nn, name) for name in _KEEP_FINITE_NAMES)
+    _KEEP_FINITE.update(getattr(torch.nn, name) for name in KEEP_FINITE_NAMES)
     _NORMS.update((getattr(torch.nn, name), node) for name, node in _NORM_NODES.items())
     _MASKS.update((getattr(torch.nn, name), frozenset(nodes))
                   for name, nodes in _MASK_NODES.items())
