@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from .vectors import VECTOR, match_bits, popcount
-from .walk import JIT, hit
+from .walk import INNER, JIT, hit
 
 #: Rows of the `tests` table handed to the kernel: the three classes, then "non-finite" (their
 #: union, one cheap test that skips the finite words).
@@ -41,7 +41,7 @@ def _bits(words, at, tests, t):
     return match_bits(words, at, tests[t, 0], tests[t, 1], tests[t, 2], tests[t, 3])
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _uniform(words, at, tests):
     """The class all 64 words from words[at] have (all non-finite), or -1 if they differ."""
     for cls in (NAN, POSINF, NEGINF):

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from .vectors import VECTOR, fence, match_bits, stream_bits
-from .walk import JIT, advance, hit, plan_size, run_length, seek, word_at
+from .walk import INNER, JIT, advance, hit, plan_size, run_length, seek, word_at
 
 
 @njit(**JIT)
@@ -54,7 +54,7 @@ def mask_range(src, s_off, s_str, dst, d_off, d_str, shape, start, stop, m, v, m
         fence()
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _mask_words(src, s0, dst, d0, lo, hi, m, v, m2, v2, negate):
     """dst[d0 + k] = test(src[s0 + k]) ^ negate for k in lo..hi, unit strides."""
     if m2 == 0:  # a one-clause test: half the work per word
@@ -65,7 +65,7 @@ def _mask_words(src, s0, dst, d0, lo, hi, m, v, m2, v2, negate):
             dst[d0 + k] = hit(src[s0 + k], m, v, m2, v2) ^ negate
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate):
     """Write the whole 64-element vectors of a unit-stride run of a uint8 mask that start on a
     64-byte boundary of dst, with non-temporal stores. Returns (head, done): the positions before
@@ -81,7 +81,7 @@ def _stream_run(src, s0, dst, d0, run, m, v, m2, v2, negate):
     return head, head + vectors * np.uint64(VECTOR)
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _stream_vectors(src, s0, dst, d0, vectors, m, v, m2, v2, negate):
     flip = np.uint64(0xFFFFFFFFFFFFFFFF) if negate else np.uint64(0)
     for b in range(vectors):

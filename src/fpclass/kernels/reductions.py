@@ -10,7 +10,7 @@ from numba import njit, prange
 
 from . import atomics
 from .vectors import VECTOR, masked_max, match_bits, popcount
-from .walk import JIT, advance, element_hit, hit, plan_size, run_length, seek, word_at
+from .walk import INNER, JIT, advance, element_hit, hit, plan_size, run_length, seek, word_at
 
 #: Bytes counted before `find_range` stops to look for the exact position of a hit: large
 #: enough that the per-block work is noise, small enough that an early hit answers in microseconds.
@@ -20,7 +20,7 @@ FIND_BYTES = 1 << 16
 COUNT_BYTES = 1 << 12
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _count_vectors(src, s0, vectors, m, v, m2, v2):
     """Matches among the 64 * vectors words from src[s0] (m2 = v2 = None: a one-clause test)."""
     total = np.uint64(0)
@@ -29,7 +29,7 @@ def _count_vectors(src, s0, vectors, m, v, m2, v2):
     return total
 
 
-@njit(**JIT)
+@njit(**INNER)
 def count_run(src, sp, ss, run, m, v, m2, v2, lanes):
     """How many of the `run` elements from word sp, ss words apart, match the test (with
     lanes == 2 an element is two words and matches if either does)."""
@@ -136,7 +136,7 @@ def first_claimed(src, s_off, s_str, shape, m, v, m2, v2, lanes, start, stop, ch
                 atomics.fetch_min(state, 1, one[0])
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _any_vectors(src, s0, vectors, m, v, m2, v2):
     """Nonzero iff one of the 64 * vectors words from src[s0] matches (m2 = v2 = None: one clause):
     the match bits or-ed, no count."""
@@ -146,7 +146,7 @@ def _any_vectors(src, s0, vectors, m, v, m2, v2):
     return seen
 
 
-@njit(**JIT)
+@njit(**INNER)
 def any_run(src, sp, ss, run, m, v, m2, v2, lanes, top, bound):
     """Does one of the `run` elements from word sp, ss words apart, match (count_run's terms)?
     top != 0 says the test is (w & top) > bound (launch_find.above): where the run's words are
@@ -174,7 +174,7 @@ def any_run(src, sp, ss, run, m, v, m2, v2, lanes, top, bound):
     return count_run(src, sp, ss, run, m, v, m2, v2, lanes) > 0
 
 
-@njit(**JIT)
+@njit(**INNER)
 def any_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, top, bound):
     """Does an element at C-order positions start..stop of the plan match? Stops after the first
     run that holds one."""

@@ -21,7 +21,7 @@ from numba import njit, prange
 
 from .reductions import count_run
 from .vectors import VECTOR, match_bits
-from .walk import JIT, element_hit, hit, word_at
+from .walk import INNER, JIT, element_hit, hit, word_at
 
 #: Vectors `any_run` tests before it looks at whether one had a hit: one branch per 256 words
 #: costs nothing measurable, and a hit is still found within 1 KiB of float32.
@@ -30,7 +30,7 @@ ANY_GROUP = 4
 CHECK_WORDS = 1 << 14
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _any_vectors(src, s0, groups, m, v, m2, v2):
     """Does any of the ANY_GROUP * 64 * groups words from src[s0] match (m2 = v2 = None: one clause)?"""
     for g in range(groups):
@@ -43,7 +43,7 @@ def _any_vectors(src, s0, groups, m, v, m2, v2):
     return False
 
 
-@njit(**JIT)
+@njit(**INNER)
 def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
     """1 if any of the `run` elements from word sp, ss words apart, matches (either word of an
     element with lanes == 2), else 0; stops at the first hit (a reversed run: searched forwards)."""
@@ -70,7 +70,7 @@ def any_run(src, sp, ss, run, m, v, m2, v2, lanes):
     return 0
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
     """cells[dp + k*ds] += test(element k) for the run's elements (any_mode True: |=)."""
     if lanes == 1 and ss == 1 and ds == 1:  # the common case: a loop LLVM vectorizes
@@ -92,7 +92,7 @@ def _add_run(src, sp, ss, cells, dp, ds, run, m, v, m2, v2, lanes, any_mode):
                 cells[np.uint64(dp + k * ds)] += h
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
     """_add_run for four unit-stride rows, `row` words apart, that add into the same cells: each
     cell is loaded and stored once for four words (measured: 51% -> 83% of read bandwidth on
@@ -113,7 +113,7 @@ def _add_four_rows(src, sp, row, cells, dp, run, m, v, m2, v2, any_mode):
                               + (hit(src[s2 + k], m, v, m2, v2) + hit(src[s3 + k], m, v, m2, v2)))
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _all_set(cells, dp, ds, run):
     """Is every one of the `run` cells from dp, ds apart, non-zero?"""
     for k in range(run):
@@ -122,7 +122,7 @@ def _all_set(cells, dp, ds, run):
     return True
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes, any_mode):
     """_reduce_rows's rows that all answer into the same `run` cells, with any_mode: stops
     reading once every cell holds a hit, looked at every CHECK_WORDS words or so."""
@@ -142,7 +142,7 @@ def _any_rows(src, sp, s1, ss, cells, dp, ds, rows, run, m, v, m2, v2, lanes, an
             i += 1
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2, any_mode):
     """_any_rows for contiguous rows of run < 64 words into contiguous cells: read as rows of a
     multiple of both (whole rows: word q of such a row is column q % run) into cells of their
@@ -174,7 +174,7 @@ def _any_narrow_rows(src, sp, cells, dp, rows, run, m, v, m2, v2, any_mode):
             cells[dp + q % run] |= acc[q]
 
 
-@njit(**JIT)
+@njit(**INNER)
 def _reduce_rows(src, sp, s1, ss, cells, dp, d1, ds, rows, run, m, v, m2, v2, lanes, any_mode):
     """reduce_plan over the plan's two innermost axes: `rows` runs of `run` elements, the runs
     s1 words and d1 cells apart, their elements ss words and ds cells apart. A tight loop: with

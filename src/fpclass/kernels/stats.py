@@ -25,7 +25,7 @@ from numba.extending import intrinsic
 from .reductions import count_run
 from .stats_vectors import count_and_extremes, count_and_extremes_swapped
 from .vectors import VECTOR
-from .walk import JIT, advance, plan_size, run_length, seek, word_at
+from .walk import INNER, JIT, advance, plan_size, run_length, seek, word_at
 
 #: Slots of the accumulator row (int64): counts, then the winning keys.
 NONFINITE, TINY, ZERO, KEY_MIN, KEY_MAX = range(5)
@@ -101,7 +101,7 @@ def _key(w, c):
     return x ^ ((x >> np.int64(c[3])) & np.int64(c[4]))
 
 
-@njit(**JIT)
+@njit(**INNER)
 def fold_raw(umin, umax, smax, c, acc):
     """acc's key slots updated from the raw extremes of finite words (count_and_extremes: the
     smallest and largest unsigned word, the largest signed word). In a signed format the largest

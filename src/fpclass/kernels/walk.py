@@ -8,10 +8,15 @@ body is a tight, vectorizable loop.
 import numpy as np
 from numba import njit
 
-JIT = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+#: Every kernel's options. No C callback wrapper: no kernel is passed as a function pointer, and
+#: compiling one costs every kernel's first compile time.
+JIT = dict(cache=True, nogil=True, boundscheck=False, error_model="numpy", no_cfunc_wrapper=True)
+#: A kernel only other kernels call: no wrapper for calls from Python either (a cold warm-up
+#: compiles each kernel once per word width; the wrappers were about a tenth of it).
+INNER = dict(JIT, no_cpython_wrapper=True)
 
 
-@njit(**JIT)
+@njit(**INNER)
 def plan_size(shape):
     """The number of elements of a plan's shape."""
     total = 1
@@ -20,7 +25,7 @@ def plan_size(shape):
     return total
 
 
-@njit(**JIT)
+@njit(**INNER)
 def seek(shape, start, idx):
     """Set `idx` to the multi-index of C-order position `start`."""
     rem = start
@@ -29,7 +34,7 @@ def seek(shape, start, idx):
         rem //= shape[ax]
 
 
-@njit(**JIT)
+@njit(**INNER)
 def word_at(idx, strides, offset):
     """The word position of multi-index `idx` for an operand with these strides and offset."""
     pos = offset
@@ -38,14 +43,14 @@ def word_at(idx, strides, offset):
     return pos
 
 
-@njit(**JIT)
+@njit(**INNER)
 def run_length(idx, shape, position, stop):
     """How many elements from `position` stay on the current innermost row and before `stop`."""
     last = shape.size - 1
     return min(shape[last] - idx[last], stop - position)
 
 
-@njit(**JIT)
+@njit(**INNER)
 def advance(idx, shape, run):
     """Move `idx` forward by `run` elements, which never passes the end of the current row."""
     ax = shape.size - 1
@@ -56,13 +61,13 @@ def advance(idx, shape, run):
         ax -= 1
 
 
-@njit(**JIT)
+@njit(**INNER)
 def hit(w, m, v, m2, v2):
     """The bit test of formats/bit_tests.py: (w & m) == v and (w & m2) != v2."""
     return ((w & m) == v) & ((w & m2) != v2)
 
 
-@njit(**JIT)
+@njit(**INNER)
 def element_hit(src, i, m, v, m2, v2, lanes):
     """The bit test on the element whose first word is src[i]: with lanes == 2 (complex) it
     holds if it holds for either of its two words."""
