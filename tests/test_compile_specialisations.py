@@ -1,7 +1,8 @@
 """How many specialisations the kernels compile: numba types a constant that one kernel passes to
 another as a literal and compiles the callee again for it (seconds each, and again in every
 kernel that links it), so no kernel passes one; and the per-slice kernels' `any` and count
-each compile only their own loops (the mode is a type: True or None, not a runtime flag)."""
+each compile only their own loops (the mode is a type: True or None, not a runtime flag); and
+no code outside the kernels reaches a kernel compiled without numba's Python wrapper."""
 
 import ast
 import importlib
@@ -12,6 +13,7 @@ import pkgutil
 import subprocess
 import sys
 
+import fpclass
 import fpclass.kernels
 from numba.core.registry import CPUDispatcher
 
@@ -56,6 +58,43 @@ def test_no_kernel_passes_a_constant_to_another():
         found += [f"{info.name}.py:{line} {text}" for line, text, args in _kernel_calls(module)
                   if any(_literal(a, module) for a in args)]
     assert found == []
+
+
+def _jitted(fn) -> bool:
+    return any("njit" in ast.unparse(d) for d in fn.decorator_list)
+
+
+def _python_uses(module):
+    """(line, text, object) of each global name or `name.attribute` that code of `module`
+    outside its kernels loads: what Python calls or passes on."""
+    tree = ast.parse(inspect.getsource(module))
+
+    def visit(node, in_kernel):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            in_kernel = in_kernel or _jitted(node)
+        elif not in_kernel and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            yield node.lineno, node.id, getattr(module, node.id, None)
+        elif (not in_kernel and isinstance(node, ast.Attribute)
+              and isinstance(node.value, ast.Name)):
+            owner = getattr(module, node.value.id, None)
+            yield node.lineno, ast.unparse(node), getattr(owner, node.attr, None)
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, in_kernel)
+    yield from visit(tree, False)
+
+
+def test_kernels_without_a_python_wrapper_are_called_by_kernels_only():
+    # a kernel compiled without numba's Python wrapper (walk.INNER) crashes the process when
+    # Python calls it: no code outside the kernels may reach one
+    found, inner = [], set()
+    for info in pkgutil.walk_packages(fpclass.__path__, "fpclass."):
+        module = importlib.import_module(info.name)
+        inner |= {name for name, k in vars(module).items() if isinstance(k, CPUDispatcher)
+                  and k.targetoptions.get("no_cpython_wrapper")}
+        found += [f"{info.name}:{line} {text}" for line, text, k in _python_uses(module)
+                  if isinstance(k, CPUDispatcher) and k.targetoptions.get("no_cpython_wrapper")]
+    assert found == []
+    assert {"any_range", "count_run", "word_at", "_reduce_rows"} <= inner
 
 
 #: On an empty cache (every callee compiled, none loaded): per-slice counts first, then `any`,
