@@ -61,7 +61,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import table  # noqa: E402
 
 import fpclass.torch as ft  # noqa: E402
-from fpclass.operators.buffers import nonfinite_counter, nonfinite_screen  # noqa: E402
+from fpclass.kernels import threads  # noqa: E402
+from fpclass.operators.buffers import (magnitude_screen, nonfinite_counter,  # noqa: E402
+                                       nonfinite_screen)
 from fpclass.torch.tensors import checker  # noqa: E402
 from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
 
@@ -265,51 +267,67 @@ def run(args, name, what, model, inputs) -> None:
 
 
 class in_step_reader:
-    """The hooks of "hooks alone" with bodies that read, by watch's own screen on the raw
-    buffer, what a hook-per-module watch must read and nothing else: each module's output
-    tensors (once; not those of a class watch proves finite from a finite input,
-    KEEP_FINITE_NAMES), the gradient of each, and each parameter's gradient; no other logic.
-    On a model where watch has no proof beyond that rule (the MLP) it reads the same bytes as
-    watch, in the same hooks: the least such a watch costs in a real step, on data just
-    written by torch's threads."""
+    """The hooks of "hooks alone" with bodies that read, with watch's own reads on the raw buffer
+    (a magnitude bound for outputs, the screen for gradients), what a hook-per-module watch must
+    read and nothing else: each module's output tensors (once a version; not those of a class
+    watch proves finite from a finite input, KEEP_FINITE_NAMES), the gradient of each, and each
+    parameter's gradient; no other logic. Where watch has no proof beyond that rule (the MLP
+    below 2^17 elements an activation, where its mask and sum proofs start: batch 128 at width
+    512) it reads the same bytes as watch, in the same hooks: the least such a watch costs in a
+    real step, on data just written by torch's threads. Its reads time no pass of watch's
+    (threads.SPLIT): it reads the way watch reads now, on a choice of its own."""
 
     def __init__(self, model):
         self.model, self.handles, self.nbytes, self.last = model, [], 0, None
-        self.screens = {}
+        self.reads, self.saved_choice = {}, None
 
-    def screen(self, t) -> None:
-        if t.is_floating_point() and t.layout is torch.strided and t.is_cpu:
-            read = self.screens.get(t.dtype)
-            if read is None:
-                read = self.screens[t.dtype] = nonfinite_screen(str(t.dtype).removeprefix("torch."))
-            if read(t.data_ptr(), t.numel()):
-                raise RuntimeError("a non-finite value in a benchmark step")
-            self.nbytes += t.numel() * t.element_size()
+    def read(self, t, kind) -> None:
+        dense = t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)
+        if not (t.is_floating_point() and t.layout is torch.strided and t.is_cpu and dense):
+            return
+        read = self.reads.get((t.dtype, kind))
+        if read is None:
+            name = str(t.dtype).removeprefix("torch.")
+            read = self.reads[t.dtype, kind] = kind(name)
+        found = read(t.data_ptr(), t.numel())
+        if found is None if kind is magnitude_screen else found:
+            raise RuntimeError("a non-finite value in a benchmark step")
+        self.nbytes += t.numel() * t.element_size()
+
+    def gradient(self, g) -> None:
+        self.read(g, nonfinite_screen)
 
     def output(self, module, args, kwargs, output):
         for t in output if isinstance(output, (tuple, list)) else (output,):
-            if not isinstance(t, torch.Tensor) or t is self.last:  # a container's: its child's
+            if not isinstance(t, torch.Tensor):
                 continue
+            version = t._version
+            if self.last is not None and t is self.last[0] and version == self.last[1]:
+                continue  # a container's output: its last child's
             if type(module).__name__ not in KEEP_FINITE_NAMES:
-                self.screen(t)
+                self.read(t, magnitude_screen)
             if t.requires_grad:
-                t.register_hook(self.screen)
-            self.last = t
+                t.register_hook(self.gradient)
+            self.last = (t, version)
 
-    def gradient(self, p):
-        self.screen(p.grad)
+    def parameter(self, p):
+        self.gradient(p.grad)
 
     def register(self) -> None:
         self.nbytes, self.last = 0, None
+        self.saved_choice = threads.SPLIT
+        threads.SPLIT = threads.SplitChoice()
+        threads.SPLIT.split = self.saved_choice.split
         self.handles = [m.register_forward_hook(self.output, with_kwargs=True)
                         for m in self.model.modules()]
-        self.handles += [p.register_post_accumulate_grad_hook(self.gradient)
-                         for p in self.model.parameters()]
+        self.handles += [p.register_post_accumulate_grad_hook(self.parameter)
+                         for p in self.model.parameters() if p.requires_grad]
 
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles, self.last = [], None
+        threads.SPLIT = self.saved_choice
 
 
 def _spread(diffs: list) -> float:
