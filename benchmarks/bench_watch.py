@@ -22,11 +22,12 @@ alone", registers the hooks a watch of one hook a module would register (a forwa
 module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
 parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
 that way, as watch registers them. A sixth, "hooks reading in them", gives the same hooks bodies
-that read, with watch's own screen, what a watch of one hook a module must read (every output but
-those of the classes watch proves finite from a finite input, every output's gradient, every
-parameter's gradient) and do nothing else: on the MLP, where watch has no other proof, the same
-bytes as watch reads, read where watch reads them, so the least such a watch costs in a real step
-(the byte count is printed under the table). `--clock cpu` times the
+that read, with watch's own reads (a magnitude bound for outputs, the screen for gradients), what
+a watch of one hook a module must read (every output but those of the classes watch proves finite
+from a finite input, every output's gradient, every parameter's gradient) and do nothing else: on
+the MLP at batch 128, where watch has no other proof, the same bytes as watch reads, read where
+watch reads them, so the least such a watch costs in a real step (the byte count is printed under
+the table). `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
 `--base SRC` adds a seventh mode, the watch (with parameter grads) of the fpclass package under SRC
