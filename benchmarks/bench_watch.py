@@ -22,12 +22,12 @@ alone", registers the hooks a watch of one hook a module would register (a forwa
 module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
 parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
 that way, as watch registers them. A sixth, "hooks reading in them", gives the same hooks bodies
-that read, with watch's own reads (a magnitude bound for outputs, the screen for gradients), what
-a watch of one hook a module must read (every output but those of the classes watch proves finite
-from a finite input, every output's gradient, every parameter's gradient) and do nothing else: on
-the MLP at batch 128, where watch has no other proof, the same bytes as watch reads, read where
-watch reads them, so the least such a watch costs in a real step (the byte count is printed under
-the table). `--clock cpu` times the
+that read, with watch's own checker (a magnitude bound for outputs, the screen for gradients),
+what a watch of one hook a module must read (every output but those of the classes watch proves
+finite from a finite input, every output's gradient, every parameter's gradient) and do nothing
+else: on the MLP at batch 128, where watch has no other proof, the same bytes as watch reads,
+read where watch reads them, so the least such a watch costs in a real step (the byte count is
+printed under the table). `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
 `--base SRC` adds a seventh mode, the watch (with parameter grads) of the fpclass package under SRC
@@ -63,8 +63,7 @@ from common import table  # noqa: E402
 
 import fpclass.torch as ft  # noqa: E402
 from fpclass.kernels import threads  # noqa: E402
-from fpclass.operators.buffers import (magnitude_screen, nonfinite_counter,  # noqa: E402
-                                       nonfinite_screen)
+from fpclass.operators.buffers import nonfinite_counter, nonfinite_screen  # noqa: E402
 from fpclass.torch.tensors import checker  # noqa: E402
 from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
 
@@ -268,8 +267,8 @@ def run(args, name, what, model, inputs) -> None:
 
 
 class in_step_reader:
-    """The hooks of "hooks alone" with bodies that read, with watch's own reads on the raw buffer
-    (a magnitude bound for outputs, the screen for gradients), what a hook-per-module watch must
+    """The hooks of "hooks alone" with bodies that read, with watch's own reads (its checker: a
+    magnitude bound for outputs, the screen for gradients), what a hook-per-module watch must
     read and nothing else: each module's output tensors (once a version; not those of a class
     watch proves finite from a finite input, KEEP_FINITE_NAMES), the gradient of each, and each
     parameter's gradient; no other logic. Where watch has no proof beyond that rule (the MLP
@@ -280,23 +279,16 @@ class in_step_reader:
 
     def __init__(self, model):
         self.model, self.handles, self.nbytes, self.last = model, [], 0, None
-        self.reads, self.saved_choice = {}, None
+        self.checks, self.saved_choice = checker(torch), None
 
-    def read(self, t, kind) -> None:
-        dense = t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)
-        if not (t.is_floating_point() and t.layout is torch.strided and t.is_cpu and dense):
-            return
-        read = self.reads.get((t.dtype, kind))
-        if read is None:
-            name = str(t.dtype).removeprefix("torch.")
-            read = self.reads[t.dtype, kind] = kind(name)
-        found = read(t.data_ptr(), t.numel())
-        if found is None if kind is magnitude_screen else found:
-            raise RuntimeError("a non-finite value in a benchmark step")
-        self.nbytes += t.numel() * t.element_size()
+    def counted(self, t) -> None:
+        if t.is_floating_point():
+            self.nbytes += t.numel() * t.element_size()
 
     def gradient(self, g) -> None:
-        self.read(g, nonfinite_screen)
+        if not self.checks.finite(g):
+            raise RuntimeError("a non-finite gradient in a benchmark step")
+        self.counted(g)
 
     def output(self, module, args, kwargs, output):
         for t in output if isinstance(output, (tuple, list)) else (output,):
@@ -306,7 +298,9 @@ class in_step_reader:
             if self.last is not None and t is self.last[0] and version == self.last[1]:
                 continue  # a container's output: its last child's
             if type(module).__name__ not in KEEP_FINITE_NAMES:
-                self.read(t, magnitude_screen)
+                if self.checks.magnitude(t) is None:
+                    raise RuntimeError("a non-finite output in a benchmark step")
+                self.counted(t)
             if t.requires_grad:
                 t.register_hook(self.gradient)
             self.last = (t, version)
