@@ -203,7 +203,7 @@ def queries_section(n, bw, quick):
 
 
 def threads_section():
-    """Why large arrays use numba's threads and small ones do not (threads.PARALLEL_MIN)."""
+    """Why large arrays use several threads and small ones do not (threads.PARALLEL_MIN)."""
     from fpclass.kernels import threads
     rows = []
     default = threads.PARALLEL_MIN

@@ -35,12 +35,16 @@ def both_launchers(request, monkeypatch):
 
 @pytest.fixture(params=["numpy", "serial", "threaded"])
 def launcher(request, monkeypatch):
-    """NumPy's bit tests (small inputs), the numba kernels on one thread, and on numba's pool with
-    every input over the threshold. (A test module may define its own `launcher`.)"""
+    """NumPy's bit tests (small inputs), the numba kernels on one thread, and in parts on several
+    threads with every input over the threshold, the parts as small as the launchers allow.
+    (A test module may define its own `launcher`.)"""
     from fpclass.kernels import numpy_bits, threads
     monkeypatch.setattr(numpy_bits, "SMALL_BYTES", 1 << 62 if request.param == "numpy" else -1)
     if request.param == "threaded":
+        from fpclass.kernels import launch_elementwise, launch_reduce, launch_stats
         monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
+        for module in (launch_elementwise, launch_reduce, launch_stats):   # parts of 256 elements
+            monkeypatch.setattr(module, "BLOCK", 256)
     return request.param
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import fpclass
 from fpclass import twin
-from fpclass.kernels import numpy_bits, slices, threads
+from fpclass.kernels import numpy_bits, slices, thread_parts, threads
 
 DTYPES = [np.dtype(t) for t in (np.float32, np.float64, ">f4", np.float16, ml_dtypes.bfloat16,
                                 ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.complex64)]
@@ -133,12 +133,13 @@ def test_threads_take_parts_of_the_rows_only_on_the_main_thread(monkeypatch):
     monkeypatch.setattr(numpy_bits, "SMALL_BYTES", -1)
     monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
     calls = []
-    real = slices.reduce_parts
+    real = thread_parts.run
 
-    def spy(*args):
-        calls.append(args[-1].size - 1)
-        return real(*args)
-    monkeypatch.setattr(slices, "reduce_parts", spy)
+    def spy(kernel, parts, threads):
+        if kernel is slices.reduce_plan:
+            calls.append(min(len(parts), threads))
+        return real(kernel, parts, threads)
+    monkeypatch.setattr(thread_parts, "run", spy)
     x = sample(np.dtype(np.float32), (20_000, 6), seed=5)
     want = np.count_nonzero(twin.isnan(x), axis=0)
     with ThreadPoolExecutor(1) as pool:

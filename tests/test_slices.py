@@ -24,8 +24,8 @@ CLASSES = {  # query name -> (fpclass any, fpclass count, the twin's mask)
 
 @pytest.fixture(params=["serial", "threaded"])
 def kernels(request, monkeypatch):
-    """Every input through the numba kernels (no small-input NumPy path), on one thread or on
-    numba's pool with parts as small as the split allows."""
+    """Every input through the numba kernels (no small-input NumPy path), on one thread or in
+    parts on several threads, as small as the split allows."""
     from fpclass.kernels import numpy_bits, threads
     monkeypatch.setattr(numpy_bits, "SMALL_BYTES", -1)
     if request.param == "threaded":

@@ -1,5 +1,6 @@
 """The thread policy: the user's cap, and one thread inside foreign workers (dask's threads and
-processes schedulers), checked by whether numba's thread pool was ever started."""
+processes schedulers), checked by whether numba's thread pool or fpclass's own threads
+(kernels/thread_parts.py) were ever started."""
 
 import os
 import subprocess
@@ -98,26 +99,30 @@ def test_a_capped_call_still_answers_right():
 
 
 _PROBE = textwrap.dedent("""
-    import sys
+    import sys, threading
     import dask, dask.array as da, numpy as np
     import numba.np.ufunc.parallel as pool
     import fpclass
     from fpclass.kernels import threads
 
+    def crew():
+        return any(t.name.startswith("fpclass-part-") for t in threading.enumerate())
+
     def task(block):
-        # what the policy allows here, the answer, and whether numba's pool ever started here
+        # what the policy allows here, the answer, and whether numba's pool or fpclass's threads
+        # ever started here
         n = fpclass.count_nan(block)
-        return np.array([[threads.threads_for(block.size), n, pool._is_initialized]])
+        return np.array([[threads.threads_for(block.size), n, pool._is_initialized, crew()]])
 
     if __name__ == "__main__":
         scheduler = sys.argv[1]
         size = threads.PARALLEL_MIN
         x = da.from_array(np.full(4 * size, np.nan, np.float16), chunks=size)
         with dask.config.set(scheduler=scheduler, num_workers=2):
-            rows = x.map_blocks(task, chunks=((1,) * 4, (3,)), dtype=np.int64, new_axis=1).compute()
-        main_before = pool._is_initialized
-        fpclass.count_nan(np.zeros(size, np.float16))  # the control: from here the pool starts
-        print(rows.tolist(), main_before, pool._is_initialized)
+            rows = x.map_blocks(task, chunks=((1,) * 4, (4,)), dtype=np.int64, new_axis=1).compute()
+        main_before = pool._is_initialized, crew()
+        fpclass.count_nan(np.zeros(size, np.float16))  # the control: from here the threads start
+        print(rows.tolist(), *main_before, pool._is_initialized, crew())
 """)
 
 
@@ -132,7 +137,8 @@ def test_dask_workers_never_start_numba_threads(scheduler, tmp_path):
     out = subprocess.run([sys.executable, str(script), scheduler], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
-    rows, main_before, main_after = out.stdout.rsplit(None, 2)[0], *out.stdout.split()[-2:]
+    rows, words = out.stdout.rsplit(None, 4)[0], out.stdout.split()
+    main_before, main_after = words[-4:-2], words[-2:]
     size = threads.PARALLEL_MIN
-    assert eval(rows) == [[1, size, False]] * 4
-    assert (main_before, main_after) == ("False", "True")
+    assert eval(rows) == [[1, size, False, False]] * 4
+    assert (main_before, main_after) == (["False", "False"], ["True", "True"])

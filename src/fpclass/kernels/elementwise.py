@@ -1,15 +1,15 @@
 """The element-wise kernel: one bit test per element, written as 1/0 bytes.
 
-`mask_range` is the serial kernel; `mask_parallel` splits the same work into blocks over numba's
-thread pool. Both are generic over the word width (uint8/16/32/64): numba compiles one
+`mask_range` is the kernel: positions start..stop of a plan, so that threads can each take a
+range (kernels/thread_parts.py). Generic over the word width (uint8/16/32/64): numba compiles one
 specialization per width, cached on disk.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .vectors import VECTOR, fence, match_bits, stream_bits
-from .walk import INNER, JIT, advance, hit, plan_size, run_length, seek, word_at
+from .walk import INNER, JIT, advance, hit, run_length, seek, word_at
 
 
 @njit(**JIT)
@@ -87,17 +87,6 @@ def _stream_vectors(src, s0, dst, d0, vectors, m, v, m2, v2, negate):
     for b in range(vectors):
         k = b * np.uint64(VECTOR)
         stream_bits(dst, d0 + k, match_bits(src, s0 + k, m, v, m2, v2) ^ flip)
-
-
-@njit(parallel=True, **JIT)
-def mask_parallel(src, s_off, s_str, dst, d_off, d_str, shape, m, v, m2, v2, lanes, negate, block,
-                  stream):
-    """mask_range over the whole plan, `block` positions per task, tasks spread over threads."""
-    total = plan_size(shape)
-    tasks = (total + block - 1) // block
-    for t in prange(tasks):
-        mask_range(src, s_off, s_str, dst, d_off, d_str, shape, t * block,
-                   min(total, (t + 1) * block), m, v, m2, v2, lanes, negate, stream)
 
 
 @njit(**JIT)

@@ -8,11 +8,11 @@ The two signed counts are ANDs of bit masks the vector already has, not tests of
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .reductions import count_run
 from .vectors import VECTOR, match_bits, popcount
-from .walk import JIT, advance, plan_size, run_length, seek, word_at
+from .walk import JIT, advance, run_length, seek, word_at
 
 #: Rows of the `base` table: the counts every run gets. SIGNED_TINY and SIGNED_ZERO must be the
 #: TINY and ZERO tests restricted to a set sign bit (BitTest.with_sign): the streaming loop takes
@@ -81,12 +81,3 @@ def histogram_range(src, s_off, s_str, shape, start, stop, base, special, counts
                                                        special[k, 2], special[k, 3], np.int64(1))
         pos += run
         advance(idx, shape, run)
-
-
-@njit(parallel=True, **JIT)
-def histogram_parallel(src, s_off, s_str, shape, base, special, block, counts):
-    """histogram_range over the whole plan; counts is (tasks, 6 + specials), a row per task."""
-    total = plan_size(shape)
-    for t in prange(counts.shape[0]):
-        histogram_range(src, s_off, s_str, shape, t * block, min(total, (t + 1) * block), base,
-                        special, counts[t])

@@ -1,21 +1,22 @@
 """The element-wise launcher: one bit test per element, written into a uint8 mask.
 
 It owns what surrounds the kernel (kernels/elementwise.py): odd layouts copied in pieces, the
-thread count (threads.py), and whether the mask bypasses the caches.
+thread count (threads.py), the parts on threads (thread_parts.py), and whether the mask bypasses
+the caches.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import elementwise
+from . import elementwise, thread_parts
 from .constants import flat_test_words, scalars
 from .layout import as_words, plan, source_plan
 from .pieces import fresh_copy, part, pieces
-from .threads import parallel, threads_for
+from .threads import threads_for
 
 U8 = np.dtype(np.uint8)
-#: Elements per parallel task.
+#: Parts of the mask on threads start at multiples of this many elements.
 BLOCK = 1 << 16
 #: Masks from this size on are written with non-temporal stores, past the caches, by one thread
 #: or many: larger than half a typical last-level cache, they would not stay there, and skipping
@@ -42,8 +43,6 @@ def mask(a: np.ndarray, word: np.dtype, lanes: int, test, negate: bool, out: np.
     p = plan(a.shape, [src, dst], reorder=True)
     m, v, m2, v2 = scalars(test, word)
     common = (src.flat, p.offsets[0], p.strides[0], dst.flat, p.offsets[1], p.strides[1], p.shape)
-    if threads > 1:
-        with parallel(threads):
-            elementwise.mask_parallel(*common, m, v, m2, v2, lanes, negate, BLOCK, stream)
-    else:
-        elementwise.mask_range(*common, 0, p.size, m, v, m2, v2, lanes, negate, stream)
+    bounds = thread_parts.cuts(p.size, thread_parts.parts_for(threads), BLOCK)
+    thread_parts.run(elementwise.mask_range, [(*common, b0, b1, m, v, m2, v2, lanes, negate, stream)
+                                              for b0, b1 in zip(bounds, bounds[1:])], threads)

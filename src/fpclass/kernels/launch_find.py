@@ -1,8 +1,8 @@
 """The find launcher: positions of the first matches in C order, and whether there is a match
 at all (searched in memory order), stopping early.
 
-It owns what surrounds the kernels (kernels/reductions.py's find_range, first_claimed and
-any_parallel): odd layouts searched piece by piece, and the first match, or any match, searched by
+It owns what surrounds the kernels (kernels/reductions.py's find_range, first_claims and
+any_claims): odd layouts searched piece by piece, and the first match, or any match, searched by
 threads that claim chunks in turn.
 launch_find_order.py builds C-order answers on layouts whose C order is not memory order from these.
 """
@@ -13,12 +13,12 @@ import functools
 
 import numpy as np
 
-from . import reductions
+from . import reductions, thread_parts
 from .constants import scalars
 from .layout import source_plan, without_broadcast
 from .pieces import first_flat, fresh_copy, pieces
 from .reductions import FIND_BYTES
-from .threads import parallel, threads_for
+from .threads import threads_for
 
 #: Words searched serially before the threads are woken: an early hit answers in microseconds.
 PREFIX = 1 << 16
@@ -70,9 +70,8 @@ def any_match(a: np.ndarray, word: np.dtype, lanes: int, test) -> bool:
     # (256 MiB float32 on a loaded 2-core machine: rounds of first-match searches 48-92 ms,
     # 0.3-0.5x numpy's isnan(a).any(); claimed chunks 16-28 ms, measured alternated)
     state = np.zeros(2, np.int64)   # chunks claimed, "a match was seen"
-    with parallel(threads):
-        reductions.any_parallel(*args, head, p.size, max(1, CLAIM_BYTES // (flat.itemsize * lanes)), threads,
-                                state)
+    claims = (*args, head, p.size, max(1, CLAIM_BYTES // (flat.itemsize * lanes)), state)
+    thread_parts.run(reductions.any_claims, [claims] * threads, threads)
     return bool(state[1])
 
 
@@ -99,14 +98,13 @@ def _search(flat, p, word, lanes, test, limit, stop) -> np.ndarray:
     if limit == 1:
         threads = threads_for(stop)
         if threads > 1:
-            with parallel(threads):
-                return _first_claimed(args, (m, v, m2, v2, lanes), stop, threads)
+            return _first_by_claims(args, (m, v, m2, v2, lanes), stop, threads)
     found = np.empty(min(limit, stop), np.int64)
     n = reductions.find_range(*args, 0, stop, m, v, m2, v2, lanes, found)
     return found[:n]
 
 
-def _first_claimed(args, test_args, total, threads):
+def _first_by_claims(args, test_args, total, threads):
     """The first match, searched serially over a short prefix, then by threads claiming chunks."""
     one = np.empty(1, np.int64)
     pos = min(total, PREFIX)
@@ -114,5 +112,6 @@ def _first_claimed(args, test_args, total, threads):
         return one
     state = np.array([0, total], np.int64)   # chunks claimed, the first match seen (total: none)
     chunk = max(1, CLAIM_BYTES // (args[0].itemsize * test_args[-1]))
-    reductions.first_claimed(*args, *test_args, pos, total, chunk, threads, state)
+    thread_parts.run(reductions.first_claims, [(*args, *test_args, pos, total, chunk, state)] * threads,
+                     threads)
     return state[1:] if state[1] < total else np.empty(0, np.int64)

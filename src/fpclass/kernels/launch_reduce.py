@@ -2,10 +2,11 @@
 slice, and the class histogram (raw buffers: launch_buffers.py).
 
 It owns what surrounds the kernels (reductions.py, slices.py, histogram.py): odd
-layouts counted piece by piece, the thread count (threads.py) and how the work is split: blocks
-of positions for whole-array counts, index ranges of a kept axis for per-slice answers, so that
-no two threads share an output cell, or, where the kept axes offer no such parts (a tall, narrow
-table), index ranges of a reduced axis, each thread answering into its own copy of the few cells.
+layouts counted piece by piece, the thread count (threads.py) and how the work is split over
+threads (thread_parts.py): ranges of positions for whole-array counts, index ranges of a kept
+axis for per-slice answers, so that no two threads share an output cell, or, where the kept axes
+offer no such parts (a tall, narrow table), index ranges of a reduced axis, each part answering
+into its own copy of the few cells.
 Per-column counts of rows narrower than ALIGN words are counted as longer rows and folded.
 """
 
@@ -15,15 +16,15 @@ import math
 
 import numpy as np
 
-from . import launch_rows, reductions, slices
+from . import launch_rows, reductions, slices, thread_parts
 from . import histogram as histogram_kernels
 from .constants import scalars, table
 from .launch_find import any_match
 from .layout import as_words, c_order_streams, plan, source_plan, without_broadcast
 from .pieces import fresh_copy, part, pieces
-from .threads import parallel, threads_for
+from .threads import threads_for
 
-#: Elements per parallel task of a whole-array count.
+#: A whole-array count's parts on threads start at multiples of this many elements.
 BLOCK = 1 << 16
 #: Split points along a kept innermost axis are multiples of this many elements, so that each
 #: part's rows start on whole vectors.
@@ -38,8 +39,7 @@ _CELLS = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 
 def count(a: np.ndarray, word: np.dtype, lanes: int, tests: list) -> np.ndarray:
     """How many elements of `a` match each of `tests`, in one pass (int64 array, one per test)."""
-    return _whole(a, word, lanes, len(tests), reductions.count_range, reductions.count_parallel,
-                  (table(tests, word), lanes))
+    return _whole(a, word, lanes, len(tests), reductions.count_range, (table(tests, word), lanes))
 
 
 def histogram(a: np.ndarray, word: np.dtype, base: list, special: list) -> np.ndarray:
@@ -58,33 +58,28 @@ def histogram(a: np.ndarray, word: np.dtype, base: list, special: list) -> np.nd
         if present:
             counts[present] = count(a, word, 1, [tests[i] for i in present])
         return counts
-    return _whole(a, word, 1, len(tests), k.histogram_range, k.histogram_parallel,
-                  (table(base, word), table(special, word)))
+    return _whole(a, word, 1, len(tests), k.histogram_range, (table(base, word), table(special, word)))
 
 
-def _whole(a, word, lanes, width, serial, parallel_kernel, args) -> np.ndarray:
-    """`width` counts over all of `a` from a counting kernel pair: serial(flat, offset, strides,
-    shape, start, stop, *args, counts) and parallel_kernel(flat, offset, strides, shape, *args,
-    block, rows), rows holding one row of counts per block."""
+def _whole(a, word, lanes, width, kernel, args) -> np.ndarray:
+    """`width` counts over all of `a` from a counting kernel kernel(flat, offset, strides, shape,
+    start, stop, *args, counts), which adds to `counts`: on threads, a range of positions each."""
     a, copies = without_broadcast(a)
     if copies > 1:  # each element of a stride-0 axis counted once
-        return copies * _whole(a, word, lanes, width, serial, parallel_kernel, args)
+        return copies * _whole(a, word, lanes, width, kernel, args)
     flat, p = source_plan(a, word, lanes)
     if flat is None:
         total = np.zeros(width, np.int64)
         for ix in pieces(a.shape):
-            total += _whole(fresh_copy(a[ix]), word, lanes, width, serial, parallel_kernel, args)
+            total += _whole(fresh_copy(a[ix]), word, lanes, width, kernel, args)
         return total
-    common = (flat, p.offsets[0], p.strides[0], p.shape)
     threads = threads_for(p.size)
-    if threads > 1:
-        rows = np.zeros(((p.size + BLOCK - 1) // BLOCK, width), np.int64)
-        with parallel(threads):
-            parallel_kernel(*common, *args, BLOCK, rows)
-        return rows.sum(axis=0)
-    counts = np.zeros(width, np.int64)
-    serial(*common, 0, p.size, *args, counts)
-    return counts
+    bounds = thread_parts.cuts(p.size, thread_parts.parts_for(threads), BLOCK)
+    rows = np.zeros((len(bounds) - 1, width), np.int64)
+    common = (flat, p.offsets[0], p.strides[0], p.shape)
+    thread_parts.run(kernel, [(*common, b0, b1, *args, row)
+                              for b0, b1, row in zip(bounds, bounds[1:], rows)], threads)
+    return rows.sum(axis=0)
 
 
 def reduce(a: np.ndarray, word: np.dtype, lanes: int, test, axes: tuple, any_mode: bool,
@@ -199,8 +194,10 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
     common = (src, s_off, s_str, dst, d_off, d_str, shape, *args)
     split = _split(shape, d_str, threads) if threads > 1 and not private else None
     if split is not None:
-        with parallel(threads):
-            slices.reduce_parts(src, s_off, s_str, dst.reshape(1, -1), d_off, d_str, shape, *args, *split)
+        axis, bounds = split
+        thread_parts.run(slices.reduce_plan, [_part(src, s_off, s_str, dst, d_off, d_str, shape, args,
+                                                    axis, lo, hi) for lo, hi in zip(bounds, bounds[1:])],
+                         threads)
         return
     axis = _private_axis(shape, d_str, dst.size, threads)
     if axis is None:
@@ -210,12 +207,20 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
     bounds = np.unique(np.array([n * t // threads for t in range(threads + 1)], np.int64))
     # any: each copy starts from the hits found so far, so a thread stops once every cell has one
     own = np.tile(dst, (bounds.size - 1, 1)) if any_mode else np.zeros((bounds.size - 1, dst.size), dst.dtype)
-    with parallel(threads):
-        slices.reduce_parts(src, s_off, s_str, own, d_off, d_str, shape, *args, axis, bounds)
+    thread_parts.run(slices.reduce_plan, [_part(src, s_off, s_str, cells, d_off, d_str, shape, args, axis,
+                                                lo, hi) for lo, hi, cells in zip(bounds, bounds[1:], own)],
+                     threads)
     if any_mode:
         np.bitwise_or(dst, own.max(axis=0), out=dst)
     else:
         dst += own.sum(axis=0, dtype=dst.dtype)
+
+
+def _part(src, s_off, s_str, cells, d_off, d_str, shape, args, axis, lo, hi) -> tuple:
+    """reduce_plan's arguments for indices lo..hi of plan axis `axis`, answering into `cells`."""
+    part = shape.copy()
+    part[axis] = hi - lo
+    return src, s_off + lo * s_str[axis], s_str, cells, d_off + lo * d_str[axis], d_str, part, *args
 
 
 def _probe(src, s_off, s_str, dst, d_off, d_str, shape, args):
@@ -285,11 +290,10 @@ def _count_columns(src, dst, p, wide, args, threads) -> None:
 
 def _split(shape, cell_strides, threads):
     """(plan axis, bounds) cutting a per-slice reduction into parts that write disjoint cells, or
-    None; one part per thread (numba hands each thread its block of a prange up front, so more
-    parts would not rebalance). Candidates are the kept axes: first the outermost with an index
-    for every thread, then the others, longest first. The innermost axis is cut only at multiples
-    of ALIGN elements, so parts never share a cache line of cells; a kept innermost axis of at
-    most ALIGN elements is never cut."""
+    None; one part per thread (thread_parts.run). Candidates are the kept axes: first the
+    outermost with an index for every thread, then the others, longest first. The innermost axis
+    is cut only at multiples of ALIGN elements, so parts never share a cache line of cells; a
+    kept innermost axis of at most ALIGN elements is never cut."""
     kept = [ax for ax in range(shape.size) if cell_strides[ax] != 0 and shape[ax] > 1]
     roomy = [ax for ax in kept if shape[ax] >= threads][:1]
     for axis in roomy + sorted(set(kept) - set(roomy), key=lambda ax: -shape[ax]):

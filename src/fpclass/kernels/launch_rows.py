@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import row_words, rows
-from .threads import parallel
+from . import row_words, rows, thread_parts
 
 #: A plan of more axes than two (rows not merged into one run of rows) goes to the kernel block by
 #: block only where each block holds at least this many rows: a call per block costs microseconds.
@@ -41,30 +40,41 @@ def reduce_rows(src: np.ndarray, cells: np.ndarray, p, scalars: tuple, any_mode:
     none)."""
     n, width = int(p.shape[-2]), int(p.shape[-1])
     steps = n // rows.ROWS
-    parts = max(1, min(threads, steps))
-    bounds = np.array([steps * t // parts for t in range(parts + 1)], np.int64)
     data = cells.view(np.uint8)
     m, v, m2, v2 = scalars
     done = steps * rows.ROWS
     row_bytes = width * src.itemsize
     by_words = cells.itemsize == 1 and row_bytes in row_words.ROW_WORDS
     if by_words:
-        word_bounds = np.array([n * t // parts for t in range(parts + 1)], np.int64)
         word_args = (*row_words.constants(tuple(int(s) for s in scalars), src.itemsize, row_bytes),
-                     any_mode, word_bounds)
-    with parallel(parts):
-        for index in np.ndindex(*(int(k) for k in p.shape[:-2])):
-            sp = p.offsets[0] + sum(i * int(s) for i, s in zip(index, p.strides[0]))
-            dp = p.offsets[1] + sum(i * int(s) for i, s in zip(index, p.strides[1]))
-            if by_words:
-                block = src[sp:sp + n * width]
-                # a view off a word boundary is another numba type, compiled again: shuffles then
-                if block.ctypes.data % row_bytes == 0:
-                    row_words.word_rows(block.view(row_words.ROW_WORDS[row_bytes]), data[dp:dp + n],
-                                        *word_args)
-                    continue
-            rows.short_rows(src, sp, width, data, dp, cells.itemsize, *scalars, any_mode, bounds)
-            if done < n:
-                words = src[sp + done * width:sp + n * width].reshape(-1, width)
-                found = (((words & m) == v) & ((words & m2) != v2)).sum(axis=1, dtype=cells.dtype)
-                cells[dp + done:dp + n] = (found != 0) if any_mode else found
+                     any_mode)
+    blocks = list(np.ndindex(*(int(k) for k in p.shape[:-2])))
+    split = -(-thread_parts.parts_for(threads) // len(blocks))   # parts of each block
+    calls, tails = [], []
+    for index in blocks:
+        sp = p.offsets[0] + sum(i * int(s) for i, s in zip(index, p.strides[0]))
+        dp = p.offsets[1] + sum(i * int(s) for i, s in zip(index, p.strides[1]))
+        if by_words:
+            block = src[sp:sp + n * width]
+            # a view off a word boundary is another numba type, compiled again: shuffles then
+            if block.ctypes.data % row_bytes == 0:
+                words = block.view(row_words.ROW_WORDS[row_bytes])
+                bounds = thread_parts.cuts(n, split)
+                calls += [(row_words.word_rows, (words[lo:hi], data[dp + lo:dp + hi], *word_args))
+                          for lo, hi in zip(bounds, bounds[1:])]
+                continue
+        bounds = thread_parts.cuts(steps, split)
+        calls += [(rows.short_rows, (src, sp, width, data, dp, cells.itemsize, *scalars, any_mode, lo, hi))
+                  for lo, hi in zip(bounds, bounds[1:])]
+        if done < n:
+            tails.append((sp, dp))
+    thread_parts.run(_call, calls, threads)
+    for sp, dp in tails:
+        words = src[sp + done * width:sp + n * width].reshape(-1, width)
+        found = (((words & m) == v) & ((words & m2) != v2)).sum(axis=1, dtype=cells.dtype)
+        cells[dp + done:dp + n] = (found != 0) if any_mode else found
+
+
+def _call(kernel, args) -> None:
+    """kernel(*args): one part of reduce_rows, whichever its kernel."""
+    kernel(*args)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import compile_cache, numpy_bits
+from . import compile_cache, numpy_bits, thread_parts
 from .layout import source_plan
 from .pieces import fresh_copy, pieces
-from .threads import parallel, threads_for
+from .threads import threads_for
 
-#: Elements per parallel task.
+#: Parts on threads start at multiples of this many elements.
 BLOCK = 1 << 16
 _I64 = np.iinfo(np.int64)
 
@@ -56,14 +56,11 @@ def stats(a: np.ndarray, word: np.dtype, tests: np.ndarray, consts: np.ndarray,
                                     for ix in pieces(a.shape)]))
     common = (flat, flat.view(signed), p.offsets[0], p.strides[0], p.shape)
     threads = threads_for(p.size)
-    if threads > 1:
-        rows = np.tile(empty_row(), ((p.size + BLOCK - 1) // BLOCK, 1))
-        with parallel(threads):
-            kernels.stats_parallel(*common, tests, consts, swap, BLOCK, rows)
-        return merge_rows(rows)
-    row = empty_row()
-    kernels.stats_range(*common, 0, p.size, tests, consts, swap, row)
-    return row
+    bounds = thread_parts.cuts(p.size, thread_parts.parts_for(threads), BLOCK)
+    rows = np.tile(empty_row(), (len(bounds) - 1, 1))
+    thread_parts.run(kernels.stats_range, [(*common, b0, b1, tests, consts, swap, row)
+                                           for b0, b1, row in zip(bounds, bounds[1:], rows)], threads)
+    return merge_rows(rows)
 
 
 def _numpy_row(w: np.ndarray, signed: np.dtype, tests, c, swap: bool) -> np.ndarray:

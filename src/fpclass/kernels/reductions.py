@@ -6,11 +6,11 @@ runs are cut to COUNT_BYTES, so the repeated passes hit L1 cache, not memory.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from . import atomics
 from .vectors import VECTOR, masked_max, match_bits, popcount
-from .walk import INNER, JIT, advance, element_hit, hit, plan_size, run_length, seek, word_at
+from .walk import INNER, JIT, advance, element_hit, hit, run_length, seek, word_at
 
 #: Bytes counted before `find_range` stops to look for the exact position of a hit: large
 #: enough that the per-block work is noise, small enough that an early hit answers in microseconds.
@@ -72,15 +72,6 @@ def count_range(src, s_off, s_str, shape, start, stop, tests, lanes, counts):
         advance(idx, shape, run)
 
 
-@njit(parallel=True, **JIT)
-def count_parallel(src, s_off, s_str, shape, tests, lanes, block, counts):
-    """count_range over the whole plan; counts is (tasks, T), one row per task of `block`."""
-    total = plan_size(shape)
-    for t in prange(counts.shape[0]):
-        count_range(src, s_off, s_str, shape, t * block, min(total, (t + 1) * block), tests, lanes,
-                    counts[t])
-
-
 @njit(**JIT)
 def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found):
     """Write the C-order positions of the first len(found) matches in start..stop into `found`;
@@ -120,20 +111,20 @@ def find_range(src, s_off, s_str, shape, start, stop, m, v, m2, v2, lanes, found
     return n_found
 
 
-@njit(parallel=True, **JIT)
-def first_claimed(src, s_off, s_str, shape, m, v, m2, v2, lanes, start, stop, chunk, workers, state):
-    """state[1] = the first match at plan positions start..stop if it is below state[1] (which
-    starts at stop). `workers` threads claim chunks of `chunk` positions in order (state[0] counts
-    the claims) and stop at the first chunk that starts past a match seen: every chunk before the
+@njit(**JIT)
+def first_claims(src, s_off, s_str, shape, m, v, m2, v2, lanes, start, stop, chunk, state):
+    """One thread's share of a search by several, each running this on the same `state`:
+    state[1] = the first match at plan positions start..stop if it is below state[1] (which
+    starts at stop). The threads claim chunks of `chunk` positions in order (state[0] counts the
+    claims) and stop at the first chunk that starts past a match seen: every chunk before the
     first match is searched whole, none after it is."""
-    for _ in prange(workers):
-        one = np.empty(1, np.int64)
-        while True:
-            b0 = start + atomics.fetch_add(state, 0, 1) * chunk
-            if b0 >= min(stop, atomics.load(state, 1)):
-                break
-            if find_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, one):
-                atomics.fetch_min(state, 1, one[0])
+    one = np.empty(1, np.int64)
+    while True:
+        b0 = start + atomics.fetch_add(state, 0, 1) * chunk
+        if b0 >= min(stop, atomics.load(state, 1)):
+            break
+        if find_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, one):
+            atomics.fetch_min(state, 1, one[0])
 
 
 @njit(**INNER)
@@ -200,17 +191,15 @@ def any_chunks(src, s_off, s_str, shape, m, v, m2, v2, lanes, top, bound, start,
     return False
 
 
-@njit(parallel=True, **JIT)
-def any_parallel(src, s_off, s_str, shape, m, v, m2, v2, lanes, top, bound, start, stop, chunk, workers,
-                 state):
-    """state[1] = 1 if an element at plan positions start..stop matches. `workers` threads claim
-    chunks of `chunk` positions in turn (state[0] counts the claims: a thread that runs late or
-    slowly takes fewer) and all stop at the end of the chunk in which one sees a match."""
-    for _ in prange(workers):
-        while atomics.load(state, 1) == 0:
-            b0 = start + atomics.fetch_add(state, 0, 1) * chunk
-            if b0 >= stop:
-                break
-            if any_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, top,
-                         bound):
-                atomics.store(state, 1, 1)
+@njit(**JIT)
+def any_claims(src, s_off, s_str, shape, m, v, m2, v2, lanes, top, bound, start, stop, chunk, state):
+    """One thread's share of a search by several, each running this on the same `state`:
+    state[1] = 1 if an element at plan positions start..stop matches. The threads claim chunks of
+    `chunk` positions in turn (state[0] counts the claims: a thread that runs late or slowly takes
+    fewer) and all stop at the end of the chunk in which one sees a match."""
+    while atomics.load(state, 1) == 0:
+        b0 = start + atomics.fetch_add(state, 0, 1) * chunk
+        if b0 >= stop:
+            break
+        if any_range(src, s_off, s_str, shape, b0, min(stop, b0 + chunk), m, v, m2, v2, lanes, top, bound):
+            atomics.store(state, 1, 1)

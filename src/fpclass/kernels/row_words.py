@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
 from .launch_find import above as above_form
@@ -65,29 +65,26 @@ def _exact_count(typingctx, w, a, b, c, d, low, high):
     return w(w, a, b, c, d, low, high), codegen
 
 
-@njit(parallel=True, **JIT)
-def word_rows(words, cells, a, b, c, d, low, high, above, any_mode, bounds):
+@njit(**JIT)
+def word_rows(words, cells, a, b, c, d, low, high, above, any_mode):
     """cells[i] = how many lanes of words[i] pass the test (any_mode: 1 if one does, else 0),
-    for i in bounds[t]..bounds[t+1] on a thread per part t. above: the test is lane & a > bound
+    for every i (threads each take a slice of the rows). above: the test is lane & a > bound
     with b = LOW - bound (a's lane sign bits clear); else (lane & a) == b and (lane & c) != d.
     low, high: each lane's bits below its sign bit, and its sign bit. cells is uint8."""
-    for t in prange(bounds.size - 1):
-        ws = words[bounds[t]:bounds[t + 1]]
-        out = cells[bounds[t]:bounds[t + 1]]
-        if above:
-            if any_mode:
-                for i in range(ws.size):
-                    out[i] = _above_count(ws[i], a, b, high) != 0
-            else:
-                for i in range(ws.size):
-                    out[i] = _above_count(ws[i], a, b, high)
+    if above:
+        if any_mode:
+            for i in range(words.size):
+                cells[i] = _above_count(words[i], a, b, high) != 0
         else:
-            if any_mode:
-                for i in range(ws.size):
-                    out[i] = _exact_count(ws[i], a, b, c, d, low, high) != 0
-            else:
-                for i in range(ws.size):
-                    out[i] = _exact_count(ws[i], a, b, c, d, low, high)
+            for i in range(words.size):
+                cells[i] = _above_count(words[i], a, b, high)
+    else:
+        if any_mode:
+            for i in range(words.size):
+                cells[i] = _exact_count(words[i], a, b, c, d, low, high) != 0
+        else:
+            for i in range(words.size):
+                cells[i] = _exact_count(words[i], a, b, c, d, low, high)
 
 
 @functools.lru_cache(maxsize=256)

@@ -10,7 +10,7 @@ must be a compile-time constant for the shuffles, so each width is its own branc
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -149,43 +149,41 @@ def add_rows(typingctx, src, start, width, m, v, m2, v2, cells, at, cell_bytes, 
     return types.none(src, start, width, m, v, m2, v2, cells, at, cell_bytes, any_mode), codegen
 
 
-@njit(parallel=True, **JIT)
-def short_rows(src, sp, width, cells, dp, cell_bytes, m, v, m2, v2, any_mode, bounds):
+@njit(**JIT)
+def short_rows(src, sp, width, cells, dp, cell_bytes, m, v, m2, v2, any_mode, first, stop):
     """Cell dp + i = the matches among the `width` words from src[sp + i*width] (any_mode: 1 if
-    one does, else 0) for the rows of steps bounds[t]..bounds[t+1] (16 rows a step), the steps of
-    part t on a thread of their own. `cells` is the cells' bytes (a uint8 view), each cell
-    `cell_bytes` (1, 2, 4, 8) bytes of an unsigned integer. The rows are contiguous words, their
-    cells contiguous; NARROWEST <= width <= WIDEST. Two-clause tests only (a one-clause test has
-    m2 = 0, whose second clause every word passes). Compiled on its own, once per word type,
-    not inlined into slices.py's kernels: the shuffles of the seven widths take seconds to
-    compile, and numba compiles a callee again into each caller."""
-    for t in prange(bounds.size - 1):
-        first, stop = bounds[t], bounds[t + 1]
-        if width == 4:
-            for b in range(first, stop):
-                add_rows(src, np.uint64(sp + b * (ROWS * 4)), 4, m, v, m2, v2, cells,
-                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
-        elif width == 8:
-            for b in range(first, stop):
-                add_rows(src, np.uint64(sp + b * (ROWS * 8)), 8, m, v, m2, v2, cells,
-                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
-        elif width == 2:
-            for b in range(first, stop):
-                add_rows(src, np.uint64(sp + b * (ROWS * 2)), 2, m, v, m2, v2, cells,
-                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
-        elif width == 3:
-            for b in range(first, stop):
-                add_rows(src, np.uint64(sp + b * (ROWS * 3)), 3, m, v, m2, v2, cells,
-                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
-        elif width == 5:
-            for b in range(first, stop):
-                add_rows(src, np.uint64(sp + b * (ROWS * 5)), 5, m, v, m2, v2, cells,
-                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
-        elif width == 6:
-            for b in range(first, stop):
-                add_rows(src, np.uint64(sp + b * (ROWS * 6)), 6, m, v, m2, v2, cells,
-                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
-        else:
-            for b in range(first, stop):
-                add_rows(src, np.uint64(sp + b * (ROWS * 7)), 7, m, v, m2, v2, cells,
-                         np.uint64(dp + b * ROWS), cell_bytes, any_mode)
+    one does, else 0) for the rows of steps first..stop (16 rows a step; threads each take a
+    range of steps). `cells` is the cells' bytes (a uint8 view), each cell `cell_bytes` (1, 2,
+    4, 8) bytes of an unsigned integer. The rows are contiguous words, their cells contiguous;
+    NARROWEST <= width <= WIDEST. Two-clause tests only (a one-clause test has m2 = 0, whose
+    second clause every word passes). Compiled on its own, once per word type, not inlined into
+    slices.py's kernels: the shuffles of the seven widths take seconds to compile, and numba
+    compiles a callee again into each caller."""
+    if width == 4:
+        for b in range(first, stop):
+            add_rows(src, np.uint64(sp + b * (ROWS * 4)), 4, m, v, m2, v2, cells,
+                     np.uint64(dp + b * ROWS), cell_bytes, any_mode)
+    elif width == 8:
+        for b in range(first, stop):
+            add_rows(src, np.uint64(sp + b * (ROWS * 8)), 8, m, v, m2, v2, cells,
+                     np.uint64(dp + b * ROWS), cell_bytes, any_mode)
+    elif width == 2:
+        for b in range(first, stop):
+            add_rows(src, np.uint64(sp + b * (ROWS * 2)), 2, m, v, m2, v2, cells,
+                     np.uint64(dp + b * ROWS), cell_bytes, any_mode)
+    elif width == 3:
+        for b in range(first, stop):
+            add_rows(src, np.uint64(sp + b * (ROWS * 3)), 3, m, v, m2, v2, cells,
+                     np.uint64(dp + b * ROWS), cell_bytes, any_mode)
+    elif width == 5:
+        for b in range(first, stop):
+            add_rows(src, np.uint64(sp + b * (ROWS * 5)), 5, m, v, m2, v2, cells,
+                     np.uint64(dp + b * ROWS), cell_bytes, any_mode)
+    elif width == 6:
+        for b in range(first, stop):
+            add_rows(src, np.uint64(sp + b * (ROWS * 6)), 6, m, v, m2, v2, cells,
+                     np.uint64(dp + b * ROWS), cell_bytes, any_mode)
+    else:
+        for b in range(first, stop):
+            add_rows(src, np.uint64(sp + b * (ROWS * 7)), 7, m, v, m2, v2, cells,
+                     np.uint64(dp + b * ROWS), cell_bytes, any_mode)

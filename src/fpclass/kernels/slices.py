@@ -17,7 +17,7 @@ literal).
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .reductions import count_run
 from .vectors import VECTOR, match_bits
@@ -235,19 +235,3 @@ def reduce_plan(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lan
                 break
             idx[ax] = 0
             ax -= 1
-
-
-@njit(parallel=True, **JIT)
-def reduce_parts(src, s_off, s_str, cells, d_off, d_str, shape, m, v, m2, v2, lanes, any_mode, axis,
-                 bounds):
-    """reduce_plan over parts of the plan, each on a thread: part t covers indices
-    bounds[t]..bounds[t+1] of plan axis `axis` and answers into cells[t], or into cells[0] where
-    `cells` has one row. One row: the parts must write disjoint cells (`axis` a kept axis); a row
-    a part: each its own copy of the cells (the caller adds them up). One kernel for both, as
-    each kernel compiles the whole of reduce_plan again (seconds)."""
-    for t in prange(bounds.size - 1):
-        part = shape.copy()
-        part[axis] = bounds[t + 1] - bounds[t]
-        own = cells[t] if cells.shape[0] > 1 else cells[0]
-        reduce_plan(src, s_off + bounds[t] * s_str[axis], s_str, own, d_off + bounds[t] * d_str[axis],
-                    d_str, part, m, v, m2, v2, lanes, any_mode)

@@ -19,13 +19,13 @@ smallest / largest signed word.
 """
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
 from .reductions import count_run
 from .stats_vectors import count_and_extremes, count_and_extremes_swapped
 from .vectors import VECTOR
-from .walk import INNER, JIT, advance, plan_size, run_length, seek, word_at
+from .walk import INNER, JIT, advance, run_length, seek, word_at
 
 #: Slots of the accumulator row (int64): counts, then the winning keys.
 NONFINITE, TINY, ZERO, KEY_MIN, KEY_MAX = range(5)
@@ -167,12 +167,3 @@ def stats_range(src, keys, s_off, s_str, shape, start, stop, tests, c, swap, acc
                 _native(keys, at, ss, rest, c, acc)
         pos += run
         advance(idx, shape, run)
-
-
-@njit(parallel=True, **JIT)
-def stats_parallel(src, keys, s_off, s_str, shape, tests, c, swap, block, rows):
-    """stats_range over the whole plan, a row of `rows` per task of `block` positions."""
-    total = plan_size(shape)
-    for t in prange(rows.shape[0]):
-        stats_range(src, keys, s_off, s_str, shape, t * block, min(total, (t + 1) * block), tests,
-                    c, swap, rows[t])

@@ -1,4 +1,5 @@
-"""The thread policy: how many of numba's threads one kernel call may use.
+"""The thread policy: how many threads one kernel call may use (its parts on Python threads:
+thread_parts.py; the raw-buffer kernels' on numba's, `parallel`).
 
 A call uses several threads only when it is large enough to repay waking them, and only from the
 main thread of a process that no pool started. Inside a foreign worker (a dask, concurrent.futures
@@ -6,10 +7,10 @@ or scan thread; a worker *process* of dask's "processes" scheduler, multiprocess
 concurrent.futures) the pool already spreads work over the cores, and threads inside each of its
 workers would multiply: N workers x all cores. The user's cap (`set_num_threads`, or the
 environment variable FPCLASS_NUM_THREADS) and numba's own count for the calling thread
-(`numba.set_num_threads`, NUMBA_NUM_THREADS) bound the rest; a call lowers numba's count for its
-duration only (`parallel`). One buffer too small for every core by that rule may still be read
-in one part per thread when reading it so has proved faster (SplitChoice). Importing this module
-does not import numba.
+(`numba.set_num_threads`, NUMBA_NUM_THREADS) bound the rest; a call on numba's threads lowers
+numba's count for its duration only (`parallel`). One buffer too small for every core by that
+rule may still be read in one part per thread when reading it so has proved faster
+(SplitChoice). Importing this module does not import numba.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import time
 #: The environment variable that caps the threads of one call: checked when fpclass is imported
 #: and read again at every call that could use threads, so a change takes effect at once.
 ENV = "FPCLASS_NUM_THREADS"
-#: Below this many elements one thread is faster than waking numba's pool (measured: see
-#: docs/benchmarks.md).
+#: Below this many elements one thread is faster than waking others (measured for numba's pool,
+#: and again for thread_parts.py's: docs/benchmarks.md).
 PARALLEL_MIN = 1 << 22
 #: Reads of one buffer from this many words up to PARALLEL_MIN may go in per-thread parts,
 #: as SPLIT says (SplitChoice). Not from 2^18: the README's MLP's 1 MiB weight gradients cost
@@ -88,7 +89,8 @@ def in_foreign_worker() -> bool:
 
 def threads_for(elements: int) -> int:
     """How many threads a kernel over `elements` elements may use: 1 below PARALLEL_MIN and in a
-    foreign worker, else get_num_threads(). Run the kernel inside `parallel(n)`."""
+    foreign worker, else get_num_threads(). Run the kernel in parts on n threads
+    (thread_parts.run), or a prange kernel inside `parallel(n)`."""
     if elements < PARALLEL_MIN or in_foreign_worker():
         return 1
     return get_num_threads()
