@@ -24,8 +24,8 @@ import time
 #: The environment variable that caps the threads of one call: checked when fpclass is imported
 #: and read again at every call that could use threads, so a change takes effect at once.
 ENV = "FPCLASS_NUM_THREADS"
-#: Below this many elements one thread is faster than waking others (measured for numba's pool,
-#: and again for thread_parts.py's: docs/benchmarks.md).
+#: Below this many elements one thread is faster than waking others (measured for numba's pool;
+#: thread_parts.py's still gain at this size: docs/benchmarks.md, issue 22, fifteenth round).
 PARALLEL_MIN = 1 << 22
 #: Reads of one buffer from this many words up to PARALLEL_MIN may go in per-thread parts,
 #: as SPLIT says (SplitChoice). Not from 2^18: the README's MLP's 1 MiB weight gradients cost
