@@ -74,9 +74,13 @@ def _whole(a, word, lanes, width, kernel, args) -> np.ndarray:
             total += _whole(fresh_copy(a[ix]), word, lanes, width, kernel, args)
         return total
     threads = threads_for(p.size)
+    common = (flat, p.offsets[0], p.strides[0], p.shape)
+    if threads == 1:   # no parts to add up: a few µs less on calls of kilobytes
+        counts = np.zeros(width, np.int64)
+        kernel(*common, 0, p.size, *args, counts)
+        return counts
     bounds = thread_parts.cuts(p.size, thread_parts.parts_for(threads), BLOCK)
     rows = np.zeros((len(bounds) - 1, width), np.int64)
-    common = (flat, p.offsets[0], p.strides[0], p.shape)
     thread_parts.run(kernel, [(*common, b0, b1, *args, row)
                               for b0, b1, row in zip(bounds, bounds[1:], rows)], threads)
     return rows.sum(axis=0)
@@ -204,9 +208,10 @@ def _run(src, s_off, s_str, dst, d_off, d_str, shape, args, threads, private=Fal
         slices.reduce_plan(*common)
         return
     n = int(shape[axis])
-    bounds = np.unique(np.array([n * t // threads for t in range(threads + 1)], np.int64))
+    bounds = thread_parts.cuts(n, threads)
     # any: each copy starts from the hits found so far, so a thread stops once every cell has one
-    own = np.tile(dst, (bounds.size - 1, 1)) if any_mode else np.zeros((bounds.size - 1, dst.size), dst.dtype)
+    parts = len(bounds) - 1
+    own = np.tile(dst, (parts, 1)) if any_mode else np.zeros((parts, dst.size), dst.dtype)
     thread_parts.run(slices.reduce_plan, [_part(src, s_off, s_str, cells, d_off, d_str, shape, args, axis,
                                                 lo, hi) for lo, hi, cells in zip(bounds, bounds[1:], own)],
                      threads)
@@ -299,8 +304,7 @@ def _split(shape, cell_strides, threads):
     for axis in roomy + sorted(set(kept) - set(roomy), key=lambda ax: -shape[ax]):
         n = int(shape[axis])
         align = ALIGN if axis == shape.size - 1 else 1  # the rows' own axis: whole vectors
-        cuts = [min(n, -(-n * t // threads // align) * align) for t in range(threads + 1)]
-        bounds = np.unique(np.array(cuts, np.int64))
-        if bounds.size > 2:
+        bounds = thread_parts.cuts(n, threads, align)
+        if len(bounds) > 2:
             return axis, bounds
     return None
