@@ -190,34 +190,38 @@ class watch:
         if known is not None and known[0] is t and known[2] == _version(t):
             return known[1], False
         node = t.grad_fn
-        if type(node).__name__ in _KEEP_FINITE_NODES and self._made_finite(state, t, node):
-            _remember(state, t, None)  # finite in, finite out: known without a read
-            return None, True
+        kind = type(node).__name__
+        if kind in _KEEP_FINITE_NODES:
+            made = self._made_finite(state, t, node)
+            if made is not _UNPROVEN:  # finite in, finite out: known without a read
+                _remember(state, t, None, _kept_bound(_NODE_BOUNDS.get(kind), made))
+                return None, True
         bound = self._magnitude(t)  # the same read, and a bound on what it found finite
         described = None if bound is not None else self._checker.describe(t)
         _remember(state, t, described, bound)
         return described, True
 
-    def _made_finite(self, state, t, node) -> bool:
+    def _made_finite(self, state, t, node):
         """Is `t` finite because the operation that made it (autograd's `node`, of
         _KEEP_FINITE_NODES: a functional activation such as the F.relu inside a layer's
         forward) keeps a finite input finite, and its one input is a tensor known finite in
-        this pass as it is now? Autograd's edge from the node names that input: the tensor
-        whose node and output number it is (a tensor written in place since the operation has
-        another node)."""
+        this pass as it is now? Then that input's magnitude bound (None: not known), else
+        _UNPROVEN. Autograd's edge from the node names that input: the tensor whose node and
+        output number it is (a tensor written in place since the operation has another
+        node)."""
         edges = node.next_functions
         if (not edges or _version(t) or type(t) is not self._tensor or not t.is_floating_point()
                 or _modes()):
-            return False
+            return _UNPROVEN
         source, number = edges[0]
         if source is None:
-            return False
-        for u, described, version, _ in state.checked.values():
+            return _UNPROVEN
+        for u, described, version, bound in state.checked.values():
             if (u.grad_fn is source and u.output_nr == number and described is None
                     and type(u) is self._tensor and u.dtype == t.dtype
                     and version == u._version):
-                return True
-        return False
+                return bound
+        return _UNPROVEN
 
     def _checked(self, state, t) -> bool:
         """Was `t` checked in this pass as it is now?"""
@@ -283,10 +287,18 @@ class watch:
                 self._mask_backward(state, module, args[0], output, input_seen)
         checked = state.checked
         if trusted and self._keeps_finite(state, args, output):
-            _remember(state, output, None)  # finite in, finite out: known without a read
+            # finite in, finite out: known without a read, and bounded as the class says (the
+            # input's entry, as read: _keeps_finite found it)
+            received = state.checked[id(args[0])][3]
+            _remember(state, output, None, _kept_bound(_module_bound(module), received))
             return
         if single and type(module) in _NORMS and output.numel() >= NORM_MIN:
             bound = self._normalized_bound(state, module, output)
+            if bound is not None:  # bounded in, bounded out: known without a read
+                _remember(state, output, None, bound)
+                return
+        if single and type(module) in _LINEAR_MAPS and output.numel() >= LINEAR_MIN:
+            bound = self._linear_bound(state, module, args, kwargs, output)
             if bound is not None:  # bounded in, bounded out: known without a read
                 _remember(state, output, None, bound)
                 return
@@ -386,6 +398,56 @@ class watch:
         k = max(products, shift) + 2
         limit = self._checker.magnitude_limit(output.dtype)
         return k if limit is not None and k < limit else None
+
+    def _linear_bound(self, state, module, args, kwargs, output) -> int | None:
+        """k with every magnitude of `output`, a _LINEAR_MAPS module's (torch's own Linear or
+        convolution, computing as torch does), below 2**k, proven from bounds on its one input,
+        its weight and its bias instead of a read of the output, or None. Each output element
+        is the bias plus a sum of fan_in products of an input element (or a padding's 0 or
+        copy) and a weight: below 2**(kx + kw + ceil(log2 fan_in)) + 2**kb. Worth it only when
+        the weight and bias (and the input, read here when this pass has not bounded it) are
+        a small part of the output's size."""
+        if kwargs or len(args) != 1:
+            return None
+        x, tensor = args[0], self._tensor
+        if (type(x) is not tensor or not output.is_cpu or not x.is_floating_point()
+                or not self._as_torch_computes(module)
+                or module.__dict__.get("_conv_forward") is not None
+                or getattr(type(module), "_conv_forward", None) is not _TORCH_CONV_FORWARD.get(
+                    type(module))):
+            return None
+        weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+        plain = self._checker.plain
+        if type(weight) not in plain or (bias is not None and type(bias) not in plain):
+            return None
+        limit = self._checker.magnitude_limit(output.dtype)
+        known = state.checked.get(id(x))
+        kx = None
+        if known is not None and known[0] is x and known[2] == _version(x):
+            if known[1] is not None:
+                return None  # a non-finite input: its output is read
+            kx = known[3]
+        elif type(x.grad_fn).__name__ in _KEEP_FINITE_NODES:  # F.relu(...) in the caller's code
+            made = self._made_finite(state, x, x.grad_fn)
+            if made is not _UNPROVEN:
+                kx = _kept_bound(_NODE_BOUNDS.get(type(x.grad_fn).__name__), made)
+        cost = (x.numel() if kx is None else 0) + weight.numel() + (
+            0 if bias is None else bias.numel())
+        if limit is None or cost * LINEAR_SHARE > output.numel():
+            return None
+        magnitude = self._magnitude
+        if kx is None:
+            kx = magnitude(x)
+            if kx is None:
+                return None
+            _remember(state, x, None, kx)
+        kw = magnitude(weight)
+        kb = -UNBOUNDED if bias is None else magnitude(bias)
+        if kw is None or kb is None:
+            return None
+        fan_in = weight.numel() // weight.shape[0] if weight.dim() and weight.shape[0] else 0
+        k = max(kx + kw + (fan_in - 1).bit_length(), kb) + LINEAR_MARGIN
+        return k if k < limit else None
 
     def _mask_backward(self, state, module, received, output, seen) -> None:
         """A _MASKS module (torch's own, one the rules hold for: _holds_for and _apart, the
@@ -709,6 +771,21 @@ _NORMS: dict = {}
 #: The least elements a normalization's output needs for its bound instead of a read: the
 #: bound reads its statistics and parameters (four small reads and the node's saved tensors).
 NORM_MIN = 1 << 17
+#: torch's modules whose output is a bias plus sums of products of input elements and weights
+#: (watch._linear_bound): class names; by exact class, filled when a watch is first entered.
+_LINEAR_MAP_NAMES = ("Linear", "Conv1d", "Conv2d", "Conv3d")
+_LINEAR_MAPS: set = set()
+#: class -> torch's own _conv_forward of it (the convolutions' forward calls it).
+_TORCH_CONV_FORWARD: dict = {}
+#: The least elements a Linear's or convolution's output needs for its bound instead of a read,
+#: and how many times larger than what the bound reads (weight, bias, an unbounded input) it
+#: must be: a read of the output is the same pass over memory.
+LINEAR_MIN = NORM_MIN
+LINEAR_SHARE = 4
+#: Binades the bound adds to the plain sum's: 1 for the bias's addition, 1 for rounding in any
+#: order of the sums (below a factor 1.07 over 2**20 terms of float32), and 6 for kernels that
+#: transform their operands before summing (Winograd's transforms scale by small constants).
+LINEAR_MARGIN = 8
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -820,6 +897,38 @@ def _holds_for(module) -> bool:
     return math.isfinite(own.get("min_val", 0.0)) and math.isfinite(own.get("max_val", 0.0))
 
 
+#: What a keep-finite rule says of its output's magnitudes: _SAME (each output element is an input
+#: element, 0, or a value between 0 and one: below the input's bound) or k (below 2**k whatever
+#: the input: tanh, sigmoid and softmax lie in [-1, 1]).
+_SAME = "same"
+_MODULE_BOUNDS = {"ReLU": _SAME, "MaxPool1d": _SAME, "MaxPool2d": _SAME, "MaxPool3d": _SAME,
+                  "AdaptiveMaxPool1d": _SAME, "AdaptiveMaxPool2d": _SAME,
+                  "AdaptiveMaxPool3d": _SAME, "Flatten": _SAME, "Unflatten": _SAME,
+                  "Tanh": 1, "Sigmoid": 1, "Softmax": 1}
+#: The same for _KEEP_FINITE_NODES: SiLU's x * sigmoid(x) lies between 0 and x.
+_NODE_BOUNDS = {"ReluBackward0": _SAME, "SiluBackward0": _SAME, "TanhBackward0": 1,
+                "SigmoidBackward0": 1, "SoftmaxBackward0": 1}
+#: _made_finite's answer when the rule does not apply.
+_UNPROVEN = object()
+
+
+def _module_bound(module):
+    """What module's keep-finite rule says of its output's magnitudes (_MODULE_BOUNDS), None
+    where it says nothing: a clamp (ReLU6, Hardtanh) keeps every magnitude only when its range
+    holds 0 (clamp(0.5, 2, 3) is 2)."""
+    name = type(module).__name__
+    if name in ("ReLU6", "Hardtanh"):
+        own = module.__dict__
+        return _SAME if own.get("min_val", 0.0) <= 0.0 <= own.get("max_val", 0.0) else None
+    return _MODULE_BOUNDS.get(name)
+
+
+def _kept_bound(rule, received):
+    """The output's magnitude bound under `rule` (None, _SAME or k) from its input's
+    (`received`: k or None, not known)."""
+    return received if rule is _SAME else rule
+
+
 def _undilated(own: dict) -> bool:
     """Is a module's `dilation` (from its __dict__: none, an int, a tuple or list) 1 in every
     dimension?"""
@@ -859,7 +968,13 @@ def _fill_tables(torch) -> None:
     _MASKS.update((getattr(torch.nn, name), frozenset(nodes))
                   for name, nodes in _MASK_NODES.items())
     home = os.path.dirname(torch.nn.modules.__file__)
-    for cls in (*_KEEP_FINITE, *_NORMS):
+    _LINEAR_MAPS.update(getattr(torch.nn, name) for name in _LINEAR_MAP_NAMES)
+    for cls in _LINEAR_MAPS:
+        own = getattr(cls, "_conv_forward", None)
+        code = getattr(own, "__code__", None)
+        if own is not None and code is not None and os.path.dirname(code.co_filename) == home:
+            _TORCH_CONV_FORWARD[cls] = own
+    for cls in (*_KEEP_FINITE, *_NORMS, *_LINEAR_MAPS):
         forward = getattr(cls, "forward", None)  # ReLU6's is Hardtanh's
         code = getattr(forward, "__code__", None)
         # replaced before now (a wrapper copies torch's names, not its code): no rule for it
