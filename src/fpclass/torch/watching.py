@@ -781,7 +781,7 @@ _TORCH_CONV_FORWARD: dict = {}
 #: and how many times larger than what the bound reads (weight, bias, an unbounded input) it
 #: must be: a read of the output is the same pass over memory.
 LINEAR_MIN = NORM_MIN
-LINEAR_SHARE = 4
+LINEAR_SHARE = 3
 #: Binades the bound adds to the plain sum's: 1 for the bias's addition, 1 for rounding in any
 #: order of the sums (below a factor 1.07 over 2**20 terms of float32), and 6 for kernels that
 #: transform their operands before summing (Winograd's transforms scale by small constants).
