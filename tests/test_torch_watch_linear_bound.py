@@ -57,9 +57,9 @@ def _model(name, scale=1.0, shift=0.0, read_input=True):
     return nn.Sequential(Scale(scale, shift), layer), x
 
 
-def _run(model, x, raise_on=False):
-    """(the last module's output, was it read?, findings) of one watched training step; a read
-    is known by its memory's address."""
+def _run(model, x, raise_on=False, backward=True):
+    """(the last module's output, was it read?, findings) of one watched training step (a
+    forward pass alone without `backward`); a read is known by its memory's address."""
     from fpclass.torch.tensors import checker
     checks, addresses = checker(torch), []
     with pytest.MonkeyPatch.context() as m:
@@ -68,9 +68,10 @@ def _run(model, x, raise_on=False):
                 addresses.append(t.data_ptr())
                 return read(t)
             m.setattr(checks, name, recording)
-        with ft.watch(model, raise_on=raise_on) as w:
+        with ft.watch(model, raise_on=raise_on, backward=backward) as w:
             out = model(x)
-            out.float().square().mean().backward()
+            if backward:
+                out.float().square().mean().backward()
     return out.detach(), out.data_ptr() in addresses, [
         (f.module, f.direction, f.tensor, f.counts, f.first, f.inputs_nonfinite)
         for f in w.findings]
@@ -163,6 +164,7 @@ def test_a_non_finite_parameter_makes_it_read_and_reported(where, bad):
 
 
 def _read(model, x, **kwargs) -> bool:
+    """Was the last module's output read in a watched step that found nothing?"""
     out, read, findings = _run(model, x, **kwargs)
     assert findings == [] and bool(torch.isfinite(out).all())
     return read
@@ -300,3 +302,194 @@ def test_a_huge_bound_through_a_relu_keeps_the_next_output_read():
     out, read, findings = _run(model, torch.randn(8, 3, 32, 32, requires_grad=True).abs())
     assert read and not bool(torch.isfinite(out).all())
     assert findings[0][:3] == ("2", "forward", "output")
+
+
+def _agree(model_maker, x, context=None):
+    """Run a watched forward pass of model_maker() over `x` (inside `context`, made anew for
+    each run) with the bound, and again reading every output: torch's outputs agree, an
+    output left unread is finite, and the findings agree. (read?, findings)."""
+    import contextlib
+
+    def step(least):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(watching, "LINEAR_MIN", least)
+            model = model_maker()
+            with ft.watch(model, raise_on=False) as w:
+                with (context() if context is not None else contextlib.nullcontext()):
+                    out = model(x)
+            from fpclass.torch.tensors import checker
+            return out.detach(), [(f.module, f.tensor, f.counts) for f in w.findings]
+    out, findings = step(0)
+    truth, every = step(1 << 60)
+    assert torch.equal(out.float().nan_to_num(), truth.float().nan_to_num())
+    assert findings == every
+    return findings
+
+
+def _filled(map_, scale, weight, bias=None):
+    def make():
+        model = nn.Sequential(Scale(scale), map_())
+        with torch.no_grad():
+            model[1].weight.fill_(weight)
+            if model[1].bias is not None:
+                model[1].bias.fill_(0.0 if bias is None else bias)
+        return model
+    return make
+
+
+@pytest.mark.parametrize("dtype, scale, weight", [
+    (torch.bfloat16, 1e-6, 3.4e38),  # the weight, finite in float32, rounds to Inf
+    (torch.float16, 1e5, 1e-9),      # the input overflows float16
+    (torch.float16, 1.0, 1e9)])      # the weight does
+def test_autocast_casts_are_not_bounded(dtype, scale, weight):
+    """Under CPU autocast the map computes in another dtype than its float32 operands: a cast
+    can overflow where every bound in float32 is small. The output is read, and the Inf found."""
+    for make in (_filled(lambda: nn.Linear(4, 64), scale, weight),
+                 _filled(lambda: nn.Conv2d(3, 32, 3, padding=1), scale, weight)):
+        x = torch.rand(256, 4) + 1 if isinstance(make()[1], nn.Linear) else torch.rand(
+            4, 3, 16, 16) + 1
+        findings = _agree(make, x, lambda: torch.autocast("cpu", dtype=dtype))
+        assert findings and findings[0][:2] == ("1", "output")
+
+
+def test_under_inference_mode_an_input_written_in_place_is_read_again():
+    """Inference tensors keep no version counter: a bound read before an in-place write would
+    pass unseen. The map over it is not bounded by that entry."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(4, 64), nn.Linear(64, 64)
+
+        def forward(self, x):
+            h = self.fc1(x)
+            h /= h.norm(dim=-1, keepdim=True) * 0  # every row Inf or NaN, in place
+            return self.fc2(h)
+
+    def make():
+        torch.manual_seed(0)
+        return Block()
+    for context in (torch.no_grad, torch.inference_mode):
+        findings = _agree(make, torch.randn(4096, 4), context)
+        assert ("fc2", "output") in [f[:2] for f in findings]
+
+
+def test_reduced_float32_precision_is_covered_by_each_operands_own_bound():
+    """set_float32_matmul_precision("medium") lets oneDNN round float32 operands to bfloat16
+    (where the CPU has it): a weight of 3.4e38 then becomes Inf whatever the input. The bound
+    covers each operand alone, so the output is read and what torch made is found."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        for map_, x in ((lambda: nn.Linear(64, 256), torch.rand(256, 64) + 1),
+                        (lambda: nn.Conv2d(3, 32, 3, padding=1), torch.rand(4, 3, 16, 16) + 1)):
+            _agree(_filled(map_, 1e-6, 3.4e38), x)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def test_a_kernel_that_transforms_the_input_alone_is_covered():
+    """Without oneDNN, torch runs float32 convolutions of 16 images or more on NNPACK, whose
+    transforms of the input alone overflow from 2**122: |x| of 1e38 with weights of 1e-30
+    (an exact output below 4e9) comes out Inf. Read, and found as torch made it."""
+    x = torch.full((16, 4, 16, 16), 1e38)
+    x[:, :, ::2] *= -1
+
+    def make():
+        model = nn.Sequential(Scale(1.0), nn.Conv2d(4, 32, 3, padding=1, bias=False))
+        with torch.no_grad():
+            model[1].weight.fill_(1e-30)
+        return model
+    import contextlib
+
+    @contextlib.contextmanager
+    def onednn(enabled):
+        before = torch._C._get_mkldnn_enabled()
+        torch._C._set_mkldnn_enabled(enabled)
+        try:
+            yield
+        finally:
+            torch._C._set_mkldnn_enabled(before)
+    for enabled in (True, False):
+        _agree(make, x, lambda: onednn(enabled))
+
+
+def test_a_patched_functional_makes_every_map_read(monkeypatch):
+    """A patch of F.linear that computes in float16 (apex's O1 casts): the Linear's operands are
+    float32 and small-bounded, its output Inf. Read and found."""
+    import torch.nn.functional as F
+    original = F.linear
+
+    def half_linear(x, w, b=None):
+        return original(x.half(), w.half(), None if b is None else b.half()).float()
+    watching._fill_tables(torch) if not watching._TORCH_FUNCTIONS else None
+    monkeypatch.setattr(F, "linear", half_linear)
+    findings = _agree(_filled(lambda: nn.Linear(4, 64), 1e5, 1e-9), torch.rand(256, 4) + 1)
+    assert findings and findings[0][:2] == ("1", "output")
+
+
+def test_the_sum_over_a_large_fan_in_counts():
+    """Products each below 2**118 summed over a 31 x 31 kernel of 2 channels (fan-in 1922)
+    overflow: only ceil(log2 fan_in) of the whole kernel puts the bound past the limit."""
+    def make():
+        model = nn.Sequential(Scale(2.0 ** 59.9), nn.Conv2d(2, 8, 31, bias=False))
+        with torch.no_grad():
+            model[1].weight.fill_(2.0 ** 57.5)
+        return model
+    findings = _agree(make, torch.ones(2, 2, 86, 86))
+    assert findings and findings[0][:2] == ("1", "output")
+
+
+def test_a_bias_at_the_top_of_the_range_counts():
+    """A bias of float32's largest value plus sums of 2.7e33: Inf, though the sums' own bound
+    is far below the limit."""
+    def make():
+        model = nn.Sequential(Scale(1e16), nn.Conv2d(3, 32, 3))
+        with torch.no_grad():
+            model[1].weight.fill_(1e16)
+            model[1].bias.fill_(torch.finfo(torch.float32).max)
+        return model
+    findings = _agree(make, torch.ones(4, 3, 18, 18))
+    assert findings and findings[0][:2] == ("1", "output")
+
+
+@pytest.mark.parametrize("weight, read", [(2.0 ** 59.5, True), (2.0 ** 58.5, False)])
+def test_the_bound_must_lie_below_the_limit(weight, read):
+    """A 1x1 convolution of one channel (fan-in 1), |x| below 2**60: with |w| below 2**60 the
+    bound is 60 + 60 + 8 = 128, float32's limit, and the output is read; below 2**59 it is 127,
+    and it is not (the output, about 2**118, is finite)."""
+    model = nn.Sequential(Scale(2.0 ** 59.5), nn.Conv2d(1, 32, 1, bias=False))
+    with torch.no_grad():
+        model[1].weight.fill_(weight)
+    out, was_read, findings = _run(model, torch.ones(4, 1, 16, 16), backward=False)
+    assert findings == [] and bool(torch.isfinite(out).all())
+    assert was_read is read
+
+
+@pytest.mark.parametrize("activation, scale, weight", [
+    (nn.Tanh(), 1e4, 2.0 ** 124), (nn.Sigmoid(), 1e4, 2.0 ** 124), (torch.tanh, 1e4, 2.0 ** 124),
+    (nn.ReLU(), 1e30, 2.0 ** 24), (torch.relu, 1e30, 2.0 ** 24),
+    (torch.nn.functional.silu, 1e30, 2.0 ** 24)])
+def test_an_activations_bound_is_its_true_one(activation, scale, weight):
+    """A conv over an activation of inputs of `scale`, its weights `weight`, over a fan-in of
+    27: the products overflow, and the bound passed on must say so (tanh and sigmoid of 1e4
+    are 1, below 2; ReLU and SiLU keep 1e30, below 2**100); the output is read and found.
+    (Below 2 cannot be too low to see: only weights of 2**123 overflow after it, and a weight's
+    own bound already rules those out.)"""
+    class Then(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale, self.conv = Scale(scale), nn.Conv2d(3, 8, 3, padding=1, bias=False)
+            if isinstance(activation, nn.Module):
+                self.activation = activation  # hooked: the module's rule
+
+        def forward(self, x):
+            return self.conv(activation(self.scale(x)))
+
+    def make():
+        model = Then()
+        with torch.no_grad():
+            model.conv.weight.fill_(weight)
+        return model
+    # the input requires grad: a function's output has the node its rule reads
+    findings = _agree(make, torch.ones(8, 3, 32, 32, requires_grad=True))
+    assert findings and findings[0][:2] == ("conv", "output")

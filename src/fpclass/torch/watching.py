@@ -406,24 +406,30 @@ class watch:
         is the bias plus a sum of fan_in products of an input element (or a padding's 0 or
         copy) and a weight: below 2**(kx + kw + ceil(log2 fan_in)) + 2**kb. Worth it only when
         the weight and bias (and the input, read here when this pass has not bounded it) are
-        a small part of the output's size."""
+        a small part of the output's size. Every operand in the output's dtype (autocast's
+        casts can overflow: no bound then), and the bound covers each operand alone too (a
+        kernel that transforms an operand, or rounds it to bfloat16, before multiplying)."""
         if kwargs or len(args) != 1:
             return None
         x, tensor = args[0], self._tensor
-        if (type(x) is not tensor or not output.is_cpu or not x.is_floating_point()
-                or not self._as_torch_computes(module)
+        if (type(x) is not tensor or not output.is_cpu or x.dtype != output.dtype
+                or not self._as_torch_computes(module) or not _torch_functions()
                 or module.__dict__.get("_conv_forward") is not None
                 or getattr(type(module), "_conv_forward", None) is not _TORCH_CONV_FORWARD.get(
                     type(module))):
             return None
         weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
         plain = self._checker.plain
-        if type(weight) not in plain or (bias is not None and type(bias) not in plain):
+        if (type(weight) not in plain or weight.dim() < 2 or weight.dtype != output.dtype
+                or (bias is not None and (type(bias) not in plain
+                                          or bias.dtype != output.dtype))):
             return None
         limit = self._checker.magnitude_limit(output.dtype)
         known = state.checked.get(id(x))
         kx = None
-        if known is not None and known[0] is x and known[2] == _version(x):
+        # an inference tensor keeps no version: an entry of it may be stale
+        if (known is not None and known[0] is x and not x.is_inference()
+                and known[2] == x._version):
             if known[1] is not None:
                 return None  # a non-finite input: its output is read
             kx = known[3]
@@ -445,8 +451,8 @@ class watch:
         kb = -UNBOUNDED if bias is None else magnitude(bias)
         if kw is None or kb is None:
             return None
-        fan_in = weight.numel() // weight.shape[0] if weight.dim() and weight.shape[0] else 0
-        k = max(kx + kw + (fan_in - 1).bit_length(), kb) + LINEAR_MARGIN
+        fan_in = weight.numel() // weight.shape[0] if weight.shape[0] else 0
+        k = max(kx + kw + (fan_in - 1).bit_length(), kx, kw, kb) + LINEAR_MARGIN
         return k if k < limit else None
 
     def _mask_backward(self, state, module, received, output, seen) -> None:
@@ -782,10 +788,15 @@ _TORCH_CONV_FORWARD: dict = {}
 #: must be: a read of the output is the same pass over memory.
 LINEAR_MIN = NORM_MIN
 LINEAR_SHARE = 3
-#: Binades the bound adds to the plain sum's: 1 for the bias's addition, 1 for rounding in any
-#: order of the sums (below a factor 1.07 over 2**20 terms of float32), and 6 for kernels that
-#: transform their operands before summing (Winograd's transforms scale by small constants).
+#: Binades the bound adds to the plain sum's (and to each operand's own bound): 1 for the bias's
+#: addition, 1 for rounding in any order of the sums (below a factor 1.07 over 2**20 terms of
+#: float32), and 6 for kernels that transform their operands before summing (Winograd's and
+#: NNPACK's transforms scale an operand alone by small constants).
 LINEAR_MARGIN = 8
+#: torch.nn.functional's functions the maps' forwards call, as torch made them (recorded when a
+#: watch is first entered; a patch of them, as apex's casts, leaves every map read).
+_LINEAR_FUNCTIONS = ("linear", "conv1d", "conv2d", "conv3d", "pad")
+_TORCH_FUNCTIONS: dict = {}
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -969,6 +980,16 @@ def _fill_tables(torch) -> None:
                   for name, nodes in _MASK_NODES.items())
     home = os.path.dirname(torch.nn.modules.__file__)
     _LINEAR_MAPS.update(getattr(torch.nn, name) for name in _LINEAR_MAP_NAMES)
+    functional = torch.nn.functional
+    for name in _LINEAR_FUNCTIONS:
+        function = getattr(functional, name)
+        code = getattr(function, "__code__", None)
+        # torch's own: a builtin, or a function of torch.nn.functional itself (pad), unwrapped
+        ours = (code is None and type(function).__name__ == "builtin_function_or_method") or (
+            code is not None and inspect.unwrap(function) is function
+            and code.co_filename == getattr(functional, "__file__", None))
+        _TORCH_FUNCTIONS[name] = function if ours else None
+    _TABLES["functional"] = functional
     for cls in _LINEAR_MAPS:
         own = getattr(cls, "_conv_forward", None)
         code = getattr(own, "__code__", None)
@@ -987,6 +1008,14 @@ def _fill_tables(torch) -> None:
                    saved_hooks=saved_hooks or (lambda ignore_tracing: "unknown"),
                    queue=torch.autograd.Variable._execution_engine.queue_callback,
                    task=torch._C._current_graph_task_id)
+
+
+def _torch_functions() -> bool:
+    """Are the functions torch's Linear and convolutions call (F.linear, F.conv*d, F.pad) those
+    torch made, unpatched since the first watch?"""
+    functional = _TABLES["functional"]
+    return all(getattr(functional, name, None) is function and function is not None
+               for name, function in _TORCH_FUNCTIONS.items())
 
 
 def _modes() -> bool:
