@@ -27,7 +27,7 @@ def bound_at_every_size(monkeypatch):
 
 
 #: name -> (a map from 3 input channels or features to 32 or more outputs, the input's shape):
-#: outputs over 4 times the size of the weight and the input, as the bound needs
+#: outputs over LINEAR_SHARE (3) times the size of the weight and the input, as the bound needs
 MAPS = {
     "conv2d": (lambda: nn.Conv2d(3, 32, 3, padding=1), (4, 3, 16, 16)),
     "conv2d strided, no bias": (lambda: nn.Conv2d(3, 64, 3, stride=2, bias=False),
@@ -493,3 +493,65 @@ def test_an_activations_bound_is_its_true_one(activation, scale, weight):
     # the input requires grad: a function's output has the node its rule reads
     findings = _agree(make, torch.ones(8, 3, 32, 32, requires_grad=True))
     assert findings and findings[0][:2] == ("conv", "output")
+
+
+@pytest.mark.parametrize("write", ["no_grad", "detach"])
+def test_a_functions_input_rewritten_after_it_ran_bounds_nothing(write):
+    """relu(u) holds a NaN; u is then zeroed (under no_grad, or through u.detach(): its node and
+    edge stay) and read finite. That read says nothing of what the relu saw: the Linear over
+    the relu's output is read, and the NaN found."""
+    class Rewrites(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.again, self.linear = nn.Identity(), nn.Linear(64, 512)
+
+        def forward(self, x):
+            u = x * 2
+            t = torch.relu(u)
+            if write == "no_grad":
+                with torch.no_grad():
+                    u.zero_()
+            else:
+                u.detach().zero_()
+            self.again(u)  # u read, finite now
+            return self.linear(t)
+    x = torch.randn(512, 64, requires_grad=True)
+    x.data[3, 5] = math.nan
+    out, read, findings = _run(Rewrites(), x, backward=False)
+    assert bool(torch.isnan(out).any())
+    assert read and ("linear", "forward", "output") in [f[:3] for f in findings]
+
+
+def test_a_patched_pad_makes_a_padded_convolution_read(monkeypatch):
+    """A reflect-padded convolution pads through F.pad: a patch of it that scales the input
+    by 1e38 makes the output Inf. Read and found."""
+    import torch.nn.functional as F
+    original = F.pad
+    if not watching._TORCH_FUNCTIONS:
+        watching._fill_tables(torch)
+    monkeypatch.setattr(F, "pad", lambda x, *a, **k: original(x, *a, **k) * 1e38)
+
+    def make():
+        model = nn.Sequential(Scale(1.0), nn.Conv2d(3, 32, 3, padding=1,
+                                                    padding_mode="reflect"))
+        with torch.no_grad():
+            model[1].weight.fill_(10.0)
+        return model
+    findings = _agree(make, torch.ones(4, 3, 16, 16))
+    assert findings and findings[0][:2] == ("1", "output")
+
+
+def test_a_patched_conv_forward_of_the_class_makes_it_read(monkeypatch):
+    """_conv_forward replaced on the class after the first watch (its weight scaled by 1e30):
+    the output is read and the overflow found."""
+    if not watching._TORCH_FUNCTIONS:
+        watching._fill_tables(torch)
+    original = nn.Conv2d._conv_forward
+    monkeypatch.setattr(nn.Conv2d, "_conv_forward",
+                        lambda self, x, w, b: original(self, x, w * 1e30, b))
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(Scale(1e10), nn.Conv2d(3, 32, 3, padding=1))
+    findings = _agree(make, torch.ones(4, 3, 16, 16))
+    assert findings and findings[0][:2] == ("1", "output")

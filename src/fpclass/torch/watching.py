@@ -205,10 +205,10 @@ class watch:
         """Is `t` finite because the operation that made it (autograd's `node`, of
         _KEEP_FINITE_NODES: a functional activation such as the F.relu inside a layer's
         forward) keeps a finite input finite, and its one input is a tensor known finite in
-        this pass as it is now? Then that input's magnitude bound (None: not known), else
-        _UNPROVEN. Autograd's edge from the node names that input: the tensor whose node and
-        output number it is (a tensor written in place since the operation has another
-        node)."""
+        this pass, never written in place (as it was when the operation ran)? Then that
+        input's magnitude bound (None: not known), else _UNPROVEN. Autograd's edge from the
+        node names that input: the tensor whose node and output number it is (a tensor written
+        in place since the operation, with autograd on, has another node)."""
         edges = node.next_functions
         if (not edges or _version(t) or type(t) is not self._tensor or not t.is_floating_point()
                 or _modes()):
@@ -217,9 +217,11 @@ class watch:
         if source is None:
             return _UNPROVEN
         for u, described, version, bound in state.checked.values():
+            # the input never written in place (version 0): a write under no_grad or through
+            # detach() since the operation keeps its node and edge but changes its values
             if (u.grad_fn is source and u.output_nr == number and described is None
                     and type(u) is self._tensor and u.dtype == t.dtype
-                    and version == u._version):
+                    and version == 0 and u._version == 0):
                 return bound
         return _UNPROVEN
 
