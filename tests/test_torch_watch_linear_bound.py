@@ -17,7 +17,7 @@ nn = torch.nn
 
 from fpclass.torch import watching  # noqa: E402
 
-from test_torch_watch_norm_bound import Scale  # noqa: E402
+from test_torch_watch_norm_bound import Scale, read_addresses  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -60,14 +60,8 @@ def _model(name, scale=1.0, shift=0.0, read_input=True):
 def _run(model, x, raise_on=False, backward=True):
     """(the last module's output, was it read?, findings) of one watched training step (a
     forward pass alone without `backward`); a read is known by its memory's address."""
-    from fpclass.torch.tensors import checker
-    checks, addresses = checker(torch), []
     with pytest.MonkeyPatch.context() as m:
-        for name in ("finite", "magnitude"):
-            def recording(t, read=getattr(checks, name)):
-                addresses.append(t.data_ptr())
-                return read(t)
-            m.setattr(checks, name, recording)
+        addresses = read_addresses(m)
         with ft.watch(model, raise_on=raise_on, backward=backward) as w:
             out = model(x)
             if backward:
@@ -317,7 +311,6 @@ def _agree(model_maker, x, context=None):
             with ft.watch(model, raise_on=False) as w:
                 with (context() if context is not None else contextlib.nullcontext()):
                     out = model(x)
-            from fpclass.torch.tensors import checker
             return out.detach(), [(f.module, f.tensor, f.counts) for f in w.findings]
     out, findings = step(0)
     truth, every = step(1 << 60)

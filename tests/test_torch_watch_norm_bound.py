@@ -133,9 +133,9 @@ def test_an_output_that_overflows_is_read_and_reported_as_born_there(monkeypatch
                               "neginf": int(torch.isneginf(out).sum())}
 
 
-def _norm_read(monkeypatch, model, x, **kwargs):
-    """Did a watched forward pass of `model` read its output (by address: every read's
-    memory is recorded)?"""
+def read_addresses(monkeypatch) -> list:
+    """The memory address of every tensor watch's checker reads from now on (its finite() and
+    magnitude()), in a list that fills as it reads."""
     from fpclass.torch.tensors import checker
     checks, addresses = checker(torch), []
     for name in ("finite", "magnitude"):
@@ -143,6 +143,13 @@ def _norm_read(monkeypatch, model, x, **kwargs):
             addresses.append(t.data_ptr())
             return read(t)
         monkeypatch.setattr(checks, name, recording)
+    return addresses
+
+
+def _norm_read(monkeypatch, model, x, **kwargs):
+    """Did a watched forward pass of `model` read its output (by address: every read's
+    memory is recorded)?"""
+    addresses = read_addresses(monkeypatch)
     with ft.watch(model, **kwargs) as w:
         out = model(x)
     assert w.findings == [] and bool(torch.isfinite(out).all())

@@ -190,11 +190,10 @@ class watch:
         if known is not None and known[0] is t and known[2] == _version(t):
             return known[1], False
         node = t.grad_fn
-        kind = type(node).__name__
-        if kind in _KEEP_FINITE_NODES:
+        if type(node).__name__ in _KEEP_FINITE_NODES:
             made = self._made_finite(state, t, node)
             if made is not _UNPROVEN:  # finite in, finite out: known without a read
-                _remember(state, t, None, _kept_bound(_NODE_BOUNDS.get(kind), made))
+                _remember(state, t, None, made)
                 return None, True
         bound = self._magnitude(t)  # the same read, and a bound on what it found finite
         described = None if bound is not None else self._checker.describe(t)
@@ -205,10 +204,10 @@ class watch:
         """Is `t` finite because the operation that made it (autograd's `node`, of
         _KEEP_FINITE_NODES: a functional activation such as the F.relu inside a layer's
         forward) keeps a finite input finite, and its one input is a tensor known finite in
-        this pass, never written in place (as it was when the operation ran)? Then that
-        input's magnitude bound (None: not known), else _UNPROVEN. Autograd's edge from the
-        node names that input: the tensor whose node and output number it is (a tensor written
-        in place since the operation, with autograd on, has another node)."""
+        this pass, never written in place (as it was when the operation ran)? Then `t`'s
+        magnitude bound under the node's rule (None: not known), else _UNPROVEN. Autograd's
+        edge from the node names that input: the tensor whose node and output number it is (a
+        tensor written in place since the operation, with autograd on, has another node)."""
         edges = node.next_functions
         if (not edges or _version(t) or type(t) is not self._tensor or not t.is_floating_point()
                 or _modes()):
@@ -222,7 +221,7 @@ class watch:
             if (u.grad_fn is source and u.output_nr == number and described is None
                     and type(u) is self._tensor and u.dtype == t.dtype
                     and version == 0 and u._version == 0):
-                return bound
+                return _kept_bound(_NODE_BOUNDS.get(type(node).__name__), bound)
         return _UNPROVEN
 
     def _checked(self, state, t) -> bool:
@@ -369,8 +368,8 @@ class watch:
                 or _TABLES["saved_hooks"](False) is not None):
             return None  # (saved-tensor hooks, as checkpoint's: unpacking would run them)
         x = node._saved_input
-        known = state.checked.get(id(x))
-        if known is None or known[0] is not x or known[3] is None or known[2] != x._version:
+        kx = _known_bound(state, x)
+        if kx is None:
             return None
         if getattr(node, "_saved_training", True) is not True:  # a batch norm in eval mode
             return None  # uses its running statistics: not saved, not bounded here
@@ -396,7 +395,7 @@ class watch:
         # 2**max(k, 0)) stays below 2**products; every intermediate is a sum of three such
         # products and the bias at most, below 2**k; k + 1 leaves each operation's rounding
         # (a factor below 1.05 over the few of them) inside the output's largest binade
-        products = max(known[3], mean + 1, 0) + max(invstd + 1, 0) + max(scale, 0)
+        products = max(kx, mean + 1, 0) + max(invstd + 1, 0) + max(scale, 0)
         k = max(products, shift) + 2
         limit = self._checker.magnitude_limit(output.dtype)
         return k if limit is not None and k < limit else None
@@ -414,31 +413,23 @@ class watch:
         if kwargs or len(args) != 1:
             return None
         x, tensor = args[0], self._tensor
+        weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+        plain = self._checker.plain
         if (type(x) is not tensor or not output.is_cpu or x.dtype != output.dtype
+                or type(weight) not in plain or weight.dim() < 2 or weight.dtype != output.dtype
+                or weight.numel() * LINEAR_SHARE > output.numel()  # the output is cheaper
+                or (bias is not None and (type(bias) not in plain
+                                          or bias.dtype != output.dtype))
                 or not self._as_torch_computes(module) or not _torch_functions()
                 or module.__dict__.get("_conv_forward") is not None
                 or getattr(type(module), "_conv_forward", None) is not _TORCH_CONV_FORWARD.get(
                     type(module))):
             return None
-        weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
-        plain = self._checker.plain
-        if (type(weight) not in plain or weight.dim() < 2 or weight.dtype != output.dtype
-                or (bias is not None and (type(bias) not in plain
-                                          or bias.dtype != output.dtype))):
-            return None
         limit = self._checker.magnitude_limit(output.dtype)
-        known = state.checked.get(id(x))
-        kx = None
-        # an inference tensor keeps no version: an entry of it may be stale
-        if (known is not None and known[0] is x and not x.is_inference()
-                and known[2] == x._version):
-            if known[1] is not None:
-                return None  # a non-finite input: its output is read
-            kx = known[3]
-        elif type(x.grad_fn).__name__ in _KEEP_FINITE_NODES:  # F.relu(...) in the caller's code
-            made = self._made_finite(state, x, x.grad_fn)
-            if made is not _UNPROVEN:
-                kx = _kept_bound(_NODE_BOUNDS.get(type(x.grad_fn).__name__), made)
+        kx = _known_bound(state, x)
+        if kx is None and type(x.grad_fn).__name__ in _KEEP_FINITE_NODES:  # F.relu(...) in
+            made = self._made_finite(state, x, x.grad_fn)                # the caller's code
+            kx = None if made is _UNPROVEN else made
         cost = (x.numel() if kx is None else 0) + weight.numel() + (
             0 if bias is None else bias.numel())
         if limit is None or cost * LINEAR_SHARE > output.numel():
@@ -934,6 +925,16 @@ def _module_bound(module):
         own = module.__dict__
         return _SAME if own.get("min_val", 0.0) <= 0.0 <= own.get("max_val", 0.0) else None
     return _MODULE_BOUNDS.get(name)
+
+
+def _known_bound(state: _Pass, t):
+    """k with every magnitude of `t` below 2**k, as read or proven in this pass with `t` unwritten
+    since; None when not known (not met, written since, read non-finite, no bound kept, or an
+    inference tensor: it keeps no version, so its entry may be stale)."""
+    known = state.checked.get(id(t))
+    if known is None or known[0] is not t or t.is_inference() or known[2] != t._version:
+        return None
+    return known[3]
 
 
 def _kept_bound(rule, received):
