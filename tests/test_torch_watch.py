@@ -138,3 +138,14 @@ def test_watching_changes_no_answer():
 
 def test_import_needs_no_torch_until_watching():
     assert fpclass.torch is ft and issubclass(ft.NonFiniteError, FloatingPointError)
+
+
+def test_a_meta_device_model_is_refused_by_name_and_leaves_no_hook():
+    """A tensor on the meta device holds no values: watch says so (its dtype, shape and what to
+    do), not torch's `.item()` error, and leaving the context removes every hook."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).to("meta")
+    with pytest.raises(TypeError, match=r"shape \(3, 4\) on the meta device: meta tensors hold "
+                                        "no data"):
+        with ft.watch(model):
+            model(torch.randn(3, 4, device="meta"))
+    assert not any(m._forward_hooks for m in model.modules())

@@ -534,6 +534,56 @@ def test_a_patched_pad_makes_a_padded_convolution_read(monkeypatch):
     assert findings and findings[0][:2] == ("1", "output")
 
 
+def test_a_rebound_F_of_the_linear_module_makes_it_read(monkeypatch):
+    """The `F` torch's Linear calls by, rebound to a namespace whose linear computes in float16
+    (F.linear itself untouched): the Linear's output is Inf. Read and found."""
+    import types
+    import torch.nn.functional as F
+    if not watching._TORCH_FUNCTIONS:
+        watching._fill_tables(torch)
+
+    def half_linear(x, w, b=None):
+        return F.linear(x.half(), w.half(), None if b is None else b.half()).float()
+    monkeypatch.setattr(torch.nn.modules.linear, "F", types.SimpleNamespace(linear=half_linear))
+    findings = _agree(_filled(lambda: nn.Linear(4, 64), 1e5, 1e-9), torch.rand(256, 4) + 1)
+    assert findings and findings[0][:2] == ("1", "output")
+
+
+def test_a_rebound_F_of_the_conv_module_makes_it_read(monkeypatch):
+    """The `F` torch's convolutions call by, rebound to a namespace whose conv2d scales its
+    output by 1e30: the output is Inf. Read and found."""
+    import types
+    import torch.nn.functional as F
+    if not watching._TORCH_FUNCTIONS:
+        watching._fill_tables(torch)
+    monkeypatch.setattr(torch.nn.modules.conv, "F", types.SimpleNamespace(
+        conv2d=lambda *a, **k: F.conv2d(*a, **k) * 1e30, pad=F.pad))
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(Scale(1e10), nn.Conv2d(3, 32, 3, padding=1))
+    findings = _agree(make, torch.ones(4, 3, 16, 16))
+    assert findings and findings[0][:2] == ("1", "output")
+
+
+def test_a_patched_builtin_pad_beneath_F_pad_makes_it_read(monkeypatch):
+    """torch._C._nn.pad, which F.pad's Python wrapper calls, patched to scale by 1e38: a
+    reflect-padded convolution's output is Inf. Read and found."""
+    if not watching._TORCH_FUNCTIONS:
+        watching._fill_tables(torch)
+    original = torch._C._nn.pad
+    monkeypatch.setattr(torch._C._nn, "pad", lambda x, *a, **k: original(x, *a, **k) * 1e38)
+
+    def make():
+        model = nn.Sequential(Scale(1.0), nn.Conv2d(3, 32, 3, padding=1,
+                                                    padding_mode="reflect"))
+        with torch.no_grad():
+            model[1].weight.fill_(10.0)
+        return model
+    findings = _agree(make, torch.ones(4, 3, 16, 16))
+    assert findings and findings[0][:2] == ("1", "output")
+
+
 def test_a_patched_conv_forward_of_the_class_makes_it_read(monkeypatch):
     """_conv_forward replaced on the class after the first watch (its weight scaled by 1e30):
     the output is read and the overflow found."""

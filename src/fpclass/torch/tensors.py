@@ -217,6 +217,10 @@ class Checker:
                     return not screen(t.data_ptr(), t.numel())
             from ..facade import any_nonfinite
             return not any_nonfinite(t)
+        if t.is_meta:  # torch would fail inside .item(), naming no tensor and no remedy
+            raise TypeError(f"fpclass.torch.watch cannot check a {t.dtype} tensor of shape "
+                            f"{tuple(t.shape)} on the meta device: meta tensors hold no data. "
+                            "Run the model on cpu or an accelerator to watch it")
         try:
             return bool(torch.isfinite(t).all())
         except (RuntimeError, NotImplementedError):  # no isfinite kernel for this dtype there

@@ -790,6 +790,10 @@ LINEAR_MARGIN = 8
 #: watch is first entered; a patch of them, as apex's casts, leaves every map read).
 _LINEAR_FUNCTIONS = ("linear", "conv1d", "conv2d", "conv3d", "pad")
 _TORCH_FUNCTIONS: dict = {}
+#: Where else those calls go through, as torch made it: (the module, the name, what it held
+#: when a watch was first entered) for the `F` torch's linear and convolution modules call by,
+#: and for the builtin F.pad's Python wrapper calls (torch._C._nn.pad).
+_TORCH_ROUTES: list = []
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -993,6 +997,11 @@ def _fill_tables(torch) -> None:
             and code.co_filename == getattr(functional, "__file__", None))
         _TORCH_FUNCTIONS[name] = function if ours else None
     _TABLES["functional"] = functional
+    builtin = getattr(torch._C._nn, "pad", None)
+    _TORCH_ROUTES[:] = [(torch.nn.modules.linear, "F", functional),
+                        (torch.nn.modules.conv, "F", functional),
+                        (torch._C._nn, "pad", builtin
+                         if type(builtin).__name__ == "builtin_function_or_method" else None)]
     for cls in _LINEAR_MAPS:
         own = getattr(cls, "_conv_forward", None)
         code = getattr(own, "__code__", None)
@@ -1014,11 +1023,14 @@ def _fill_tables(torch) -> None:
 
 
 def _torch_functions() -> bool:
-    """Are the functions torch's Linear and convolutions call (F.linear, F.conv*d, F.pad) those
-    torch made, unpatched since the first watch?"""
+    """Are the functions torch's Linear and convolutions call (F.linear, F.conv*d, F.pad, and
+    the builtin pad beneath F.pad, through the `F` of their modules) those torch made,
+    unpatched since the first watch?"""
     functional = _TABLES["functional"]
     return all(getattr(functional, name, None) is function and function is not None
-               for name, function in _TORCH_FUNCTIONS.items())
+               for name, function in _TORCH_FUNCTIONS.items()) and all(
+        getattr(home, name, None) is held and held is not None
+        for home, name, held in _TORCH_ROUTES)
 
 
 def _modes() -> bool:
