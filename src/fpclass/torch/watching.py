@@ -398,6 +398,15 @@ class watch:
         products = max(kx, mean + 1, 0) + max(invstd + 1, 0) + max(scale, 0)
         k = max(products, shift) + 2
         limit = self._checker.magnitude_limit(output.dtype)
+        eps = module.__dict__.get("eps")
+        if (limit is not None and _NORM_NODES[type(module).__name__] == _BATCH_NORM_NODE
+                and isinstance(eps, float) and 0.0 <= eps <= 1.0):
+            # its backward, from a bounded gradient of `output` (_batch_norm_rule), reads the
+            # saved statistics themselves: no binade for their rounding
+            per_channel = output.numel() // output.shape[1] if output.shape[1] else 0
+            _chain_to(state, output, functools.partial(
+                _batch_norm_rule, max(kx, mean) + 1, invstd,
+                scale if weight is not None else 1, per_channel, limit, magnitude))
         return k if limit is not None and k < limit else None
 
     def _linear_bound(self, state, module, args, kwargs, output) -> int | None:
@@ -446,6 +455,15 @@ class watch:
             return None
         fan_in = weight.numel() // weight.shape[0] if weight.shape[0] else 0
         k = max(kx + kw + (fan_in - 1).bit_length(), kx, kw, kb) + LINEAR_MARGIN
+        if (weight.dim() > 2 and module.__dict__.get("padding_mode") == "zeros"
+                and _TABLES["saved_hooks"](False) is None):
+            # its backward, from a bounded gradient of `output`, makes its input's: each element
+            # a sum of (out channels / groups) x kernel products of a weight and that gradient
+            # (the weight as saved: no saved-tensor hook may unpack another)
+            groups = module.__dict__.get("groups", 1)
+            if isinstance(groups, int) and groups > 0:
+                terms = fan_in // max(weight.shape[1], 1) * (weight.shape[0] // groups)
+                _chain_to(state, output, functools.partial(_convolution_rule, kw, terms))
         return k if k < limit else None
 
     def _mask_backward(self, state, module, received, output, seen) -> None:
@@ -467,7 +485,11 @@ class watch:
         if made is None or made.tensor is not output or made.version != output._version:
             return
         made.gradient.keep = True
-        node.register_hook(functools.partial(_mask_backward_ran, made.gradient, seen.gradient))
+        # a bound passes through only where the node unpacks what it saved (a max pool's
+        # indices) with no saved-tensor hook between
+        bounds = state if _TABLES["saved_hooks"](False) is None else None
+        node.register_hook(functools.partial(_mask_backward_ran, bounds, made.gradient,
+                                             seen.gradient))
 
     def _sum_backward(self, state, output, node) -> None:
         """`output` was made by an autograd node that sums its gradient into a bias's (a
@@ -534,6 +556,8 @@ class watch:
         proven, record.proven = record.proven, None
         if proven is not None and proven[0]() is grad and proven[1] == grad._version:
             self._finite_gradient(record, grad)
+        elif state.bounds and _bound_of(state, grad) is not None:  # a node made it bounded
+            self._finite_gradient(record, grad)
         elif record.summed is None or not self._hold(state, record, grad):
             self._check_gradient(state, record, grad)
 
@@ -573,6 +597,9 @@ class watch:
         """A _SUMS node's post-hook: the gradient held for it (_hold) is finite when the node
         used exactly it and the sum it made into the bias is finite; else it is read (after
         those held before it: findings keep the order of the gradients' arrival)."""
+        if record.chain is not None and self._active:
+            _bounded_backward(state, record.chain, 0, self._checker.magnitude_limit,
+                              grad_inputs, grad_outputs)
         held = record.held
         if held is None or not self._active:
             return
@@ -628,8 +655,17 @@ class watch:
 
     def _check_gradient(self, state, record, grad, arrived: bool = True) -> None:
         """Read `grad`, the gradient of `record`'s tensor version, and report it when it holds
-        a failing class (a gradient that has just `arrived` after the ones held: those first)."""
-        if self._finite(grad):
+        a failing class (a gradient that has just `arrived` after the ones held: those first).
+        A finite one's bound is noted where the node that uses it next carries bounds (a
+        convolution's or a norm's chain, a mask: _bounded_backward, _mask_backward_ran)."""
+        if record.chain is None and not record.keep:  # no carrier next: no bound wanted
+            finite = self._finite(grad)
+        else:
+            bound = self._magnitude(grad)
+            finite = bound is not None
+            if finite and bound < UNBOUNDED:
+                _note_bound(state, grad, bound)
+        if finite:
             self._finite_gradient(record, grad)
             return
         roles = record.roles
@@ -760,6 +796,12 @@ SUM_MIN = MASK_MIN
 #: autograd's nodes whose backward reshapes their output's gradient to their input's shape (every
 #: element kept): a Linear's output over more than two dimensions is such a view of its addmm's.
 _RESHAPES = frozenset({"ViewBackward0"})
+#: The batch norm's autograd node (its backward's rule: _batch_norm_rule).
+_BATCH_NORM_NODE = "NativeBatchNormBackward0"
+#: Binades _batch_norm_rule adds to the product of its terms' bounds: 2 for the sum of three
+#: terms (a kernel that regroups the formula, as dy * a - x * b + c, sums terms of the same
+#: factors) and 1 for rounding.
+BATCH_NORM_MARGIN = 3
 #: torch's normalizations whose output is an affine map of their input by the statistics their
 #: autograd node saves and their own parameters (watch._normalized_bound): class name -> that
 #: node. By exact class, filled when a watch is first entered.
@@ -804,10 +846,15 @@ class _Pass:
     those checked lately, the modules whose output gradients were non-finite, and whether a
     finding was reported yet."""
 
-    __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending", "task", "thread")
+    __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending", "task", "thread",
+                 "bounds")
 
     def __init__(self):
         self.seen: dict = {}         # id(tensor) -> _Seen
+        # id(gradient) -> (a weak reference to it, its version, k with its magnitudes below
+        # 2**k, the backward's graph task): gradients read finite or made bounded in this
+        # pass's backward (_note_bound)
+        self.bounds: dict = {}
         self.checked: dict = {}      # id(tensor) -> (tensor, (counts, first) or None, version)
         self.bad_outputs: set = set()
         self.reported = False
@@ -838,25 +885,31 @@ class _Gradient:
     backward has used it) and `proven` (the gradient a mask's backward made for it from a finite
     one); both weak references, with the version; for a summing node (watch._sum_backward),
     `summed` (where the node's sum is among its gradients) and `held` (the gradient and the
-    tensor the node is to use, until that node has run). It holds no tensor of the forward
+    tensor the node is to use, until that node has run), and `chain` (that node's rule for
+    bounding its input's gradient, _bounded_backward). It holds no tensor of the forward
     pass: autograd keeps the hook as long as the graph, and such a tensor held here would keep
     the graph alive in turn."""
 
-    __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad", "handle", "summed", "held")
+    __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad", "handle", "summed", "held",
+                 "chain")
 
     def __init__(self):
         self.roles: list = []
         self.keep, self.finite, self.proven = False, None, None
-        self.handle = self.summed = self.held = None  # handle: of this version's gradient hook
+        self.handle = self.summed = self.held = self.chain = None  # handle: of this version's
+        # gradient hook
         self.newer = None   # the record of the version written in place after this one
         self.bad = False    # its gradient was found non-finite
+        # the summing node's rule for a bound on its input's gradient from one on this
+        # version's (_bounded_backward), or None
 
 
-def _mask_backward_ran(made, received, grad_inputs, grad_outputs) -> None:
+def _mask_backward_ran(state, made, received, grad_inputs, grad_outputs) -> None:
     """A mask's backward has run (an autograd node's post-hook): when the gradient it used is the
     one watch read finite (`made`'s), unchanged since, what it made for its input is finite (a
     gradient value or 0 at each place), and is noted for the input's own gradient hook
-    (`received`)."""
+    (`received`); with a bound of the one it used in pass `state` (None: none passes), under
+    the same bound (_note_bound)."""
     finite, made.finite = made.finite, None
     if finite is None or not grad_outputs or not grad_inputs or _modes():
         return  # a mode active in the backward may compute it otherwise
@@ -864,6 +917,99 @@ def _mask_backward_ran(made, received, grad_inputs, grad_outputs) -> None:
     if (used is finite[0]() and used._version == finite[1] and type(used) is plain
             and type(grad_inputs[0]) is plain):
         received.proven = (weakref.ref(grad_inputs[0]), grad_inputs[0]._version)
+        bound = None if state is None else _bound_of(state, used)
+        if bound is not None:
+            _note_bound(state, grad_inputs[0], bound)
+
+
+def _bounded_backward(state, rule, index, limit_of, grad_inputs, grad_outputs) -> None:
+    """A node's post-hook: its backward made the gradient of its input (`grad_inputs[index]`)
+    from that of its one output (`grad_outputs[0]`) such that `rule` bounds the one from the
+    other (k from k, and the node's other gradients). When the gradient it used has a bound in
+    this pass (read, or made by such a node), unwritten since, what it made is noted with the
+    rule's bound (below its format's largest binade: finite) for the input's gradient hook and
+    the node that uses it next."""
+    if not grad_outputs or index >= len(grad_inputs) or _modes():
+        return  # (a mode active in the backward may compute it otherwise)
+    for other in grad_outputs[1:]:  # a gradient of another output (a batch norm's saved
+        if other is not None:       # statistics, used by the caller) joins in
+            return
+    made = grad_inputs[index]
+    if type(made) is not _TABLES["tensor"] or type(grad_outputs[0]) is not _TABLES["tensor"]:
+        return
+    bound = _bound_of(state, grad_outputs[0])
+    if bound is None:
+        return
+    k, limit = rule(bound, grad_inputs), limit_of(made.dtype)
+    if k is not None and limit is not None and k < limit:
+        _note_bound(state, made, k)
+
+
+def _note_bound(state, grad, k) -> None:
+    """Note gradient `grad`, as it is now, as having every magnitude below 2**k, for this
+    backward (autograd's graph task) only: a tensor met again in a later backward (the caller's
+    own gradient, refilled through NumPy between two backwards of a retained graph) is read
+    again. Not an inference tensor: it keeps no version to tell a later write."""
+    if grad.is_inference():
+        return
+    bounds = state.bounds
+    if len(bounds) >= _ROLES:  # a retained graph's backwards, run again and again
+        del bounds[next(iter(bounds))]
+    bounds[id(grad)] = (weakref.ref(grad), grad._version, k, _TABLES["task"]())
+
+
+def _bound_of(state, grad):
+    """k with every magnitude of gradient `grad` below 2**k, as noted in this backward and
+    unwritten since; None when not noted."""
+    known = state.bounds.get(id(grad))
+    if (known is None or known[0]() is not grad or known[1] != grad._version
+            or known[3] != _TABLES["task"]()):
+        return None
+    return known[2]
+
+
+def _chain_to(state, output, rule) -> None:
+    """Give the summing node hooked for `output`'s gradient (watch._sum_backward) `rule` for
+    bounding its input's gradient from a bound on `output`'s (_bounded_backward)."""
+    made = state.seen.get(id(output))
+    if (made is not None and made.tensor is output and made.version == output._version
+            and made.gradient.summed is not None):
+        made.gradient.chain = rule
+
+
+def _convolution_rule(kw, terms, bound, _made=()):
+    """A convolution's backward (zero padding): each element of its input's gradient is a sum of
+    `terms` products of a weight (below 2**kw) and an element of its output's gradient (below
+    2**bound), rounded as the forward's sums are (LINEAR_MARGIN)."""
+    return max(bound + kw + (terms - 1).bit_length(), bound, kw) + LINEAR_MARGIN
+
+
+def _batch_norm_rule(m, s, kw, count, limit, magnitude, bound, made=()):
+    """A batch norm's backward in training: dx = (dy - mean(dy) - (x - mean) * k) * invstd * w,
+    k = dot * invstd**2 / n, dot = sum((x - mean) * dy) over the n (`count`) elements of a
+    channel, with x and the mean below 2**m, invstd below 2**s, w below 2**kw and dy below
+    2**bound. Every term, in any order or grouping of the kernel's operations, is a product of
+    dy, (x - mean) or x or the mean at most twice, invstd at most three times and w, summed
+    three at a time, then rounded. Tighter where the node's weight gradient (`made[1]`,
+    dot * invstd: torch's kernel makes it and k from one dot) reads below 2**g: then
+    |(x - mean) * k| < 2**(m + g + s + 1 - log2 n), one factor (x - mean) fewer. None where a
+    sum over a channel (n dy, n products) may reach `limit` before the division by n, or the dot
+    itself: torch's kernel may sum it in double and round it to float32 for k, and
+    |dot| = |dot * invstd| / invstd < 2**(g + 1 + m + 2), invstd being at least 2**-(m + 2) (the
+    variance below 2**2m, eps at most 1: the caller's duty)."""
+    floor, counted = count.bit_length() - 1, count.bit_length()  # 2**floor <= n < 2**counted
+    k = bound + 2 * max(m, 0) + 3 * max(s, 0) + max(kw, 0) + BATCH_NORM_MARGIN
+    sums = bound + max(m, 0) + 3 * max(s, 0) + counted  # the dot and sum, times invstd**2
+    weight_grad = made[1] if len(made) > 1 else None
+    if type(weight_grad) is _TABLES["tensor"] and weight_grad.numel():
+        g = magnitude(weight_grad)  # (a few words: one a channel)
+        if g is not None and g < UNBOUNDED:
+            # dot * invstd rounds to the weight gradient (below 2**(g + 1) before it); k is that
+            # times invstd over n; dy - mean(dy) is below 2**(bound + 2) (the mean rounded)
+            inner = max(bound + 2, m + g + s + 2 - floor) + 1
+            k = min(k, inner + max(s, 0) + max(kw, 0) + BATCH_NORM_MARGIN)
+            sums = max(bound + counted, g + 1 + 2 * max(s, 0), g + max(m, 0) + 3)
+    return k if max(k, sums) < limit else None
 
 
 _OPAQUE: dict = {}
