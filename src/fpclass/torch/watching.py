@@ -896,12 +896,11 @@ class _Gradient:
     def __init__(self):
         self.roles: list = []
         self.keep, self.finite, self.proven = False, None, None
-        self.handle = self.summed = self.held = self.chain = None  # handle: of this version's
-        # gradient hook
+        self.handle = self.summed = self.held = None  # handle: of this version's gradient hook
         self.newer = None   # the record of the version written in place after this one
         self.bad = False    # its gradient was found non-finite
-        # the summing node's rule for a bound on its input's gradient from one on this
-        # version's (_bounded_backward), or None
+        self.chain = None   # the summing node's rule: a bound on its input's gradient from one
+                            # on this version's (_bounded_backward)
 
 
 def _mask_backward_ran(state, made, received, grad_inputs, grad_outputs) -> None:
