@@ -424,11 +424,12 @@ def test_a_gradient_met_again_in_a_later_backward_is_read_again(monkeypatch):
                                                        for f in w.findings]
 
 
-def test_a_norm_with_an_eps_above_one_carries_no_bound(monkeypatch):
-    """eps = 1e30 makes invstd 1e-15 whatever the input: the dot's bound from the weight's
-    gradient (invstd at least 2**-(m + 2), from eps at most 1) would fail. Inputs of about 2**10
-    and a gradient of 2**105 * sign(x - mean) make the dot 2**128.7, Inf in float32, behind a
-    weight gradient of 2**79 and channel sums of dy far below the limit: read and found."""
+def test_a_norm_with_an_eps_above_one_reads_its_dot(monkeypatch):
+    """eps = 1e30 makes invstd 1e-15 whatever the input, and the dot over a channel is the
+    weight's gradient over invstd: inputs of about 2**10 and a gradient of 2**105 * sign(x - mean)
+    make the dot 2**128.7, Inf in float32, behind a weight gradient of 2**79 and channel sums of
+    dy far below the limit. The dot's bound (from the least invstd, read) refuses: read and
+    found."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Identity(), nn.BatchNorm2d(4, eps=1e30), nn.MaxPool2d(1))
     x = (torch.randn(16, 4, 32, 32) * 2.0 ** 10).requires_grad_(True)
@@ -439,3 +440,24 @@ def test_a_norm_with_an_eps_above_one_carries_no_bound(monkeypatch):
     assert not bool(torch.isfinite(x.grad).all())
     assert ("1", "backward", "gradient of input[0]") in [(f.module, f.direction, f.tensor)
                                                          for f in w.findings]
+
+
+def test_a_norm_whose_variance_overflowed_reads_its_input_gradient(monkeypatch):
+    """Inputs of 2**66 +- 2**65: the kernel squares x - mean in float32, the variance is Inf and
+    the saved invstd 0, so the output is the bias (finite) and the weight's gradient 0; the dot,
+    2**129 in double, rounds to Inf for k, and k = Inf * 0 makes every element of the input's
+    gradient NaN. An invstd of 0 gives the rule no bound on the dot: read and found, born at
+    the norm."""
+    torch.manual_seed(0)
+    sign = torch.randint(0, 2, (4, 2, 128, 128)).float() * 2 - 1
+    sign[..., 64:] = -sign[..., :64]  # balanced: the mean stays exact
+    x = (2.0 ** 66 + sign * 2.0 ** 65).requires_grad_(True)
+    model = nn.Sequential(Scale(1.0), nn.BatchNorm2d(2), nn.ReLU())
+    with torch.no_grad():
+        model[1].bias.fill_(1.0)  # the output is the bias, above 0: the ReLU passes dy
+    with ft.watch(model, raise_on=False) as w:
+        out = model(x)
+        out.backward(sign * 2.0 ** 48)
+    assert bool(torch.isfinite(out).all()) and bool(torch.isnan(x.grad).all())
+    found = [(f.module, f.direction, f.tensor, f.inputs_nonfinite) for f in w.findings]
+    assert found[0] == ("1", "backward", "gradient of input[0]", False)

@@ -398,14 +398,16 @@ class watch:
         products = max(kx, mean + 1, 0) + max(invstd + 1, 0) + max(scale, 0)
         k = max(products, shift) + 2
         limit = self._checker.magnitude_limit(output.dtype)
-        eps = module.__dict__.get("eps")
-        if (limit is not None and _NORM_NODES[type(module).__name__] == _BATCH_NORM_NODE
-                and isinstance(eps, float) and 0.0 <= eps <= 1.0):
+        if limit is not None and _NORM_NODES[type(module).__name__] == _BATCH_NORM_NODE:
             # its backward, from a bounded gradient of `output` (_batch_norm_rule), reads the
-            # saved statistics themselves: no binade for their rounding
+            # saved statistics themselves: no binade for their rounding; and the least invstd
+            # (one word a channel; 0 where the kernel's variance overflowed)
             per_channel = output.numel() // output.shape[1] if output.shape[1] else 0
+            saved = node._saved_result2
+            least = float(saved.min()) if saved.numel() else 0.0
+            floor = math.frexp(least)[1] - 1 if 0.0 < least < math.inf else None
             _chain_to(state, output, functools.partial(
-                _batch_norm_rule, max(kx, mean) + 1, invstd,
+                _batch_norm_rule, max(kx, mean) + 1, invstd, floor,
                 scale if weight is not None else 1, per_channel, limit, magnitude))
         return k if limit is not None and k < limit else None
 
@@ -983,7 +985,7 @@ def _convolution_rule(kw, terms, bound, _made=()):
     return max(bound + kw + (terms - 1).bit_length(), bound, kw) + LINEAR_MARGIN
 
 
-def _batch_norm_rule(m, s, kw, count, limit, magnitude, bound, made=()):
+def _batch_norm_rule(m, s, least, kw, count, limit, magnitude, bound, made=()):
     """A batch norm's backward in training: dx = (dy - mean(dy) - (x - mean) * k) * invstd * w,
     k = dot * invstd**2 / n, dot = sum((x - mean) * dy) over the n (`count`) elements of a
     channel, with x and the mean below 2**m, invstd below 2**s, w below 2**kw and dy below
@@ -993,21 +995,22 @@ def _batch_norm_rule(m, s, kw, count, limit, magnitude, bound, made=()):
     dot * invstd: torch's kernel makes it and k from one dot) reads below 2**g: then
     |(x - mean) * k| < 2**(m + g + s + 1 - log2 n), one factor (x - mean) fewer. None where a
     sum over a channel (n dy, n products) may reach `limit` before the division by n, or the dot
-    itself: torch's kernel may sum it in double and round it to float32 for k, and
-    |dot| = |dot * invstd| / invstd < 2**(g + 1 + m + 2), invstd being at least 2**-(m + 2) (the
-    variance below 2**2m, eps at most 1: the caller's duty)."""
+    itself: torch's float32 kernels sum it in double and round it to float32 for k, and
+    |dot| = |dot * invstd| / invstd < 2**(g + 1 - least), every invstd being at least
+    2**least (read; None, no such bound, where one is 0: a variance that overflowed in the
+    kernel makes invstd 0, the weight gradient 0 and k = Inf * 0)."""
     floor, counted = count.bit_length() - 1, count.bit_length()  # 2**floor <= n < 2**counted
     k = bound + 2 * max(m, 0) + 3 * max(s, 0) + max(kw, 0) + BATCH_NORM_MARGIN
     sums = bound + max(m, 0) + 3 * max(s, 0) + counted  # the dot and sum, times invstd**2
     weight_grad = made[1] if len(made) > 1 else None
-    if type(weight_grad) is _TABLES["tensor"] and weight_grad.numel():
+    if least is not None and type(weight_grad) is _TABLES["tensor"] and weight_grad.numel():
         g = magnitude(weight_grad)  # (a few words: one a channel)
         if g is not None and g < UNBOUNDED:
             # dot * invstd rounds to the weight gradient (below 2**(g + 1) before it); k is that
             # times invstd over n; dy - mean(dy) is below 2**(bound + 2) (the mean rounded)
             inner = max(bound + 2, m + g + s + 2 - floor) + 1
             k = min(k, inner + max(s, 0) + max(kw, 0) + BATCH_NORM_MARGIN)
-            sums = max(bound + counted, g + 1 + 2 * max(s, 0), g + max(m, 0) + 3)
+            sums = max(bound + counted, g + 1 + 2 * max(s, 0), g + 2 - least)
     return k if max(k, sums) < limit else None
 
 
