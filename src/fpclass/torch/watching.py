@@ -398,7 +398,9 @@ class watch:
         products = max(kx, mean + 1, 0) + max(invstd + 1, 0) + max(scale, 0)
         k = max(products, shift) + 2
         limit = self._checker.magnitude_limit(output.dtype)
-        if limit is not None and _NORM_NODES[type(module).__name__] == _BATCH_NORM_NODE:
+        record = _summed_record(state, output)
+        if (record is not None and limit is not None
+                and _NORM_NODES[type(module).__name__] == _BATCH_NORM_NODE):
             # its backward, from a bounded gradient of `output` (_batch_norm_rule), reads the
             # saved statistics themselves: no binade for their rounding; and the least invstd
             # (one word a channel; 0 where the kernel's variance overflowed)
@@ -406,9 +408,9 @@ class watch:
             saved = node._saved_result2
             least = float(saved.min()) if saved.numel() else 0.0
             floor = math.frexp(least)[1] - 1 if 0.0 < least < math.inf else None
-            _chain_to(state, output, functools.partial(
+            record.chain = functools.partial(
                 _batch_norm_rule, max(kx, mean) + 1, invstd, floor,
-                scale if weight is not None else 1, per_channel, limit, magnitude))
+                scale if weight is not None else 1, per_channel, limit, magnitude)
         return k if limit is not None and k < limit else None
 
     def _linear_bound(self, state, module, args, kwargs, output) -> int | None:
@@ -457,15 +459,15 @@ class watch:
             return None
         fan_in = weight.numel() // weight.shape[0] if weight.shape[0] else 0
         k = max(kx + kw + (fan_in - 1).bit_length(), kx, kw, kb) + LINEAR_MARGIN
-        if (weight.dim() > 2 and module.__dict__.get("padding_mode") == "zeros"
+        record = _summed_record(state, output)
+        if (record is not None and weight.dim() > 2
+                and module.__dict__.get("padding_mode") == "zeros"
                 and _TABLES["saved_hooks"](False) is None):
             # its backward, from a bounded gradient of `output`, makes its input's: each element
             # a sum of (out channels / groups) x kernel products of a weight and that gradient
             # (the weight as saved: no saved-tensor hook may unpack another)
-            groups = module.__dict__.get("groups", 1)
-            if isinstance(groups, int) and groups > 0:
-                terms = fan_in // max(weight.shape[1], 1) * (weight.shape[0] // groups)
-                _chain_to(state, output, functools.partial(_convolution_rule, kw, terms))
+            terms = fan_in // max(weight.shape[1], 1) * (weight.shape[0] // module.groups)
+            record.chain = functools.partial(_convolution_rule, kw, terms)
         return k if k < limit else None
 
     def _mask_backward(self, state, module, received, output, seen) -> None:
@@ -830,14 +832,13 @@ LINEAR_SHARE = 3
 #: float32), and 6 for kernels that transform their operands before summing (Winograd's and
 #: NNPACK's transforms scale an operand alone by small constants).
 LINEAR_MARGIN = 8
-#: torch.nn.functional's functions the maps' forwards call, as torch made them (recorded when a
-#: watch is first entered; a patch of them, as apex's casts, leaves every map read).
+#: torch.nn.functional's functions the maps' forwards call.
 _LINEAR_FUNCTIONS = ("linear", "conv1d", "conv2d", "conv3d", "pad")
-_TORCH_FUNCTIONS: dict = {}
-#: Where else those calls go through, as torch made it: (the module, the name, what it held
-#: when a watch was first entered) for the `F` torch's linear and convolution modules call by,
-#: and for the builtin F.pad's Python wrapper calls (torch._C._nn.pad).
-_TORCH_ROUTES: list = []
+#: What those calls go through, as torch made it: (a module, a name in it, what it held when a
+#: watch was first entered; None where that was not torch's own) for each of those functions,
+#: the `F` torch's linear and convolution modules call by, and the builtin beneath F.pad's
+#: Python wrapper (torch._C._nn.pad). A patch of any, as apex's casts, leaves every map read.
+_TORCH_FUNCTIONS: list = []
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -969,23 +970,25 @@ def _bound_of(state, grad):
     return known[2]
 
 
-def _chain_to(state, output, rule) -> None:
-    """Give the summing node hooked for `output`'s gradient (watch._sum_backward) `rule` for
-    bounding its input's gradient from a bound on `output`'s (_bounded_backward)."""
+def _summed_record(state, output):
+    """The gradient record of `output` as it is now when a summing node is hooked for it
+    (watch._sum_backward): its `chain` gives that node a rule for bounding its input's gradient
+    from a bound on `output`'s (_bounded_backward); else None."""
     made = state.seen.get(id(output))
     if (made is not None and made.tensor is output and made.version == output._version
             and made.gradient.summed is not None):
-        made.gradient.chain = rule
+        return made.gradient
+    return None
 
 
-def _convolution_rule(kw, terms, bound, _made=()):
+def _convolution_rule(kw, terms, bound, _made):
     """A convolution's backward (zero padding): each element of its input's gradient is a sum of
     `terms` products of a weight (below 2**kw) and an element of its output's gradient (below
     2**bound), rounded as the forward's sums are (LINEAR_MARGIN)."""
     return max(bound + kw + (terms - 1).bit_length(), bound, kw) + LINEAR_MARGIN
 
 
-def _batch_norm_rule(m, s, least, kw, count, limit, magnitude, bound, made=()):
+def _batch_norm_rule(m, s, least, kw, count, limit, magnitude, bound, made):
     """A batch norm's backward in training: dx = (dy - mean(dy) - (x - mean) * k) * invstd * w,
     k = dot * invstd**2 / n, dot = sum((x - mean) * dy) over the n (`count`) elements of a
     channel, with x and the mean below 2**m, invstd below 2**s, w below 2**kw and dy below
@@ -1135,7 +1138,7 @@ def _fill_tables(torch) -> None:
                   for name, nodes in _MASK_NODES.items())
     home = os.path.dirname(torch.nn.modules.__file__)
     _LINEAR_MAPS.update(getattr(torch.nn, name) for name in _LINEAR_MAP_NAMES)
-    functional = torch.nn.functional
+    functional, routes = torch.nn.functional, []
     for name in _LINEAR_FUNCTIONS:
         function = getattr(functional, name)
         code = getattr(function, "__code__", None)
@@ -1143,13 +1146,13 @@ def _fill_tables(torch) -> None:
         ours = (code is None and type(function).__name__ == "builtin_function_or_method") or (
             code is not None and inspect.unwrap(function) is function
             and code.co_filename == getattr(functional, "__file__", None))
-        _TORCH_FUNCTIONS[name] = function if ours else None
-    _TABLES["functional"] = functional
+        routes.append((functional, name, function if ours else None))
     builtin = getattr(torch._C._nn, "pad", None)
-    _TORCH_ROUTES[:] = [(torch.nn.modules.linear, "F", functional),
-                        (torch.nn.modules.conv, "F", functional),
-                        (torch._C._nn, "pad", builtin
-                         if type(builtin).__name__ == "builtin_function_or_method" else None)]
+    routes += [(torch.nn.modules.linear, "F", functional),
+               (torch.nn.modules.conv, "F", functional),
+               (torch._C._nn, "pad",
+                builtin if type(builtin).__name__ == "builtin_function_or_method" else None)]
+    _TORCH_FUNCTIONS[:] = routes
     for cls in _LINEAR_MAPS:
         own = getattr(cls, "_conv_forward", None)
         code = getattr(own, "__code__", None)
@@ -1174,11 +1177,8 @@ def _torch_functions() -> bool:
     """Are the functions torch's Linear and convolutions call (F.linear, F.conv*d, F.pad, and
     the builtin pad beneath F.pad, through the `F` of their modules) those torch made,
     unpatched since the first watch?"""
-    functional = _TABLES["functional"]
-    return all(getattr(functional, name, None) is function and function is not None
-               for name, function in _TORCH_FUNCTIONS.items()) and all(
-        getattr(home, name, None) is held and held is not None
-        for home, name, held in _TORCH_ROUTES)
+    return all(getattr(home, name, None) is held and held is not None
+               for home, name, held in _TORCH_FUNCTIONS)
 
 
 def _modes() -> bool:
