@@ -5,6 +5,7 @@ context, nor after a context that failed to enter. torch's isfinite on the same 
 truth."""
 
 import pytest
+from compiled_runs import run_compiled
 
 import fpclass.torch as ft
 
@@ -42,8 +43,30 @@ def bad_outputs(model, x):
 
 
 def hooks_left(model) -> int:
-    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()) + sum(
+    """Entries left in the modules' hook tables (their kwargs flags too) and the parameters'."""
+    tables = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
+              "_forward_pre_hooks_with_kwargs")
+    return sum(len(getattr(m, t)) for m in model.modules() for t in tables) + sum(
         len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in model.parameters())
+
+
+def test_torchs_own_register_methods_where_its_tables_differ(monkeypatch):
+    """watch writes torch's hook tables directly (hook_tables); where they are not as it expects
+    (another torch), it registers through torch's methods: the same findings, forward and
+    backward, inputs checked too, and no hook left either way."""
+    from fpclass.torch import hook_tables
+    x = torch.randn(8, 4)
+    found = []
+    for handles in (hook_tables._HANDLES[:], [None]):
+        monkeypatch.setattr(hook_tables, "_HANDLES", handles)
+        model = planted()
+        with ft.watch(model, raise_on=False, check_inputs=True) as w:
+            model(x).sum().backward()
+        assert hooks_left(model) == 0
+        found.append([(f.module, f.direction, f.tensor) for f in w.findings])
+        assert (hook_tables._counter() is None) == (len(found) == 2)  # torch 2.x: direct first
+    assert found[0] == found[1]
+    assert {f[1] for f in found[0]} == {"forward", "backward"}
 
 
 def test_the_findings_are_torchs_and_no_hook_is_left():
@@ -148,16 +171,25 @@ print(json.dumps({"findings": out, "truth": truth,
 
 
 def test_a_compiled_function_first_traced_inside_the_context():
-    import json
-    import subprocess
-    import sys
-    run = subprocess.run([sys.executable, "-c", COMPILED_FUNCTION], capture_output=True,
-                         text=True, timeout=600)
-    if run.returncode and "torch._dynamo" in run.stderr and "not supported" in run.stderr:
-        pytest.skip(f"torch.compile cannot run here: {run.stderr.strip().splitlines()[-1]}")
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+    out = run_compiled(COMPILED_FUNCTION)
     assert out["warnings"] == []
     first, second = out["findings"]
     assert first == second
     assert [f[0] for f in first if f[1] == "forward"] == out["truth"]
+
+
+def test_each_pass_begins_before_any_other_hook_of_the_model():
+    """The pass's start is the root's first pre-hook, ahead of the input checks registered
+    before it: a NaN input met in each of two passes of one context is each pass's first
+    finding, warned of twice."""
+    import warnings
+    model = planted()
+    x = torch.full((2, 4), float("nan"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ft.watch(model, check_inputs=True, action="warn") as w:
+            model(x)
+            model(x)
+    warned = [c for c in caught if issubclass(c.category, ft.NonFiniteWarning)]
+    assert len(warned) == 2
+    assert [f.tensor for f in w.findings].count("input[0]") == 2

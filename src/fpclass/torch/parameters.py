@@ -3,6 +3,8 @@ gradient once accumulated, and the tensors an optimizer step leaves behind."""
 
 from __future__ import annotations
 
+from . import hook_tables
+
 
 def owners(modules) -> dict:
     """id(parameter) -> (owning module's name, its class name, the parameter's own name, the
@@ -25,16 +27,17 @@ def owners(modules) -> dict:
 
 
 def hook_gradients(owners: dict, selected: dict, hook, handles: list | None = None) -> list:
-    """Handles of `hook(parameter)` run on each parameter (of a module in `selected`) that
-    requires grad, each time autograd has accumulated its .grad; appended to `handles` as they
-    are registered where given (so a failure halfway leaves them to the caller to remove)."""
+    """`hook(parameter)` run on each parameter (of a module in `selected`) that requires grad,
+    each time autograd has accumulated its .grad; the hooks noted in `handles` as they are
+    added, where given (so a failure halfway leaves them to the caller to remove:
+    hook_tables.remove), and that list returned."""
     handles = [] if handles is None else handles
     for name, _, _, p in owners.values():
         if name in selected and p.requires_grad:
             if not hasattr(p, "register_post_accumulate_grad_hook"):
                 raise RuntimeError("watch(grads=True) needs torch >= 2.1 "
                                    "(Tensor.register_post_accumulate_grad_hook); pass grads=False")
-            handles.append(p.register_post_accumulate_grad_hook(hook))
+            hook_tables.add_post_accumulate_hook(handles, p, hook)
     return handles
 
 

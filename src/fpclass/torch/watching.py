@@ -11,7 +11,7 @@ import sys
 import threading
 import weakref
 
-from . import parameters
+from . import hook_tables, parameters
 from .findings import Finding, NonFiniteError, Policy, selector
 from .tensors import UNBOUNDED, argument_names, checker, input_tensors, mask_selector, tensors
 
@@ -92,19 +92,22 @@ class watch:
             kind = type(module).__name__
             self._modules[name] = module
             if self.check_inputs:
-                register.append(module.register_forward_pre_hook(
-                    functools.partial(before, self, name, kind), with_kwargs=True))
+                hook_tables.add_module_hook(
+                    register, module, functools.partial(before, self, name, kind), pre=True,
+                    with_kwargs=True)
             hook = after
             if module is root and not ended:  # the root's check also ends the pass: one
                 hook, ended = _opaque(watch._last_after), True  # hook less to add, call, remove
-            register.append(module.register_forward_hook(
-                functools.partial(hook, self, name, kind), with_kwargs=True))
+            hook_tables.add_module_hook(register, module,
+                                        functools.partial(hook, self, name, kind),
+                                        with_kwargs=True)
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
-        register.append(root.register_forward_pre_hook(
-            functools.partial(_opaque(watch._start), self), prepend=True))
+        hook_tables.add_module_hook(register, root,
+                                    functools.partial(_opaque(watch._start), self), pre=True,
+                                    prepend=True)
         if not ended:
-            register.append(root.register_forward_hook(
-                functools.partial(_opaque(watch._end), self)))
+            hook_tables.add_module_hook(register, root,
+                                        functools.partial(_opaque(watch._end), self))
         self._owners = parameters.owners(every)
         if self.grads:
             parameters.hook_gradients(
@@ -130,9 +133,7 @@ class watch:
                 _let_go(holding)
             self._holding.clear()
             self._active = False
-            for handle in self._handles:
-                handle.remove()
-            self._handles = []
+            hook_tables.remove(self._handles)
             if state is not None:
                 state.forget()
         new = self.findings[self._first_of_context:]
@@ -492,7 +493,7 @@ class watch:
         # a bound passes through only where the node unpacks what it saved (a max pool's
         # indices) with no saved-tensor hook between
         bounds = state if _TABLES["saved_hooks"](False) is None else None
-        node.register_hook(functools.partial(_mask_backward_ran, bounds, made.gradient,
+        node.register_hook(functools.partial(_opaque(_mask_backward_ran), bounds, made.gradient,
                                              seen.gradient))
 
     def _sum_backward(self, state, output, node) -> None:
@@ -546,8 +547,8 @@ class watch:
             older.newer = seen.gradient
         # the pass is bound here, not looked up: a device's backward runs on torch's threads;
         # the hook holds the gradient's record, never the tensor (that would keep the graph alive)
-        seen.gradient.handle = t.register_hook(
-            functools.partial(self._gradient, state, seen.gradient))
+        seen.gradient.handle = hook_tables.add_tensor_hook(
+            t, functools.partial(_opaque(watch._gradient), self, state, seen.gradient))
         seen.gradient.roles.append(role)
 
     def _gradient(self, state, record, grad):
@@ -579,8 +580,9 @@ class watch:
         when no other tensor hook can replace it or write into it before that node runs (this
         hook is the tensor's last) and it carries no graph of its own to keep alive; the end
         of this backward reads it should that node not run (_ended)."""
-        hooks = record.handle.hooks_dict_ref()
-        if (hooks is None or next(reversed(hooks)) != record.handle.id
+        table, key = record.handle
+        hooks = table()
+        if (hooks is None or next(reversed(hooks)) != key
                 or type(grad) is not self._tensor or grad.grad_fn is not None):
             return False
         if record.held is not None:  # a retained graph's backward again, the last one having
@@ -899,7 +901,8 @@ class _Gradient:
     def __init__(self):
         self.roles: list = []
         self.keep, self.finite, self.proven = False, None, None
-        self.handle = self.summed = self.held = None  # handle: of this version's gradient hook
+        # handle: (a weak reference to the tensor's hook table, this version's hook's key in it)
+        self.handle = self.summed = self.held = None
         self.newer = None   # the record of the version written in place after this one
         self.bad = False    # its gradient was found non-finite
         self.chain = None   # the summing node's rule: a bound on its input's gradient from one
@@ -1028,17 +1031,36 @@ def _let_go(state: _Pass) -> None:
 
 
 def _opaque(function):
-    """`function` marked torch.compiler.disable (once per process) when torch._dynamo is loaded:
-    under torch.compile dynamo inlines module hooks, and must not trace into fpclass's kernels
-    (numba's dispatcher). torch.compile and torch.optim load torch._dynamo; before it is loaded
-    nothing can be compiling, and the hooks stay plain functions."""
-    wrapped = _OPAQUE.get(function)
-    if wrapped is None:
+    """`function` made opaque to dynamo (once per process) when torch._dynamo is loaded: under
+    torch.compile dynamo inlines module hooks, and a backward run inside a compiled function
+    calls every hook with dynamo's frame callback active; neither may trace into fpclass's
+    kernels (numba's dispatcher). torch.compile and torch.optim load torch._dynamo; before it is
+    loaded nothing can be compiling, and the hooks stay as they are. Opaque is `function`
+    itself, marked as torch.compiler.disable marks what it wraps (dynamo's tracer calls it
+    eagerly, with a graph break) and with its code skipped by dynamo's frame callback, that
+    frame and every frame it calls (torch's own execution strategy for a code object): no
+    wrapper to call through. Where torch has no such strategies, torch.compiler.disable's
+    wrapper."""
+    made = _OPAQUE.get(function)
+    if made is None:
         if "torch._dynamo" not in sys.modules:
             return function
-        import torch
-        wrapped = _OPAQUE[function] = torch.compiler.disable(function)
-    return wrapped
+        made = _OPAQUE[function] = _skipped(function)
+    return made
+
+
+def _skipped(function):
+    """`function`, skipped by dynamo as _opaque says."""
+    import torch
+    try:
+        from torch._C._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+        skip = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    except (ImportError, AttributeError, TypeError):
+        return torch.compiler.disable(function)
+    set_code_exec_strategy(function.__code__, skip)
+    function._torchdynamo_disable = True
+    return function
 
 
 def _version(t):
