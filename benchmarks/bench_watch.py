@@ -21,7 +21,8 @@ of that median (from the quartiles): a run-to-run spread to read the 10% line ag
 alone", registers the hooks a watch of one hook a module would register (a forward hook on every
 module, a gradient hook on each module output that requires grad, a post-accumulate hook on every
 parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
-that way, as watch registers them. A sixth, "hooks reading in them", gives the same hooks bodies
+that way, registered as watch registers them (fpclass.torch.hook_tables: into torch's tables,
+without a handle each). A sixth, "hooks reading in them", gives the same hooks bodies
 that read, with watch's own checker (a magnitude bound for outputs, the screen for gradients),
 what a watch of one hook a module must read (every output but those of the classes watch proves
 finite from a finite input, every output's gradient, every parameter's gradient) and do nothing
@@ -64,6 +65,7 @@ from common import table  # noqa: E402
 import fpclass.torch as ft  # noqa: E402
 from fpclass.kernels import threads  # noqa: E402
 from fpclass.operators.buffers import nonfinite_counter, nonfinite_screen  # noqa: E402
+from fpclass.torch import hook_tables  # noqa: E402
 from fpclass.torch.tensors import checker  # noqa: E402
 from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
 
@@ -178,14 +180,16 @@ def run(args, name, what, model, inputs) -> None:
     def on_output(module, args, kwargs, output):
         for t in output if isinstance(output, (tuple, list)) else (output,):
             if isinstance(t, torch.Tensor) and t.requires_grad:
-                t.register_hook(nothing)
+                hook_tables.add_tensor_hook(t, nothing)
 
-    def hooks_alone():
-        handles = [m.register_forward_hook(on_output, with_kwargs=True) for m in model.modules()]
-        handles += [p.register_post_accumulate_grad_hook(nothing) for p in model.parameters()]
+    def hooks_alone():  # registered as watch registers its hooks
+        added = []
+        for m in model.modules():
+            hook_tables.add_module_hook(added, m, on_output, with_kwargs=True)
+        for p in model.parameters():
+            hook_tables.add_post_accumulate_hook(added, p, nothing)
         step()
-        for handle in handles:
-            handle.remove()
+        hook_tables.remove(added)
 
     reading = in_step_reader(model)
 
@@ -302,7 +306,7 @@ class in_step_reader:
                     raise RuntimeError("a non-finite output in a benchmark step")
                 self.counted(t)
             if t.requires_grad:
-                t.register_hook(self.gradient)
+                hook_tables.add_tensor_hook(t, self.gradient)
             self.last = (t, version)
 
     def parameter(self, p):
@@ -313,15 +317,15 @@ class in_step_reader:
         self.saved_choice = threads.SPLIT
         threads.SPLIT = threads.SplitChoice()
         threads.SPLIT.split = self.saved_choice.split
-        self.handles = [m.register_forward_hook(self.output, with_kwargs=True)
-                        for m in self.model.modules()]
-        self.handles += [p.register_post_accumulate_grad_hook(self.parameter)
-                         for p in self.model.parameters() if p.requires_grad]
+        for m in self.model.modules():
+            hook_tables.add_module_hook(self.handles, m, self.output, with_kwargs=True)
+        for p in self.model.parameters():
+            if p.requires_grad:
+                hook_tables.add_post_accumulate_hook(self.handles, p, self.parameter)
 
     def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles, self.last = [], None
+        hook_tables.remove(self.handles)
+        self.last = None
         threads.SPLIT = self.saved_choice
 
 

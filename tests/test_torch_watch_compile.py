@@ -107,3 +107,44 @@ def test_a_backward_inside_a_compiled_function_calls_the_hooks_eagerly():
     assert out["eager"][5] and out["eager"][9]  # the planted steps found something
     assert not any(out["eager"][s] for s in (0, 1, 2, 3, 4, 6, 7, 8, 10, 11))
     assert any(f[1] == "backward" for f in out["eager"][5])
+
+
+WATCH_INSIDE = r"""
+import json, math, warnings
+import torch
+nn = torch.nn
+import fpclass.torch as ft
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+def step(x):
+    with ft.watch(model, raise_on=False, check_inputs=True) as w:
+        model(x).sum().backward()
+    return [[f.module, f.direction, f.tensor] for f in w.findings]
+
+compiled = torch.compile(step, backend="aot_eager")
+clean, planted = torch.rand(2, 4), torch.rand(2, 4)
+planted[0, 0] = math.nan
+out = {"eager": [], "compiled": []}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for x in (clean, planted, clean, planted):
+        out["eager"].append(sorted(step(x)))
+        out["compiled"].append(sorted(compiled(x)))
+out["left"] = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+out["warnings"] = [str(w.message)[:200] for w in caught]
+print(json.dumps(out))
+"""
+
+
+def test_a_watch_entered_inside_a_compiled_function():
+    """The context entered inside the compiled function: dynamo traces the entering, so its hooks
+    go through torch's register methods (dynamo knows them; written into torch's tables
+    directly, they went into dynamo's copy: a hook lost, an AttributeError). The findings are
+    eager's, and no hook is left."""
+    out = run_compiled(WATCH_INSIDE)
+    assert out["warnings"] == []
+    assert out["compiled"] == out["eager"]
+    assert out["eager"][1] and not out["eager"][0]
+    assert out["left"] == 0

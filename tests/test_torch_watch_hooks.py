@@ -57,16 +57,56 @@ def test_torchs_own_register_methods_where_its_tables_differ(monkeypatch):
     from fpclass.torch import hook_tables
     x = torch.randn(8, 4)
     found = []
-    for handles in (hook_tables._HANDLES[:], [None]):
-        monkeypatch.setattr(hook_tables, "_HANDLES", handles)
+    made = hook_tables._torch()
+    assert made[0] is not None  # this torch's tables are written directly
+    for tables in (made, [None, *made[1:]]):
+        monkeypatch.setattr(hook_tables, "_TORCH", tables)
         model = planted()
         with ft.watch(model, raise_on=False, check_inputs=True) as w:
             model(x).sum().backward()
         assert hooks_left(model) == 0
         found.append([(f.module, f.direction, f.tensor) for f in w.findings])
-        assert (hook_tables._counter() is None) == (len(found) == 2)  # torch 2.x: direct first
     assert found[0] == found[1]
     assert {f[1] for f in found[0]} == {"forward", "backward"}
+
+
+class Registering(nn.Module):
+    """A module class with register methods of its own (a proxy, a framework's wrapper)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner, self.calls = nn.Linear(2, 2), []
+
+    def register_forward_hook(self, hook, **options):
+        self.calls.append("forward")
+        return super().register_forward_hook(hook, **options)
+
+    def register_forward_pre_hook(self, hook, **options):
+        self.calls.append("pre")
+        return super().register_forward_pre_hook(hook, **options)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def test_a_class_of_its_own_registers_through_its_own_methods():
+    """A class that has its own register methods is hooked through them (the tables are written
+    directly only for classes that keep torch's); a ScriptModule refuses hooks as it did, with
+    torch's error, instead of being watched at its root alone."""
+    model = Registering()
+    with ft.watch(model, raise_on=False, check_inputs=True) as w:
+        model(torch.full((2,), float("nan")))
+    assert model.calls == ["pre", "forward", "pre"]  # its input check, its check, the pass start
+    assert [f.module for f in w.findings if f.tensor == "output"] == ["inner"]  # (its root's too)
+    assert hooks_left(model) == 0
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (torch.jit.script's own)
+        scripted = torch.jit.script(nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+    with pytest.raises(RuntimeError, match="not supported on ScriptModules"):
+        with ft.watch(scripted):
+            pass
+    assert hooks_left(scripted) == 0
 
 
 def test_the_findings_are_torchs_and_no_hook_is_left():

@@ -83,6 +83,8 @@ def buffer_screen(word: np.dtype, test):
         return many(address, length) > 0
 
     def screen(address: int, length: int) -> bool:
+        if length < policy.SPLIT_MIN and length < policy.PARALLEL_MIN:  # (a hook's usual read:
+            return bool(one(address, length, like, m, v, m2, v2, top, bound))  # as alone reads)
         return _read_one_buffer(address, length, alone, in_parts, every_core)
     return screen
 
@@ -115,6 +117,8 @@ def buffer_maximum(word: np.dtype, top: int):
                         [min(BLOCK, length - k) for k in offsets], threads_for(length))
 
     def maximum(address: int, length: int) -> int:
+        if length < policy.SPLIT_MIN and length < policy.PARALLEL_MIN:  # (as alone reads)
+            return int(one(address, length, like, top))
         return _read_one_buffer(address, length, alone, split, every_core)
     return maximum
 

@@ -2,33 +2,61 @@
 RemovableHandle for each hook: a watched step adds and removes some fifty hooks, and making their
 handles cost about a third of entering and leaving the context (docs/benchmarks.md, issue 22,
 eighteenth round). Every entry is keyed by a number from torch's own handle counter, so it never
-meets a key of torch's. Where torch's tables are not as these functions expect (another torch
-version), each falls back to torch's method and keeps its handle."""
+meets a key of torch's. torch's method is called instead, its handle kept, where the tables are
+not as these functions expect (another torch version), where the object's class has a method of
+its own (a ScriptModule refuses hooks; a subclass may do more), for a tensor that reroutes
+torch's functions, and while torch.compile traces the call (dynamo writes into its own copy of
+the tables, and knows torch's methods)."""
 
 from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
 
-#: torch.utils.hooks.RemovableHandle, once checked (None: torch's methods are used).
-_HANDLES: list = []
+#: [torch.utils.hooks.RemovableHandle or None (torch's tables are not as expected), torch's
+#: register methods by name, torch.compiler.is_compiling, has_torch_function_unary], once made.
+_TORCH: list = []
+#: (class, register method's name) -> does the class keep torch's own method?
+_OWN: dict = {}
 
 
-def _counter():
-    """RemovableHandle when torch's tables are as expected, else None (checked once)."""
-    if not _HANDLES:
+def _torch() -> list:
+    if not _TORCH:
         import torch
+        from torch.overrides import has_torch_function_unary
         from torch.utils.hooks import RemovableHandle
         module, tensor = torch.nn.Module(), torch.zeros(1, requires_grad=True)
         expected = (isinstance(getattr(RemovableHandle, "next_id", None), int)
-                    and all(isinstance(getattr(module, name, None), dict) for name in (
-                        "_forward_hooks", "_forward_hooks_with_kwargs",
-                        "_forward_pre_hooks",
+                    and all(isinstance(getattr(module, name, None), OrderedDict) for name in (
+                        "_forward_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks",
                         "_forward_pre_hooks_with_kwargs"))
                     and hasattr(tensor, "_post_accumulate_grad_hooks")
                     and hasattr(tensor, "_backward_hooks"))
-        _HANDLES.append(RemovableHandle if expected else None)
-    return _HANDLES[0]
+        methods = {"register_forward_hook": torch.nn.Module.register_forward_hook,
+                   "register_forward_pre_hook": torch.nn.Module.register_forward_pre_hook,
+                   "register_post_accumulate_grad_hook":
+                       torch.Tensor.register_post_accumulate_grad_hook,
+                   "register_hook": torch.Tensor.register_hook}
+        _TORCH[:] = [RemovableHandle if expected else None, methods,
+                     torch.compiler.is_compiling, has_torch_function_unary]
+    return _TORCH
+
+
+def _direct(owner, method: str):
+    """torch's handle counter when `owner`'s table for `method` is written here, else None (see
+    the module's docstring)."""
+    counter, methods, compiling, overridden = _torch()
+    if counter is None:
+        return None
+    cls = type(owner)
+    own = _OWN.get((cls, method))
+    if own is None:
+        own = _OWN[(cls, method)] = getattr(cls, method, None) is methods[method]
+    if not own or compiling() or (method != "register_forward_hook"
+                                  and method != "register_forward_pre_hook"
+                                  and overridden(owner)):
+        return None
+    return counter
 
 
 def _key(counter) -> int:
@@ -41,28 +69,29 @@ def add_module_hook(added: list, module, hook, *, pre: bool = False,
                     with_kwargs: bool = False, prepend: bool = False) -> None:
     """module.register_forward_hook(hook, with_kwargs=..., prepend=...), or with `pre`
     register_forward_pre_hook, noted in `added`."""
-    counter = _counter()
+    method = "register_forward_pre_hook" if pre else "register_forward_hook"
+    counter = _direct(module, method)
     if counter is None:
-        register = module.register_forward_pre_hook if pre else module.register_forward_hook
-        added.append(register(hook, with_kwargs=with_kwargs, prepend=prepend))
+        added.append(getattr(module, method)(hook, with_kwargs=with_kwargs, prepend=prepend))
         return
     key = _key(counter)
     hooks, flags = ((module._forward_pre_hooks, module._forward_pre_hooks_with_kwargs) if pre
                     else (module._forward_hooks, module._forward_hooks_with_kwargs))
-    hooks[key] = hook
-    added.append((hooks, key))
-    if with_kwargs:
+    if with_kwargs:  # the flag first: another thread's call never meets the hook without it
         flags[key] = True
+    hooks[key] = hook
+    added.append((hooks, key))  # (removed in this order: the hook before its flag)
+    if with_kwargs:
         added.append((flags, key))
     if prepend:
         hooks.move_to_end(key, last=False)
 
 
 def add_post_accumulate_hook(added: list, parameter, hook) -> None:
-    """parameter.register_post_accumulate_grad_hook(hook) (a leaf tensor that requires grad:
-    the caller's duty), noted in `added`."""
-    counter = _counter()
-    if counter is None or _overridden(parameter) or parameter.grad_fn is not None:
+    """parameter.register_post_accumulate_grad_hook(hook) (a tensor that requires grad: the
+    caller's duty), noted in `added`."""
+    counter = _direct(parameter, "register_post_accumulate_grad_hook")
+    if counter is None or parameter.grad_fn is not None:
         added.append(parameter.register_post_accumulate_grad_hook(hook))  # (or its error)
         return
     hooks = parameter._post_accumulate_grad_hooks
@@ -76,8 +105,8 @@ def add_post_accumulate_hook(added: list, parameter, hook) -> None:
 def add_tensor_hook(tensor, hook):
     """tensor.register_hook(hook) (a tensor that requires grad: the caller's duty), never
     removed: (a weak reference to the tensor's hook table, hook's key in it)."""
-    counter = _counter()
-    if counter is None or _overridden(tensor):
+    counter = _direct(tensor, "register_hook")
+    if counter is None:
         handle = tensor.register_hook(hook)
         return handle.hooks_dict_ref, handle.id
     hooks = tensor._backward_hooks
@@ -100,10 +129,3 @@ def remove(added: list) -> None:
         else:
             entry.remove()
     added.clear()
-
-
-def _overridden(tensor) -> bool:
-    """Does `tensor` reroute torch's functions (a subclass's __torch_function__: torch's methods
-    then call it)?"""
-    from torch.overrides import has_torch_function_unary
-    return has_torch_function_unary(tensor)

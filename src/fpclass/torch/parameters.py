@@ -34,7 +34,7 @@ def hook_gradients(owners: dict, selected: dict, hook, handles: list | None = No
     handles = [] if handles is None else handles
     for name, _, _, p in owners.values():
         if name in selected and p.requires_grad:
-            if not hasattr(p, "register_post_accumulate_grad_hook"):
+            if not hasattr(type(p), "register_post_accumulate_grad_hook"):
                 raise RuntimeError("watch(grads=True) needs torch >= 2.1 "
                                    "(Tensor.register_post_accumulate_grad_hook); pass grads=False")
             hook_tables.add_post_accumulate_hook(handles, p, hook)

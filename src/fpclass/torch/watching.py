@@ -1124,6 +1124,8 @@ def _undilated(own: dict) -> bool:
     """Is a module's `dilation` (from its __dict__: none, an int, a tuple or list) 1 in every
     dimension?"""
     dilation = own.get("dilation", 1)
+    if dilation == 1:  # (most modules have none)
+        return True
     return all(d == 1 for d in (dilation if isinstance(dilation, (tuple, list)) else (dilation,)))
 
 
