@@ -233,3 +233,19 @@ def test_each_pass_begins_before_any_other_hook_of_the_model():
     warned = [c for c in caught if issubclass(c.category, ft.NonFiniteWarning)]
     assert len(warned) == 2
     assert [f.tensor for f in w.findings].count("input[0]") == 2
+
+
+def test_a_hook_met_as_another_thread_removes_it_does_nothing():
+    """torch's call of a module snapshots its hooks, then asks each one's kwargs flag: a hook
+    another thread's context removes in between is called without its keyword arguments. Left,
+    watch's hooks do nothing then (torch's own registration removes the hook first and its flag
+    after, as watch's tables do)."""
+    model = planted()
+    with ft.watch(model, check_inputs=True):
+        after = list(model._forward_hooks.values())
+        before = list(model._forward_pre_hooks.values())
+    x = torch.full((2, 4), float("nan"))
+    for hook in after:
+        assert hook(model, (x,), x) is None
+    for hook in before:
+        assert hook(model, (x,)) is None

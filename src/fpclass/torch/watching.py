@@ -174,9 +174,11 @@ class watch:
     def _end(self, module, args, output):
         self._pass().forget()
 
-    def _last_after(self, name, kind, module, args, kwargs, output):
+    def _last_after(self, name, kind, module, args, kwargs, output=None):
         """The root's check, then the pass's end (not reached when the check raises, as when
         they were two hooks)."""
+        if not self._active:
+            return
         self._after(name, kind, module, args, kwargs, output)
         self._pass().forget()
 
@@ -244,7 +246,9 @@ class watch:
         mask = argument is not None and self.masked(name, argument)
         return described if self.policy.failing(described[0], mask) else None
 
-    def _before(self, name, kind, module, args, kwargs):
+    def _before(self, name, kind, module, args, kwargs=None):
+        # (kwargs missing: another thread's call met this hook as it was being removed, after
+        # its kwargs flag, and the context has been left)
         if not self._active:
             return
         state = self._pass()
@@ -254,8 +258,8 @@ class watch:
             if bad is not None and first:
                 self._found(state, Finding(name, kind, "forward", label, *bad, True), module, t)
 
-    def _after(self, name, kind, module, args, kwargs, output):
-        if not self._active:
+    def _after(self, name, kind, module, args, kwargs, output=None):
+        if not self._active:  # (output missing: as _before's kwargs)
             return
         state = getattr(self._local, "state", None) or self._pass()
         tensor = self._tensor
