@@ -66,6 +66,7 @@ import json, math, warnings
 import torch
 nn = torch.nn
 import fpclass.torch as ft
+PREAMBLE
 
 class Log(nn.Module):
     def forward(self, x):
@@ -96,12 +97,22 @@ print(json.dumps(out))
 """
 
 
-def test_a_backward_inside_a_compiled_function_calls_the_hooks_eagerly():
+NO_STRATEGIES = """
+import torch._dynamo, torch._C._dynamo.eval_frame as frames
+def refused(*args):
+    raise TypeError("no execution strategies in this torch")
+frames.set_code_exec_strategy = refused  # (dynamo, loaded, keeps its own)
+"""
+
+
+@pytest.mark.parametrize("preamble", ["", NO_STRATEGIES], ids=["strategies", "disable"])
+def test_a_backward_inside_a_compiled_function_calls_the_hooks_eagerly(preamble):
     """torch.compile around the whole step, backward inside: autograd calls watch's gradient
     hooks with dynamo's frame callback active, which must not trace into fpclass (it did: a
     numba typing error from dynamo's converted arguments). The findings are the eager run's,
-    step by step, with no warning."""
-    out = run_compiled(BACKWARD_INSIDE)
+    step by step, with no warning: with torch's per-code skip strategy, and with
+    torch.compiler.disable's wrapper where torch has none."""
+    out = run_compiled(BACKWARD_INSIDE.replace("PREAMBLE", preamble))
     assert out["warnings"] == []
     assert out["compiled"] == out["eager"]
     assert out["eager"][5] and out["eager"][9]  # the planted steps found something

@@ -1059,10 +1059,10 @@ def _skipped(function):
     try:
         from torch._C._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
-        skip = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
-    except (ImportError, AttributeError, TypeError):
+        set_code_exec_strategy(function.__code__,
+                               FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+    except (ImportError, AttributeError, TypeError, RuntimeError):
         return torch.compiler.disable(function)
-    set_code_exec_strategy(function.__code__, skip)
     function._torchdynamo_disable = True
     return function
 
