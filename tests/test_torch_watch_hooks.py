@@ -249,3 +249,37 @@ def test_a_hook_met_as_another_thread_removes_it_does_nothing():
         assert hook(model, (x,), x) is None
     for hook in before:
         assert hook(model, (x,)) is None
+
+
+class Logged(torch.Tensor):
+    """A tensor subclass that reroutes torch's functions (and so torch's register methods,
+    which call __torch_function__) and logs the hook registrations it meets."""
+
+    met: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if "hook" in name:
+            cls.met.append(name)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class ToLogged(nn.Module):
+    def forward(self, x):
+        return x.as_subclass(Logged) * 1.0
+
+
+def test_a_tensor_that_reroutes_torchs_functions_is_hooked_through_torchs_methods():
+    """watch writes a tensor's or a parameter's hook table directly only for tensors that leave
+    torch's functions alone; a subclass with a __torch_function__ of its own meets torch's
+    register methods, as it did before, and the gradient is still checked."""
+    model = nn.Sequential(nn.Linear(4, 4), ToLogged(), nn.Linear(4, 1))
+    model[2].weight = nn.Parameter(model[2].weight.detach().as_subclass(Logged))
+    Logged.met.clear()
+    with ft.watch(model, raise_on=False) as w:
+        model(torch.randn(2, 4)).sum().backward()
+    assert "register_hook" in Logged.met
+    assert "register_post_accumulate_grad_hook" in Logged.met
+    assert w.findings == []
+    assert hooks_left(model) == 0

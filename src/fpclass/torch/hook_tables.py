@@ -44,19 +44,21 @@ def _torch() -> list:
 
 def _direct(owner, method: str):
     """torch's handle counter when `owner`'s table for `method` is written here, else None (see
-    the module's docstring)."""
-    counter, methods, compiling, overridden = _torch()
+    the module's docstring; a tensor's own rerouting is its adder's to check: _plain)."""
+    counter, methods, compiling, _ = _torch()
     if counter is None:
         return None
     cls = type(owner)
     own = _OWN.get((cls, method))
     if own is None:
         own = _OWN[(cls, method)] = getattr(cls, method, None) is methods[method]
-    if not own or compiling() or (method != "register_forward_hook"
-                                  and method != "register_forward_pre_hook"
-                                  and overridden(owner)):
-        return None
-    return counter
+    return counter if own and not compiling() else None
+
+
+def _plain(tensor) -> bool:
+    """Does `tensor` leave torch's functions alone (no __torch_function__ of a subclass, which
+    torch's register methods call)?"""
+    return not _torch()[3](tensor)
 
 
 def _key(counter) -> int:
@@ -91,7 +93,7 @@ def add_post_accumulate_hook(added: list, parameter, hook) -> None:
     """parameter.register_post_accumulate_grad_hook(hook) (a tensor that requires grad: the
     caller's duty), noted in `added`."""
     counter = _direct(parameter, "register_post_accumulate_grad_hook")
-    if counter is None or parameter.grad_fn is not None:
+    if counter is None or not _plain(parameter) or parameter.grad_fn is not None:
         added.append(parameter.register_post_accumulate_grad_hook(hook))  # (or its error)
         return
     hooks = parameter._post_accumulate_grad_hooks
@@ -106,7 +108,7 @@ def add_tensor_hook(tensor, hook):
     """tensor.register_hook(hook) (a tensor that requires grad: the caller's duty), never
     removed: (a weak reference to the tensor's hook table, hook's key in it)."""
     counter = _direct(tensor, "register_hook")
-    if counter is None:
+    if counter is None or not _plain(tensor):
         handle = tensor.register_hook(hook)
         return handle.hooks_dict_ref, handle.id
     hooks = tensor._backward_hooks
