@@ -28,7 +28,8 @@ what a watch of one hook a module must read (every output but those of the class
 finite from a finite input, every output's gradient, every parameter's gradient) and do nothing
 else: on the MLP at batch 128, where watch has no other proof, the same bytes as watch reads,
 read where watch reads them, so the least such a watch costs in a real step (the byte count is
-printed under the table). `--clock cpu` times the
+printed under the table, with a line setting watch's paired cost and that floor's against the
+target of at most +10% a step). `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
 `--base SRC` adds a seventh mode, the watch (with parameter grads) of the fpclass package under SRC
@@ -48,6 +49,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import importlib
+import math
 import os
 import random
 import shutil
@@ -68,6 +70,10 @@ from fpclass.operators.buffers import nonfinite_counter, nonfinite_screen  # noq
 from fpclass.torch import hook_tables  # noqa: E402
 from fpclass.torch.tensors import checker  # noqa: E402
 from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
+
+
+#: issue 22's target for watch (with parameter gradients): at most this much a step.
+TARGET = 0.10
 
 
 def mlp(layers: int = 8, width: int = 512):
@@ -263,11 +269,27 @@ def run(args, name, what, model, inputs) -> None:
     print(f"\nwatch's overhead (with parameter grads) is {watch_cost / anomaly_cost:.2f} of "
           f"detect_anomaly's ({watch_cost * 1e3:+.2f} ms vs {anomaly_cost * 1e3:+.2f} ms per "
           "step).")
+    seen = watched_reads(model, step)
+    read = sum(math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+               for shape, _, dtype in seen)
+    ours, least = (paired[m] / base for m in ("watch (+ parameter grads)",
+                                              "hooks reading in them (no other logic)"))
+    if least <= TARGET:
+        floor_says = "below the target"
+    elif read >= reading.nbytes:  # watch proves nothing more finite than those hooks do here
+        floor_says = ("above it, and watch reads what they read: no watch of one hook a module "
+                      "meets the target here")
+    else:
+        floor_says = (f"above it; watch reads {read / 2**20:.1f} of their "
+                      f"{reading.nbytes / 2**20:.1f} MiB (its proofs)")
+    print(f"\ntarget (at most {TARGET:+.0%} a step, paired): watch {ours:+.1%}, "
+          f"{'met' if ours <= TARGET else 'NOT met'}; hooks reading in them {least:+.1%}, "
+          + floor_says)
     print(f"\nthe hooks reading in them read {reading.nbytes / 2**20:.1f} MiB a step (the last "
           "step's): outputs but those of " + ", ".join(KEEP_FINITE_NAMES) + ", each output's "
           "gradient, each parameter's gradient")
     if args.floor:
-        floor(model, step, base, paired["hooks alone (empty bodies)"], clock)
+        floor(seen, base, paired["hooks alone (empty bodies)"], clock)
 
 
 class in_step_reader:
@@ -338,14 +360,9 @@ def _spread(diffs: list) -> float:
     return 1.2533 * (q[2] - q[0]) / 1.349 / len(diffs) ** 0.5
 
 
-def floor(model, step, plain: float, hooks: float, clock) -> None:
-    """What no watch can go below here: torch calling the hooks (the "hooks alone" mode) plus
-    reading once every tensor one watched step checks, each just written by torch (on its
-    threads, as a layer writes it) and read straight after, as a hook reads it. The same bytes
-    are read by fpclass's screen (what watch calls, on the raw buffer), by fpclass's counter, by
-    NumPy on one thread (bitwise or over 8-byte words: no arithmetic to wait on) and by
-    torch.sum on torch's threads (the machine's read)."""
-    import numpy as np
+def watched_reads(model, step) -> list:
+    """(shape, stride, dtype) of each CPU tensor one watched step reads, recorded from watch's
+    checker."""
     checks = checker(torch)
     reads, seen = {"finite": checks.finite, "magnitude": checks.magnitude}, []
 
@@ -363,6 +380,17 @@ def floor(model, step, plain: float, hooks: float, clock) -> None:
     finally:
         for name, read in reads.items():
             setattr(checks, name, read)
+    return seen
+
+
+def floor(seen: list, plain: float, hooks: float, clock) -> None:
+    """What no watch can go below here: torch calling the hooks (the "hooks alone" mode) plus
+    reading once every tensor one watched step checks (`seen`: watched_reads), each just written
+    by torch (on its threads, as a layer writes it) and read straight after, as a hook reads it.
+    The same bytes are read by fpclass's screen (what watch calls, on the raw buffer), by
+    fpclass's counter, by NumPy on one thread (bitwise or over 8-byte words: no arithmetic to
+    wait on) and by torch.sum on torch's threads (the machine's read)."""
+    import numpy as np
     tensors = [torch.empty_strided(shape, stride, dtype=dtype) for shape, stride, dtype in seen
                if dtype in (torch.float16, torch.float32, torch.float64)]
     sources = [torch.randn(t.shape, dtype=t.dtype).to(memory_format=_format(t)) for t in tensors]
