@@ -236,3 +236,55 @@ def test_parts_of_a_compressed_variable_read_through_the_table(records, threads,
     # lookup, chunk by chunk)
     big = {t.first for t in parts if 4 * t.count >= 200}
     assert len(big) >= 2 and big <= set(firsts)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_runs_read_and_classified_in_one_call_match_netcdf4(tmp_path, threads, monkeypatch):
+    """Runs of plain float chunks go through the read sieve (operators/read_sieve.py; pieces of
+    256 bytes, every run taken): counts, locations and statistics as netCDF4's read + NumPy,
+    for little- and big-endian float32 and float64 records and chunks of several records (the
+    last one past the variable's end); clean runs are kept by the sieve, runs holding a finding
+    are read again the usual way and located."""
+    from fpclass.operators import read_sieve as sieves
+    monkeypatch.setattr(sieves, "PIECE_BYTES", 256)
+    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
+    monkeypatch.setattr(hdf5_runs, "RUN_BYTES", 4096)  # runs of 2 to 16 chunks
+    kept = []
+    read_all = sieves.ReadSieve.read_all
+    monkeypatch.setattr(sieves.ReadSieve, "read_all",
+                        lambda self, *a: kept.append(read_all(self, *a)) or kept[-1])
+    path = tmp_path / "runs.nc"
+    arrays = {"a": planted((300, 64), seed=5), "b": planted((300, 64), "<f8", seed=6),
+              "c": planted((300, 64), ">f4", seed=7)}
+    arrays["a"][100:200] = np.abs(arrays["a"][100:200])  # clean runs of records
+    # chunks of 8 records (at least hdf5_runs.MIN_CHUNKS of them), written at once: the last
+    # run is two chunks cut at the variable's end, clean
+    arrays["d"] = planted((612, 64), seed=8)
+    arrays["d"][-100:] = 1.5
+    chunks = {"a": (1, 64), "b": (1, 64), "c": (1, 64), "d": (8, 64)}
+    with netCDF4.Dataset(path, "w") as d:
+        d.createDimension("time", None)
+        d.createDimension("more", None)
+        d.createDimension("x", 64)
+        v = {n: d.createVariable(n, a.dtype, ("more" if n == "d" else "time", "x"),
+                                 fill_value=False, chunksizes=chunks[n],
+                                 endian="big" if a.dtype.str[0] == ">" else "little")
+             for n, a in arrays.items()}
+        for lo in range(0, 300, 100):  # appends in turns: runs of each variable's records
+            for n in "abc":
+                v[n][lo:lo + 100] = arrays[n][lo:lo + 100]
+        v["d"][0:612] = arrays["d"]
+    truth = library(path)
+    got = tensors(path, threads=threads)
+    for name in arrays:
+        a = truth[name]
+        assert_exact(got[name], a, chunks[name])
+        f = a.astype(np.float64)
+        finite = f[np.isfinite(f)]
+        tiny = float(np.finfo(a.dtype).tiny)
+        zero = int((finite == 0).sum())
+        sub = int(((finite != 0) & (np.abs(finite) < tiny)).sum())
+        assert tuple(got[name].stats) == (f.size, f.size - finite.size, zero, sub,
+                                          finite.size - zero - sub, finite.min(), finite.max(),
+                                          np.abs(finite).max())
+    assert True in kept and False in kept  # clean runs kept, runs with a finding read again

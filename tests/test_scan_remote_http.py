@@ -363,3 +363,32 @@ def test_a_matlab_file_is_unchecked_from_a_url_not_clean(served):
     assert [p.path for p in report.problems] == [f"{url}/a.mat"]
     assert "not read from URLs" in report.problems[0].reason
     assert int(report.exit_code) == 2
+
+
+def test_runs_of_small_hdf5_chunks_over_http_as_their_local_copy(tmp_path, monkeypatch):
+    """A dataset of many small unfiltered chunks back to back (hdf5_runs): over HTTP its runs are
+    read by ranges, as the usual way reads them (the read sieve takes local files only), and
+    found as in the local copy, where the sieve reads them (every run taken)."""
+    h5py = pytest.importorskip("h5py")
+    from fpclass.operators import read_sieve as sieves
+    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
+    kept = []
+    read_all = sieves.ReadSieve.read_all
+    monkeypatch.setattr(sieves.ReadSieve, "read_all",
+                        lambda self, *a: kept.append(read_all(self, *a)) or kept[-1])
+    a = np.random.default_rng(3).standard_normal((300, 64)).astype(np.float32)
+    a[[7, 250], [3, 60]] = [np.nan, -np.inf]
+    with h5py.File(tmp_path / "rec.h5", "w") as f:
+        f.create_dataset("v", data=a, chunks=(1, 64), maxshape=(None, 64))
+    local = scan([str(tmp_path / "rec.h5")])
+    assert kept, "the local scan did not read through the sieve"
+    del kept[:]
+    with nginx(str(tmp_path)) as url:
+        remote_report = scan([url + "/rec.h5"])
+    assert not kept
+    assert not remote_report.problems, remote_report.problems
+    (t,), (u,) = remote_report.tensors, local.tensors
+    assert t.status == u.status == "checked"
+    assert (t.nan, t.neginf, t.values_checked) == (1, 1, a.size)
+    assert [x.index for x in t.locations] == [x.index for x in u.locations] == [(7, 3), (250, 60)]
+    assert tuple(t.stats) == tuple(u.stats)

@@ -25,7 +25,7 @@ import numpy as np
 from . import ReaderError
 from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
-from .hdf5_runs import chunk_table, runs
+from .hdf5_runs import RUN_BYTES, chunk_table, runs
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
 from ..storage.buffers import thread_buffer
@@ -36,7 +36,9 @@ from ..storage.reads import path_size, zip_file
 from ..dtypes import np_dtype
 from ...kernels.lzf import lzf_decompress
 from ...kernels.unshuffle import unshuffle
+from ...operators import read_sieve as sieves
 from ...operators.shuffled import SIZES, finite_shuffled_stats
+from ...operators.statistics import ValueStats
 from ..tasks import Field, Task
 
 #: Contiguous and compact datasets read through h5py are read in slabs of about this many bytes.
@@ -159,6 +161,8 @@ class _Blocks:
         plain = (not self.part.offset and not self.part.complex and not self.part.sub_shape
                  and self.record == self.item and task.storage.decode is None)
         self.shuffled = np_dtype(self.element) if plain and self.item in SIZES else None
+        # Runs of plain float records are read and classified in one call (_runs).
+        self.sieved = np_dtype(self.element) if plain else None
         # Storage never allocated reads as the fill value, unless HDF5 writes none there.
         self.no_fill = (dcpl.get_fill_time() == h5d.FILL_TIME_NEVER
                         or dcpl.fill_value_defined() == h5d.FILL_VALUE_UNDEFINED)
@@ -199,11 +203,17 @@ class _Blocks:
 
     def _runs(self, table, first, last):
         """The chunks [first, last) as hdf5_runs groups them: back-to-back unfiltered chunks
-        along the first axis read at once, every other chunk as `blocks` reads it."""
+        along the first axis read at once, every other chunk as `blocks` reads it. A run of
+        plain float records inside the dataset is read and classified in one call where it holds
+        no NaN or Inf (operators/read_sieve.py: a FiniteBlock, whose statistics a last
+        FiniteBlock of no values brings), else read and yielded as its values."""
         nbytes = math.prod(self.block) * self.record
         whole = not self.filters and all(g == 1 for g in self.grid[1:])
         fd = open_source(self.raw_path)
         try:
+            # (the sieve reads local files: a URL's runs are read the usual way)
+            sieve = sieves.read_sieve(self.sieved, RUN_BYTES) \
+                if whole and self.sieved is not None and fd.__class__ is int else None
             for start, count, info, chunks in runs(table, self.walk, first, last, nbytes,
                                                    whole):
                 origin = start + (0,) * len(self.part.grid_tail)
@@ -211,8 +221,15 @@ class _Blocks:
                     yield origin, self._fill(start, count)
                 elif chunks == 1:
                     yield origin, self._chunk_at(fd, info, count)
+                elif sieve is not None and count[0] == chunks * self.block[0] \
+                        and chunks * nbytes > sieves.SMALL_BYTES \
+                        and sieve.read_all(fd, thread_buffer("read", sieves.PIECE_BYTES),
+                                           self.raw_start + info.byte_offset, chunks * nbytes):
+                    yield origin, FiniteBlock(math.prod(count), chunks * nbytes, ValueStats())
                 else:
                     yield origin, self._run_at(fd, info, count, chunks, nbytes)
+            if sieve is not None and sieve.values:
+                yield (), FiniteBlock(0, 0, sieve.stats())
         finally:
             close_source(fd)
 
