@@ -158,13 +158,22 @@ def test_nothing_of_a_call_is_kept_after_it():
 def test_an_interrupt_raises_after_the_started_parts_end_and_starts_no_more():
     # the caller is interrupted while a helper is in a long part: the interrupt reaches the
     # caller only once that part has ended, and no part starts after it
-    ends = {}
+    # (the helper's parts wait for the interrupt to be sent, and the caller's part for it to
+    # arrive: a loaded machine may run the timer late, never out of order)
+    ends, sent = {}, threading.Event()
+
+    def interrupt():
+        sent.set()
+        _thread.interrupt_main()
 
     def part(i):
         if i == 0:   # the caller's: interrupt it while the helper works
-            threading.Timer(0.05, _thread.interrupt_main).start()
-            time.sleep(0.3)
+            threading.Timer(0.05, interrupt).start()
+            deadline = time.perf_counter() + 30
+            while time.perf_counter() < deadline:
+                time.sleep(0.01)
         else:
+            sent.wait(30)
             time.sleep(0.2)
         ends[i] = time.perf_counter()
 
