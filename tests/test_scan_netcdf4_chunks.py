@@ -288,3 +288,21 @@ def test_runs_read_and_classified_in_one_call_match_netcdf4(tmp_path, threads, m
                                           finite.size - zero - sub, finite.min(), finite.max(),
                                           np.abs(finite).max())
     assert True in kept and False in kept  # clean runs kept, runs with a finding read again
+
+
+def test_runs_of_chunks_wider_than_the_dataset_leave_their_padding_out(tmp_path, monkeypatch):
+    """Chunks wider than the dataset along a trailing axis (a resizable one: h5py's maxshape,
+    a second unlimited dimension) hold padding past its edge, here a fill value below every value:
+    such runs are read the usual way, cut to the dataset (found by the review of 6b0a4a5)."""
+    h5py = pytest.importorskip("h5py")
+    from fpclass.operators import read_sieve as sieves
+    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
+    a = np.random.default_rng(9).random((300, 60), np.float32) + 1
+    a[0, 0], a[7, 3], a[-1, -1] = np.nan, np.inf, -np.inf  # the runs between them clean
+    path = tmp_path / "wide.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", data=a, chunks=(1, 64), maxshape=(None, 64), fillvalue=-5e30)
+    t = tensors(path)["v"]
+    assert_exact(t, a, (1, 64))
+    finite = a[np.isfinite(a)].astype(np.float64)
+    assert (t.stats.values, t.stats.min, t.stats.max) == (a.size, finite.min(), finite.max())

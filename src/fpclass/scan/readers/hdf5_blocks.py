@@ -204,7 +204,9 @@ class _Blocks:
     def _runs(self, table, first, last):
         """The chunks [first, last) as hdf5_runs groups them: back-to-back unfiltered chunks
         along the first axis read at once, every other chunk as `blocks` reads it. A run of
-        plain float records inside the dataset is read and classified in one call where it holds
+        plain float records that its values fill (none past the dataset's end, or past its edge
+        along a trailing axis of chunks wider than the dataset) is read and classified in one
+        call where it holds
         no NaN or Inf (operators/read_sieve.py: a FiniteBlock, whose statistics a last
         FiniteBlock of no values brings), else read and yielded as its values."""
         nbytes = math.prod(self.block) * self.record
@@ -221,7 +223,7 @@ class _Blocks:
                     yield origin, self._fill(start, count)
                 elif chunks == 1:
                     yield origin, self._chunk_at(fd, info, count)
-                elif sieve is not None and count[0] == chunks * self.block[0] \
+                elif sieve is not None and math.prod(count) * self.record == chunks * nbytes \
                         and chunks * nbytes > sieves.SMALL_BYTES \
                         and sieve.read_all(fd, thread_buffer("read", sieves.PIECE_BYTES),
                                            self.raw_start + info.byte_offset, chunks * nbytes):
