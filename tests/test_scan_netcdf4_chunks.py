@@ -306,3 +306,31 @@ def test_runs_of_chunks_wider_than_the_dataset_leave_their_padding_out(tmp_path,
     assert_exact(t, a, (1, 64))
     finite = a[np.isfinite(a)].astype(np.float64)
     assert (t.stats.values, t.stats.min, t.stats.max) == (a.size, finite.min(), finite.max())
+
+
+def test_runs_inside_a_keras_archive_are_read_at_the_members_offset(tmp_path, monkeypatch):
+    """Runs of small chunks in a .keras archive's stored weights file: the sieve reads them at
+    the member's place in the archive (its offset, plus each chunk's in the HDF5 file)."""
+    import io
+    import zipfile
+    h5py = pytest.importorskip("h5py")
+    from fpclass.operators import read_sieve as sieves
+    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
+    kept = []
+    read_all = sieves.ReadSieve.read_all
+    monkeypatch.setattr(sieves.ReadSieve, "read_all",
+                        lambda self, *a: kept.append(read_all(self, *a)) or kept[-1])
+    a = np.random.default_rng(11).random((300, 64), np.float32) + 1
+    a[0, 0], a[150, 9], a[-1, -1] = np.nan, np.inf, -np.inf
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        f.create_dataset("layers/dense/vars/0", data=a, chunks=(1, 64), maxshape=(None, 64))
+    path = tmp_path / "model.keras"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("metadata.json", '{"keras_version": "3.5.0"}')
+        z.writestr("model.weights.h5", buf.getvalue())
+    t = tensors(path)["model.weights.h5/layers/dense/vars/0"]
+    assert_exact(t, a, (1, 64))
+    finite = a[np.isfinite(a)].astype(np.float64)
+    assert (t.stats.values, t.stats.min, t.stats.max) == (a.size, finite.min(), finite.max())
+    assert True in kept

@@ -216,6 +216,7 @@ class _Blocks:
             # (the sieve reads local files: a URL's runs are read the usual way)
             sieve = sieves.read_sieve(self.sieved, RUN_BYTES) \
                 if whole and self.sieved is not None and fd.__class__ is int else None
+            pieces = thread_buffer("read", sieves.PIECE_BYTES) if sieve is not None else None
             for start, count, info, chunks in runs(table, self.walk, first, last, nbytes,
                                                    whole):
                 origin = start + (0,) * len(self.part.grid_tail)
@@ -225,8 +226,8 @@ class _Blocks:
                     yield origin, self._chunk_at(fd, info, count)
                 elif sieve is not None and math.prod(count) * self.record == chunks * nbytes \
                         and chunks * nbytes > sieves.SMALL_BYTES \
-                        and sieve.read_all(fd, thread_buffer("read", sieves.PIECE_BYTES),
-                                           self.raw_start + info.byte_offset, chunks * nbytes):
+                        and sieve.read_all(fd, pieces, self.raw_start + info.byte_offset,
+                                           chunks * nbytes):
                     yield origin, FiniteBlock(math.prod(count), chunks * nbytes, ValueStats())
                 else:
                     yield origin, self._run_at(fd, info, count, chunks, nbytes)
