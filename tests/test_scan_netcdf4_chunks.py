@@ -11,6 +11,7 @@ from fpclass.scan import scan
 from fpclass.scan.engine import plan
 from fpclass.scan.readers import hdf5_runs
 from fpclass.scan.storage.grids import BlockGrid
+from sieve_spy import spy_sieve
 from test_scan_parallel_decode import assert_exact, planted
 
 netCDF4 = pytest.importorskip("netCDF4")
@@ -247,12 +248,8 @@ def test_runs_read_and_classified_in_one_call_match_netcdf4(tmp_path, threads, m
     are read again the usual way and located."""
     from fpclass.operators import read_sieve as sieves
     monkeypatch.setattr(sieves, "PIECE_BYTES", 256)
-    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
     monkeypatch.setattr(hdf5_runs, "RUN_BYTES", 4096)  # runs of 2 to 16 chunks
-    kept = []
-    read_all = sieves.ReadSieve.read_all
-    monkeypatch.setattr(sieves.ReadSieve, "read_all",
-                        lambda self, *a: kept.append(read_all(self, *a)) or kept[-1])
+    kept = spy_sieve(monkeypatch)
     path = tmp_path / "runs.nc"
     arrays = {"a": planted((300, 64), seed=5), "b": planted((300, 64), "<f8", seed=6),
               "c": planted((300, 64), ">f4", seed=7)}
@@ -295,8 +292,7 @@ def test_runs_of_chunks_wider_than_the_dataset_leave_their_padding_out(tmp_path,
     a second unlimited dimension) hold padding past its edge, here a fill value below every value:
     such runs are read the usual way, cut to the dataset (found by the review of 6b0a4a5)."""
     h5py = pytest.importorskip("h5py")
-    from fpclass.operators import read_sieve as sieves
-    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
+    spy_sieve(monkeypatch)
     a = np.random.default_rng(9).random((300, 60), np.float32) + 1
     a[0, 0], a[7, 3], a[-1, -1] = np.nan, np.inf, -np.inf  # the runs between them clean
     path = tmp_path / "wide.h5"
@@ -314,12 +310,7 @@ def test_runs_inside_a_keras_archive_are_read_at_the_members_offset(tmp_path, mo
     import io
     import zipfile
     h5py = pytest.importorskip("h5py")
-    from fpclass.operators import read_sieve as sieves
-    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
-    kept = []
-    read_all = sieves.ReadSieve.read_all
-    monkeypatch.setattr(sieves.ReadSieve, "read_all",
-                        lambda self, *a: kept.append(read_all(self, *a)) or kept[-1])
+    kept = spy_sieve(monkeypatch)
     a = np.random.default_rng(11).random((300, 64), np.float32) + 1
     a[0, 0], a[150, 9], a[-1, -1] = np.nan, np.inf, -np.inf
     buf = io.BytesIO()

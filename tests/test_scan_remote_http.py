@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from remote_servers import FaultProxy, found_by_file, nginx, nginx_missing  # noqa: E402
+from sieve_spy import spy_sieve  # noqa: E402
 
 pytest.importorskip("aiohttp", reason="the remote extra (aiohttp) is not installed")
 pytest.importorskip("fsspec", reason="the remote extra (fsspec) is not installed")
@@ -370,12 +371,7 @@ def test_runs_of_small_hdf5_chunks_over_http_as_their_local_copy(tmp_path, monke
     read by ranges, as the usual way reads them (the read sieve takes local files only), and
     found as in the local copy, where the sieve reads them (every run taken)."""
     h5py = pytest.importorskip("h5py")
-    from fpclass.operators import read_sieve as sieves
-    monkeypatch.setattr(sieves, "SMALL_BYTES", 0)
-    kept = []
-    read_all = sieves.ReadSieve.read_all
-    monkeypatch.setattr(sieves.ReadSieve, "read_all",
-                        lambda self, *a: kept.append(read_all(self, *a)) or kept[-1])
+    kept = spy_sieve(monkeypatch)
     a = np.random.default_rng(3).standard_normal((300, 64)).astype(np.float32)
     a[[7, 250], [3, 60]] = [np.nan, -np.inf]
     with h5py.File(tmp_path / "rec.h5", "w") as f:
