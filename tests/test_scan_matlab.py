@@ -194,17 +194,19 @@ def test_a_file_that_crashes_scipy_costs_that_file_only(tmp_path):
     assert [t.nan for t in report.tensors if t.file.endswith("ok.mat")] == [1]
     crashed = [p.path for p in report.problems if "crashed" in p.reason]
     assert crashed  # the recipe gives some (scipy 1.17)
-    for path in crashed:  # the truth: the reader's scipy.io calls die on them, unsandboxed
-        # under the reading process's own memory limit (some crash where an allocation fails);
-        # the reader's own options and calls (not a bare loadmat: a fresh clone's suite saw a
-        # file crash the child that loadmat's defaults read 20 times); reading past a buffer
-        # does not crash every time (it depends on what lies beyond): dying in one of up to
-        # fifty runs shows the crash is native code's, and the reader runs none of its own (a
-        # fresh clone's suite on a loaded machine saw twenty runs without)
+    # the truth: the reading process itself, run again here, dies by a signal on them (native
+    # code: the reader's own Python would answer an error, exit 0). Run as the sandbox runs it:
+    # the same command, environment (the parent's sys.path as PYTHONPATH) and memory limit;
+    # reading past a buffer crashes or not by what lies beyond, which those move (a fresh
+    # clone's full suite saw the sandbox crash where a shorter command line, 50 times, did not);
+    # one death in up to twenty runs
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    for path in crashed:
         codes = []
-        while len(codes) < 50 and not any(code < 0 for code in codes):
+        while len(codes) < 20 and not any(code < 0 for code in codes):
             codes.append(subprocess.run(
-                [sys.executable, "-c", "import sys\nfrom fpclass.scan.readers import matlab\n"
-                 "try:\n    matlab.load(sys.argv[1])\nexcept Exception:\n    pass", path],
-                capture_output=True, preexec_fn=limit_memory).returncode)
+                [sys.executable, "-m", "fpclass.scan.readers.sandbox", "matlab", path],
+                stdin=subprocess.DEVNULL, capture_output=True, env=env,
+                preexec_fn=limit_memory).returncode)
         assert min(codes) < 0, (path, codes, [p.reason for p in report.problems])
