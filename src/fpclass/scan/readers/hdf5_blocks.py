@@ -157,12 +157,12 @@ class _Blocks:
                        and all(_decodes(code, cd) for code, _, cd in self.filters)
                        and sum(code == FILTER_LZF for code, _, _ in self.filters) <= 1)
         self.item = np_dtype(self.element).itemsize
-        # Chunks of plain float records, shuffled, are classified as stored (_classified).
         plain = (not self.part.offset and not self.part.complex and not self.part.sub_shape
                  and self.record == self.item and task.storage.decode is None)
-        self.shuffled = np_dtype(self.element) if plain and self.item in SIZES else None
-        # Runs of plain float records are read and classified in one call (_runs).
+        # Runs of plain float records are read and classified in one call (_runs); their
+        # chunks, shuffled, are classified as stored (_classified).
         self.sieved = np_dtype(self.element) if plain else None
+        self.shuffled = self.sieved if self.item in SIZES else None
         # Storage never allocated reads as the fill value, unless HDF5 writes none there.
         self.no_fill = (dcpl.get_fill_time() == h5d.FILL_TIME_NEVER
                         or dcpl.fill_value_defined() == h5d.FILL_VALUE_UNDEFINED)
@@ -206,9 +206,9 @@ class _Blocks:
         along the first axis read at once, every other chunk as `blocks` reads it. A run of
         plain float records that its values fill (none past the dataset's end, or past its edge
         along a trailing axis of chunks wider than the dataset) is read and classified in one
-        call where it holds
-        no NaN or Inf (operators/read_sieve.py: a FiniteBlock, whose statistics a last
-        FiniteBlock of no values brings), else read and yielded as its values."""
+        call where it holds no NaN or Inf (operators/read_sieve.py: a FiniteBlock, whose
+        statistics a last FiniteBlock of no values brings), else read and yielded as its
+        values."""
         nbytes = math.prod(self.block) * self.record
         whole = not self.filters and all(g == 1 for g in self.grid[1:])
         fd = open_source(self.raw_path)
