@@ -100,6 +100,11 @@ if mode == "fpclass":
         compile_for = None
     for dt in ("<f4", ">f4", bfloat16) if compile_for is not None else ():
         compile_for(np.dtype(dt))
+    if kind.startswith(("h5", "nc4")):  # and HDF5's chunk index callback (not in older trees)
+        try:
+            from fpclass.kernels import index_rows  # noqa: F401
+        except ImportError:
+            pass
     startup = time.perf_counter() - t
 elif mode == "library":
     import numpy as np

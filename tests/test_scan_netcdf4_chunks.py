@@ -12,7 +12,7 @@ from fpclass.scan.engine import plan
 from fpclass.scan.readers import hdf5_runs
 from fpclass.scan.storage.grids import BlockGrid
 from sieve_spy import spy_sieve
-from test_scan_parallel_decode import assert_exact, planted
+from test_scan_parallel_decode import assert_exact, planted, stored_order
 
 netCDF4 = pytest.importorskip("netCDF4")
 
@@ -239,17 +239,27 @@ def test_parts_of_a_compressed_variable_read_through_the_table(records, threads,
     assert len(big) >= 2 and big <= set(firsts)
 
 
-@pytest.mark.parametrize("threads", [1, 3])
-def test_runs_read_and_classified_in_one_call_match_netcdf4(tmp_path, threads, monkeypatch):
+@pytest.mark.parametrize("threads, sieved_bytes", [(1, 16 << 20), (3, 16 << 20), (1, 9000),
+                                                   (3, 9000)])
+def test_runs_read_and_classified_in_one_call_match_netcdf4(tmp_path, threads, sieved_bytes,
+                                                            monkeypatch):
     """Runs of plain float chunks go through the read sieve (operators/read_sieve.py; pieces of
-    256 bytes, every run taken): counts, locations and statistics as netCDF4's read + NumPy,
-    for little- and big-endian float32 and float64 records and chunks of several records (the
-    last one past the variable's end); clean runs are kept by the sieve, runs holding a finding
-    are read again the usual way and located."""
+    256 bytes, every run taken), all of a variable's in one call or a few runs a call:
+    counts, locations and statistics as netCDF4's read + NumPy, for little- and big-endian
+    float32 and float64 records and chunks of several records (the last one past the variable's
+    end); clean runs are kept by the sieve, runs holding a finding are read again the usual way
+    and located, and the clean runs after them are kept."""
     from fpclass.operators import read_sieve as sieves
+    from fpclass.scan.readers import hdf5_blocks
     monkeypatch.setattr(sieves, "PIECE_BYTES", 256)
     monkeypatch.setattr(hdf5_runs, "RUN_BYTES", 4096)  # runs of 2 to 16 chunks
+    monkeypatch.setattr(hdf5_blocks, "SIEVED_BYTES", sieved_bytes)
     kept = spy_sieve(monkeypatch)
+    calls = []
+    read_runs = sieves.ReadSieve.read_runs
+    monkeypatch.setattr(sieves.ReadSieve, "read_runs",
+                        lambda self, fd, buf, at, n: calls.append(len(at)) or
+                        read_runs(self, fd, buf, at, n))
     path = tmp_path / "runs.nc"
     arrays = {"a": planted((300, 64), seed=5), "b": planted((300, 64), "<f8", seed=6),
               "c": planted((300, 64), ">f4", seed=7)}
@@ -285,6 +295,8 @@ def test_runs_read_and_classified_in_one_call_match_netcdf4(tmp_path, threads, m
                                           finite.size - zero - sub, finite.min(), finite.max(),
                                           np.abs(finite).max())
     assert True in kept and False in kept  # clean runs kept, runs with a finding read again
+    # each variable's runs in one call, or a few at a time
+    assert (max(calls) > 20) if sieved_bytes > 1 << 20 else (max(calls) <= 4 and len(calls) > 8)
 
 
 def test_runs_of_chunks_wider_than_the_dataset_leave_their_padding_out(tmp_path, monkeypatch):
@@ -302,6 +314,41 @@ def test_runs_of_chunks_wider_than_the_dataset_leave_their_padding_out(tmp_path,
     assert_exact(t, a, (1, 64))
     finite = a[np.isfinite(a)].astype(np.float64)
     assert (t.stats.values, t.stats.min, t.stats.max) == (a.size, finite.min(), finite.max())
+
+
+@pytest.mark.parametrize("sieved_bytes", [16 << 20, 2 << 10])
+def test_runs_between_chunks_never_written_and_single_chunks_keep_their_order(
+        tmp_path, sieved_bytes, monkeypatch):
+    """Runs the sieve takes, chunks never written (the fill value), single chunks (one where the
+    file's chunks break off) and runs with findings, in the dataset's order: every location in
+    order and the statistics, fill values included, as h5py's read + NumPy."""
+    h5py = pytest.importorskip("h5py")
+    from fpclass.scan.readers import hdf5_blocks
+    monkeypatch.setattr(hdf5_blocks, "SIEVED_BYTES", sieved_bytes)
+    kept = spy_sieve(monkeypatch)
+    rng = np.random.default_rng(12)
+    a = rng.random((400, 64), np.float32) + 1
+    a[5, 1], a[150, 3], a[250, 2], a[390, 63] = np.nan, np.inf, np.inf, -np.inf
+    path = tmp_path / "gaps.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("v", shape=a.shape, dtype="<f4", chunks=(1, 64), fillvalue=-7.0,
+                             maxshape=(None, 64))
+        for lo, hi in ((0, 100), (300, 400), (200, 201), (150, 151), (202, 260)):
+            d[lo:hi] = a[lo:hi]  # records 100..149, 151..199, 201 never written
+        truth = d[...]
+    assert (truth[120] == -7).all() and np.isposinf(truth[250, 2])
+    t = tensors(path)["v"]
+    assert t.status == "checked"
+    assert [(loc.index, loc.cls) for loc in t.locations] == stored_order(truth, (1, 64))
+    assert (t.nan, t.posinf, t.neginf) == (1, 2, 1)
+    first = scan([path], max_locations=1).tensors[0].locations  # the first in stored order
+    assert [(loc.index, loc.cls) for loc in first] == [((5, 1), "nan")]
+    # a block never written is checked from its one fill value (hdf5_blocks): 140 of them
+    written = 260 * 64
+    assert t.values_checked == t.stats.values == written + 140
+    finite = truth[np.isfinite(truth)].astype(np.float64)
+    assert (t.stats.min, t.stats.max, t.stats.normal) == (-7.0, finite.max(), written + 136)
+    assert kept.count(True) >= 3 and False in kept
 
 
 def test_runs_inside_a_keras_archive_are_read_at_the_members_offset(tmp_path, monkeypatch):

@@ -225,9 +225,15 @@ def test_the_warmup_compiles_what_the_scan_calls(tmp_path):
                  f"t = Task({path!r}, 'x', 'f', ({a.size},), element='>f4', grid=({a.size},),\n"
                  f"         storage=Range({path!r}, 40, {a.nbytes}))\n"
                  "r = run_task(t, 5)\n"
-                 "print(r.status, r.values_checked, sum(read_stats.read_clean.stats.cache_hits"
-                 ".values()), sum(read_stats.read_clean.stats.cache_misses.values()))\n")
-    assert out.split() == ["checked", str(a.size), "1", "0"]
+                 "import os, numpy as np\nfrom fpclass.operators.read_sieve import read_sieve\n"
+                 "runs = np.array([40, 440], np.int64)\n"  # and runs read in one call (HDF5's)
+                 "sieve = read_sieve(np.dtype('>f4'), 1 << 20)\n"
+                 "print(r.status, r.values_checked, sieve.read_runs(os.open(t.source, os.O_RDONLY), "
+                 "np.empty(1 << 18, np.uint8), runs, np.array([256, 256], np.int64)))\n"
+                 "for kernel in (read_stats.read_clean, read_stats.read_clean_runs):\n"
+                 "    print(sum(kernel.stats.cache_hits.values()), "
+                 "sum(kernel.stats.cache_misses.values()))\n")
+    assert out.split() == ["checked", str(a.size), "2", "1", "0", "1", "0"]
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -305,3 +311,32 @@ def test_a_lazily_conjugated_tensor_keeps_the_statistics_of_its_values(tmp_path)
     item = next(i for i in scan([str(path)]).tensors if i.name == "c")
     assert item.status == "checked"
     assert (item.stats.min, item.stats.max) == (float(parts.min()), float(parts.max()))
+
+
+def test_runs_read_in_one_call_are_kept_in_order_up_to_the_first_not_kept_whole(tmp_path):
+    """read_runs (HDF5's runs of chunks): the runs before the first that holds a non-finite
+    value, ends short of a vector or past the file are kept, in the order given, and the
+    statistics are exactly theirs."""
+    a = _values("<f4", 1024)
+    a[600] = np.nan  # in the third run of 256 values
+    path = _file(tmp_path, a, header=0)
+    buf = np.empty(512, np.uint8)
+    fd = os.open(path, os.O_RDONLY)
+
+    def runs(*spans):
+        sieve = sieve_module.read_sieve(np.dtype("<f4"), 1 << 20)
+        at, n = (np.array(v, np.int64) for v in zip(*spans)) if spans else \
+            (np.zeros(0, np.int64),) * 2
+        return sieve.read_runs(fd, buf, at, n), sieve
+
+    try:
+        kept, sieve = runs((0, 1024), (1024, 1024), (2048, 1024), (3072, 1024))
+        assert (kept, sieve.values, sieve.stats()) == (2, 512, _clean_stats(a[:512]))
+        kept, sieve = runs((3072, 1024), (0, 1024), (1024, 1000), (0, 1024))
+        assert (kept, sieve.values) == (2, 512)  # the third short of a vector
+        assert sieve.stats() == _clean_stats(np.concatenate([a[768:], a[:256]]))
+        kept, sieve = runs((3072, 1024), (3584, 1024))  # the second past the file's end
+        assert (kept, sieve.values, sieve.stats()) == (1, 256, _clean_stats(a[768:]))
+        assert runs()[0] == 0
+    finally:
+        os.close(fd)

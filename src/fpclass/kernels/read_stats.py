@@ -106,3 +106,18 @@ def read_clean(fd, raw, words, keys, position, nbytes, piece, tests, c, swap, ac
         fold_raw(umin, umax, smax, c, acc)
         done += n
     return done
+
+
+@njit(**JIT)
+def read_clean_runs(fd, raw, words, keys, positions, lengths, piece, tests, c, swap, acc,
+                    saved):
+    """read_clean over the runs of `lengths[k]` bytes from byte `positions[k]`, in order, for as
+    long as each is kept whole; `acc` then holds the statistics of exactly the runs kept
+    (`saved`: a row of acc's size to restore it from). Returns how many runs were kept."""
+    for k in range(positions.size):
+        saved[:] = acc
+        if read_clean(fd, raw, words, keys, positions[k], lengths[k], piece, tests, c, swap,
+                      acc) != lengths[k]:
+            acc[:] = saved
+            return k
+    return positions.size

@@ -44,14 +44,9 @@ class ReadSieve:
         non-finite value, a read failed or ended early, or at the last elements short of a
         vector (kernels/vectors.py: 64 words; read those again from there, the caller's
         way)."""
-        if not self._views or self._views[0] is not buf:
-            piece = min(max(PIECE_BYTES, self._vector), buf.size)
-            piece -= piece % self._vector  # none (nothing kept) in a buffer short of a vector
-            raw = buf[:piece]
-            self._views = (buf, raw, raw.view(self._rule[2]), raw.view(self._signed), piece)
         from ..kernels.read_stats import read_clean  # imports numba: the caller checked warmth
         tests, consts, _, swapped, _ = self._rule
-        _, raw, words, keys, piece = self._views
+        raw, words, keys, piece = self._views_of(buf)
         done = read_clean(fd, raw, words, keys, position, nbytes, piece, tests, consts,
                           swapped, self._row)
         self.values += done // self._itemsize
@@ -67,6 +62,31 @@ class ReadSieve:
             return True
         self._row[:], self.values = row, values
         return False
+
+    def read_runs(self, fd: int, buf: np.ndarray, positions: np.ndarray,
+                  lengths: np.ndarray) -> int:
+        """`read_all` of the runs of `lengths[k]` bytes from byte `positions[k]` (int64 arrays)
+        in one call, in order, until one is not kept whole: how many were (the statistics hold
+        exactly those)."""
+        if not positions.size:
+            return 0
+        from ..kernels.read_stats import read_clean_runs
+        tests, consts, _, swapped, _ = self._rule
+        raw, words, keys, piece = self._views_of(buf)
+        kept = read_clean_runs(fd, raw, words, keys, positions, lengths, piece, tests, consts,
+                               swapped, self._row, np.empty_like(self._row))
+        self.values += int(lengths[:kept].sum()) // self._itemsize
+        return kept
+
+    def _views_of(self, buf: np.ndarray) -> tuple:
+        """(the piece of `buf` read into, as bytes, words and signed words; its size), kept
+        while the caller passes the same buffer."""
+        if not self._views or self._views[0] is not buf:
+            piece = min(max(PIECE_BYTES, self._vector), buf.size)
+            piece -= piece % self._vector  # none (nothing kept) in a buffer short of a vector
+            raw = buf[:piece]
+            self._views = (buf, raw, raw.view(self._rule[2]), raw.view(self._signed), piece)
+        return self._views[1:]
 
     def stats(self) -> ValueStats:
         """The ValueStats of the `values` clean elements read."""
@@ -110,4 +130,7 @@ _works: dict = {}  # (word, swapped) -> whether the kernel could be built and ca
 def compile_for(dtype: np.dtype) -> None:
     """Compile (or load from numba's cache) the kernel the scan reads raw ranges of `dtype`
     with, where it has one (`fpclass warmup`)."""
-    read_sieve(dtype, SMALL_BYTES + 1)
+    sieve = read_sieve(dtype, SMALL_BYTES + 1)
+    if sieve is not None:
+        nothing = np.zeros(1, np.int64)
+        sieve.read_runs(-1, np.empty(PIECE_BYTES, np.uint8), nothing, nothing)

@@ -126,7 +126,9 @@ def default_workers() -> int:
 
 
 def _codec_kernels() -> None:
-    """The scan's decoders: LZF (HDF5), unshuffle (HDF5, FITS), shuffled statistics (HDF5)."""
+    """The scan's decoders: LZF (HDF5), unshuffle (HDF5, FITS), shuffled statistics (HDF5), and
+    its HDF5 chunk index callback."""
+    from ..kernels import index_rows  # noqa: F401  (importing it compiles the callback)
     from ..kernels.lzf import lzf_decompress
     from ..kernels.unshuffle import unshuffle
     lzf_decompress(b"\x01ab", np.zeros(4, np.uint8))

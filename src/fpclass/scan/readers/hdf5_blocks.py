@@ -43,16 +43,22 @@ from ..tasks import Field, Task
 
 #: Contiguous and compact datasets read through h5py are read in slabs of about this many bytes.
 SLAB_BYTES = 4 << 20
+#: Runs of chunks the read sieve reads in one call: a call's cost (the GIL, numba's dispatch)
+#: paid once for many runs, which HDF5's index nodes cut every 57 chunks or so.
+SIEVED_BYTES = 16 << 20
 
 
-def block_shape(dsid, dcpl, shape, layout, h5d, record: int) -> tuple:
+def block_shape(dsid, dcpl, shape, layout, h5d, record: int, listed=None) -> tuple:
     """The shape of the blocks a dataset (low-level id `dsid`, creation property list `dcpl`,
     of shape `shape` and layout `layout`) is read in: its chunks (the whole dataset when no
-    chunk was ever written: one fill value); for a contiguous or compact dataset, whole
-    trailing axes and a piece of the next one, about SLAB_BYTES."""
+    chunk was ever written: one fill value; `listed`, the chunks its index lists, where known);
+    for a contiguous or compact dataset, whole trailing axes and a piece of the next one, about
+    SLAB_BYTES."""
     shape = tuple(shape)
     if layout == h5d.CHUNKED:
-        return tuple(dcpl.get_chunk()) if dsid.get_num_chunks() else shape
+        if listed is None:
+            listed = dsid.get_num_chunks()
+        return tuple(dcpl.get_chunk()) if listed else shape
     out = list(shape)
     span = record
     for axis in range(len(shape) - 1, -1, -1):
@@ -144,7 +150,10 @@ class _Blocks:
                               f"{list(task.shape)} was planned (the file changed?)")
         dcpl = self.id.get_create_plist()
         self.layout = dcpl.get_layout()
-        self.block = block_shape(self.id, dcpl, self.shape, self.layout, h5d, self.record)
+        # (each count walks HDF5's chunk index: counted once)
+        self.listed = self.id.get_num_chunks() if self.layout == h5d.CHUNKED else 0
+        self.block = block_shape(self.id, dcpl, self.shape, self.layout, h5d, self.record,
+                                 self.listed)
         self.walk = BlockGrid(self.shape, self.block)
         self.grid = self.walk.grid
         if math.prod(self.grid) != task.storage.nblocks:
@@ -174,7 +183,7 @@ class _Blocks:
         h5d = self.h5py.h5d
         unallocated = (self.layout == h5d.CONTIGUOUS
                        and self.id.get_space_status() != h5d.SPACE_STATUS_ALLOCATED)
-        table = chunk_table(self.id, self.grid, self.block, first, last) \
+        table = chunk_table(self.id, self.grid, self.block, first, last, self.listed) \
             if self.layout == h5d.CHUNKED and self.direct else None
         if table is not None:  # many chunks: one pass over the index, runs read at once
             yield from self._runs(table, first, last)
@@ -203,12 +212,11 @@ class _Blocks:
 
     def _runs(self, table, first, last):
         """The chunks [first, last) as hdf5_runs groups them: back-to-back unfiltered chunks
-        along the first axis read at once, every other chunk as `blocks` reads it. A run of
-        plain float records that its values fill (none past the dataset's end, or past its edge
-        along a trailing axis of chunks wider than the dataset) is read and classified in one
-        call where it holds no NaN or Inf (operators/read_sieve.py: a FiniteBlock, whose
-        statistics a last FiniteBlock of no values brings), else read and yielded as its
-        values."""
+        along the first axis read at once, every other chunk as `blocks` reads it. Runs of plain
+        float records that their values fill (none past the dataset's end, or past its edge
+        along a trailing axis of chunks wider than the dataset) are read and classified by the
+        read sieve, SIEVED_BYTES of them in one call (_sieved); the others are read and yielded
+        as their values."""
         nbytes = math.prod(self.block) * self.record
         whole = not self.filters and all(g == 1 for g in self.grid[1:])
         fd = open_source(self.raw_path)
@@ -217,24 +225,55 @@ class _Blocks:
             sieve = sieves.read_sieve(self.sieved, RUN_BYTES) \
                 if whole and self.sieved is not None and fd.__class__ is int else None
             pieces = thread_buffer("read", sieves.PIECE_BYTES) if sieve is not None else None
+            pending, held = [], 0  # runs for the sieve's next call, their bytes
             for start, count, info, chunks in runs(table, self.walk, first, last, nbytes,
                                                    whole):
                 origin = start + (0,) * len(self.part.grid_tail)
+                if sieve is not None and info is not None and chunks > 1 \
+                        and math.prod(count) * self.record == chunks * nbytes \
+                        and chunks * nbytes > sieves.SMALL_BYTES:
+                    pending.append((origin, count, info, chunks))
+                    held += chunks * nbytes
+                    if held >= SIEVED_BYTES:
+                        yield from self._sieved(fd, sieve, pieces, pending, nbytes)
+                        pending, held = [], 0
+                    continue
+                if pending:
+                    yield from self._sieved(fd, sieve, pieces, pending, nbytes)
+                    pending, held = [], 0
                 if info is None:
                     yield origin, self._fill(start, count)
                 elif chunks == 1:
                     yield origin, self._chunk_at(fd, info, count)
-                elif sieve is not None and math.prod(count) * self.record == chunks * nbytes \
-                        and chunks * nbytes > sieves.SMALL_BYTES \
-                        and sieve.read_all(fd, pieces, self.raw_start + info.byte_offset,
-                                           chunks * nbytes):
-                    yield origin, FiniteBlock(math.prod(count), chunks * nbytes, ValueStats())
                 else:
                     yield origin, self._run_at(fd, info, count, chunks, nbytes)
+            if pending:
+                yield from self._sieved(fd, sieve, pieces, pending, nbytes)
             if sieve is not None and sieve.values:
                 yield (), FiniteBlock(0, 0, sieve.stats())
         finally:
             close_source(fd)
+
+    def _sieved(self, fd, sieve, pieces, pending, nbytes):
+        """The runs `pending` ((origin, count, info, chunks), consecutive along the first axis)
+        through the read sieve in one call: those it keeps as one FiniteBlock (statistics in
+        the sieve's), the first it does not keep read as its values, each after it as `_runs`
+        reads a run alone (the sieve, else its values)."""
+        positions = np.array([self.raw_start + info.byte_offset for _, _, info, _ in pending],
+                             np.int64)
+        lengths = np.array([chunks * nbytes for *_, chunks in pending], np.int64)
+        kept = sieve.read_runs(fd, pieces, positions, lengths)
+        if kept:
+            rows = sum(count[0] for _, count, _, _ in pending[:kept])
+            count = (rows,) + pending[0][1][1:]
+            yield pending[0][0], FiniteBlock(math.prod(count), int(lengths[:kept].sum()),
+                                             ValueStats())
+        for k in range(kept, len(pending)):
+            origin, count, info, chunks = pending[k]
+            if k > kept and sieve.read_all(fd, pieces, int(positions[k]), int(lengths[k])):
+                yield origin, FiniteBlock(math.prod(count), int(lengths[k]), ValueStats())
+            else:
+                yield origin, self._run_at(fd, info, count, chunks, nbytes)
 
     def _run_at(self, fd, info, count, chunks, nbytes):
         """`chunks` unfiltered chunks of `nbytes` each from the one `info` describes, back to

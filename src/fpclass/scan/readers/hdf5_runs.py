@@ -3,7 +3,7 @@
 NetCDF-4 variables along an unlimited dimension are chunked one record or a few at a time by
 default (chunks of a few KiB): read one by one, each chunk cost about 150 us of Python (a lookup
 in HDF5's chunk index, a read, a classification call), some 30 times its reading. Here the
-chunk index of a task's chunks is read in one pass (HDF5's chunk iteration), and unfiltered
+chunk index of a task's chunks is read in one pass (hdf5_index.py), and unfiltered
 chunks that span the dataset's trailing axes and lie back to back in the file, in the order of
 the chunk grid, are read with one positioned read as one block of up to RUN_BYTES. Whatever the
 index says is checked as for a chunk read alone: a chunk of another size, bytes past the end of
@@ -14,10 +14,11 @@ names a chunk twice or off the grid, leaves the chunks to HDF5's own lookup.
 from __future__ import annotations
 
 import math
-from array import array
 from typing import NamedTuple
 
 import numpy as np
+
+from .hdf5_index import chunk_rows
 
 #: Bytes of back-to-back chunks read and classified as one block.
 RUN_BYTES = 4 << 20
@@ -38,26 +39,22 @@ class ChunkInfo(NamedTuple):
     size: int
 
 
-def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int):
+def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int, listed=None):
     """int64 array (last - first, 3): byte offset (-1: never written), stored size and filter
     mask of the chunks [first, last) in C order of `grid` (chunks of shape `block`), read in one
-    pass over the chunk index of dataset `dsid`; None where the chunks are better looked up one
-    at a time (see MIN_CHUNKS) or the index is not one this reads (the lookup then decides)."""
+    pass over the chunk index of dataset `dsid` (`listed`: the chunks it lists, where known);
+    None where the chunks are better looked up one at a time (see MIN_CHUNKS) or the index is
+    not one this reads (the lookup then decides)."""
     n = last - first
     if not hasattr(dsid, "chunk_iter") or not MIN_CHUNKS <= n <= MAX_CHUNKS or not grid \
             or math.prod(grid) >= 1 << 62:  # chunk numbers as int64
         return None
     try:
-        if dsid.get_num_chunks() > 4 * n:
+        if listed is None:
+            listed = dsid.get_num_chunks()
+        if listed > 4 * n:
             return None
-    except Exception:
-        return None
-    found = array("q")  # the callback only collects, 8 bytes a value: the checks run on arrays
-    try:
-        dsid.chunk_iter(lambda info: found.extend(
-            (*info.chunk_offset, -1 if info.byte_offset is None else info.byte_offset,
-             info.size, info.filter_mask)))
-        rows = np.frombuffer(found, np.int64).reshape(-1, len(grid) + 3)
+        rows = chunk_rows(dsid, len(grid), listed)
     except Exception:  # an index h5py cannot iterate, values past int64
         return None
     at, (off, size, mask) = rows[:, :len(grid)], rows[:, len(grid):].T
@@ -66,7 +63,8 @@ def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int):
             or (off < 0).any():
         return None  # a chunk off the grid, or listed without storage
     k = index @ np.array([math.prod(grid[a + 1:]) for a in range(len(grid))], np.int64) - first
-    if np.unique(k).size != k.size:
+    ordered = k if (k[1:] > k[:-1]).all() else np.sort(k)  # HDF5's indexes list them in order
+    if (ordered[1:] == ordered[:-1]).any():
         return None  # a chunk listed twice
     mine = (k >= 0) & (k < n)
     table = np.full((n, 3), -1, np.int64)

@@ -1,0 +1,82 @@
+"""A chunked HDF5 dataset's chunk index as a table, read in one pass of HDF5's chunk iteration
+(hdf5_runs reads its chunks from it).
+
+h5py's iteration (DatasetID.chunk_iter) calls Python once a chunk with a new object: 10 ms for
+the 8,192 chunks of a NetCDF-4 variable of 4 KiB records, twice the time to read and classify
+its 32 MiB. Where it can, the iteration here is HDF5's own H5Dchunk_iter, called through ctypes
+in the library h5py's modules link, with a compiled callback writing the table
+(kernels/index_rows.py): 0.3 ms for the same index. It is called as h5py calls HDF5: holding
+h5py's lock (HDF5 is not thread-safe) and the GIL (h5py's Python file drivers run inside HDF5
+calls). Where that cannot be done (no such symbol, an h5py without chunk iteration or without
+that lock, numba's cache not warm under the compile policy, an iteration that fails or lists
+another number of chunks) h5py's iteration reads the index, and raises what h5py raises.
+"""
+
+from __future__ import annotations
+
+import functools
+from array import array
+
+import numpy as np
+
+from ...kernels import compile_cache
+
+#: HDF5's H5P_DEFAULT: the default transfer property list.
+_H5P_DEFAULT = 0
+
+
+def chunk_rows(dsid, ndim: int, count: int) -> np.ndarray:
+    """int64 (chunks, ndim + 3): for each chunk in the index of dataset `dsid` (an h5py
+    DatasetID of rank `ndim` with chunk iteration, `count` chunks as its get_num_chunks says),
+    its offset along each axis (elements), byte address (-1: none), stored size and filter mask,
+    in the index's order."""
+    rows = _native_rows(dsid, ndim, count)
+    if rows is not None:
+        return rows
+    found = array("q")  # the callback only collects, 8 bytes a value: the checks run on arrays
+    dsid.chunk_iter(lambda info: found.extend(
+        (*info.chunk_offset, -1 if info.byte_offset is None else info.byte_offset,
+         info.size, info.filter_mask)))
+    return np.frombuffer(found, np.int64).reshape(-1, ndim + 3)
+
+
+def _native_rows(dsid, ndim: int, count: int) -> np.ndarray | None:
+    """chunk_rows through HDF5's H5Dchunk_iter, or None where it cannot be used here."""
+    native = _native_iteration()
+    if native is None or not isinstance(dsid, native[2]) or not compile_cache.kernels_ready():
+        return None
+    iterate, lock, _ = native
+    from ...kernels import index_rows  # compiles or loads the callback: the cache is warm
+    table = index_rows.new_table(ndim, count)
+    try:
+        with lock:
+            status = iterate(dsid.id, _H5P_DEFAULT, index_rows.collect.address,
+                             table.ctypes.data)
+    except Exception:  # a Python file driver's error, raised by ctypes: h5py's iteration raises it
+        return None
+    rows = index_rows.table_rows(table)
+    return rows if status == 0 and rows is not None and len(rows) == count else None
+
+
+@functools.lru_cache(maxsize=None)
+def _native_iteration():
+    """(H5Dchunk_iter as a ctypes function called with the GIL held, h5py's lock, h5py's
+    DatasetID class), or None."""
+    import ctypes
+    from .hdf5_types import _h5py
+    h5py = _h5py()
+    if not hasattr(h5py.h5d.DatasetID, "chunk_iter"):  # h5py's HDF5 lacks it, or an old h5py
+        return None
+    try:
+        from h5py._objects import phil
+        # dlsym on the handle of h5py's module finds the symbol in the libraries it links
+        iterate = ctypes.PyDLL(h5py.h5d.__file__).H5Dchunk_iter
+    except (ImportError, OSError, AttributeError):
+        return None
+    # herr_t H5Dchunk_iter(hid_t dset_id, hid_t dxpl_id, H5D_chunk_iter_op_t cb, void *op_data)
+    iterate.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+    iterate.restype = ctypes.c_int
+    return iterate, phil, h5py.h5d.DatasetID
+
+
+__all__ = ["chunk_rows"]

@@ -1,0 +1,112 @@
+"""A chunked HDF5 dataset's chunk index read in one native pass (scan/readers/hdf5_index.py,
+kernels/index_rows.py): the same entries, in the same order, as h5py's own iteration and as its
+lookup chunk by chunk, for every rank, chunks never written, filter masks, a file read through
+h5py's Python file driver; and h5py's iteration wherever the native pass cannot be used."""
+
+import io
+
+import numpy as np
+import pytest
+
+h5py = pytest.importorskip("h5py")
+
+from fpclass.kernels import compile_cache  # noqa: E402
+from fpclass.scan.readers import hdf5_index  # noqa: E402
+
+pytestmark = pytest.mark.skipif(hdf5_index._native_iteration() is None,
+                                reason="h5py's HDF5 has no chunk iteration callable here")
+
+
+def h5py_rows(dsid, ndim):
+    """The index as h5py's iteration lists it, and as its lookup by coordinates finds it."""
+    rows = []
+    dsid.chunk_iter(lambda i: rows.append(
+        (*i.chunk_offset, -1 if i.byte_offset is None else i.byte_offset, i.size,
+         i.filter_mask)))
+    for offset, *entry in ((r[:ndim], *r[ndim:]) for r in rows):
+        info = dsid.get_chunk_info_by_coord(offset)
+        assert [info.byte_offset, info.size, info.filter_mask] == entry
+    return np.array(rows, np.int64).reshape(-1, ndim + 3)
+
+
+def datasets(f):
+    rng = np.random.default_rng(3)
+    a = f.create_dataset("records", data=rng.random((300, 7), np.float32), chunks=(1, 7),
+                         maxshape=(None, 7))
+    b = f.create_dataset("cube", shape=(40, 30, 20), dtype="<f8", chunks=(7, 8, 9),
+                         fillvalue=1.5)
+    b[0:20, 5:29, :] = rng.random((20, 24, 20))  # chunks never written elsewhere
+    c = f.create_dataset("packed", data=rng.random((64, 64)), chunks=(8, 8), compression="gzip",
+                         shuffle=True)
+    # a chunk written raw, its deflate skipped (filter mask 1 << 1: the second filter)
+    c.id.write_direct_chunk((8, 8), np.arange(64, dtype="<f8").tobytes(), filter_mask=2)
+    d = f.create_dataset("row", data=rng.random(5000), chunks=(64,))
+    return [a, b, c, d]
+
+
+@pytest.fixture
+def h5file(tmp_path):
+    path = tmp_path / "index.h5"
+    with h5py.File(path, "w") as f:
+        datasets(f)
+    with h5py.File(path, "r") as f:
+        yield f
+
+
+def test_the_native_pass_lists_what_h5py_lists(h5file, monkeypatch):
+    native = []
+    real = hdf5_index._native_rows
+    monkeypatch.setattr(hdf5_index, "_native_rows",
+                        lambda *a: native.append(real(*a)) or native[-1])
+    for name in ("records", "cube", "packed", "row"):
+        d = h5file[name]
+        want = h5py_rows(d.id, d.ndim)
+        got = hdf5_index.chunk_rows(d.id, d.ndim, d.id.get_num_chunks())
+        assert native[-1] is not None, name  # the native pass, not h5py's
+        assert got.dtype == np.int64 and got.tolist() == want.tolist(), name
+    masks = h5py_rows(h5file["packed"].id, 2)[:, -1]
+    assert sorted(set(masks.tolist())) == [0, 2]
+
+
+def test_a_file_through_h5pys_python_driver_is_listed_the_same(tmp_path):
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        datasets(f)
+    with h5py.File(buf, "r") as f:
+        for d in (f[n] for n in ("records", "cube")):
+            rows = hdf5_index._native_rows(d.id, d.ndim, d.id.get_num_chunks())
+            assert rows is not None and rows.tolist() == h5py_rows(d.id, d.ndim).tolist()
+
+
+def test_another_count_than_the_index_lists_means_h5pys_iteration(h5file, monkeypatch):
+    d = h5file["cube"]
+    n = d.id.get_num_chunks()
+    want = h5py_rows(d.id, 3).tolist()
+    assert hdf5_index._native_rows(d.id, 3, n - 1) is None  # more entries than room
+    assert hdf5_index._native_rows(d.id, 3, n + 1) is None  # fewer entries than said
+    assert hdf5_index.chunk_rows(d.id, 3, n - 1).tolist() == want
+    assert hdf5_index.chunk_rows(d.id, 3, n + 1).tolist() == want
+
+
+def test_no_native_pass_while_the_kernels_are_cold_or_without_the_symbol(h5file, monkeypatch):
+    d = h5file["records"]
+    want = h5py_rows(d.id, 2).tolist()
+    monkeypatch.setattr(compile_cache, "kernels_ready", lambda: False)
+    assert hdf5_index._native_rows(d.id, 2, 300) is None
+    assert hdf5_index.chunk_rows(d.id, 2, 300).tolist() == want
+    monkeypatch.undo()
+    monkeypatch.setattr(hdf5_index, "_native_iteration", lambda: None)
+    assert hdf5_index._native_rows(d.id, 2, 300) is None
+    assert hdf5_index.chunk_rows(d.id, 2, 300).tolist() == want
+
+
+def test_a_failing_iteration_means_h5pys_iteration(h5file, monkeypatch):
+    """HDF5's iteration returning an error (here: a dataset id closed under it) is never taken
+    as the index; h5py's iteration then raises its own error."""
+    d = h5file["records"]
+    dsid = h5py.h5d.open(h5file.id, b"records")
+    dsid.close()
+    assert hdf5_index._native_rows(dsid, 2, 300) is None
+    with pytest.raises(Exception):
+        hdf5_index.chunk_rows(dsid, 2, 300)
+    assert hdf5_index._native_rows(d.id, 2, 300) is not None
