@@ -78,14 +78,27 @@ def test_a_file_through_h5pys_python_driver_is_listed_the_same(tmp_path):
             assert rows is not None and rows.tolist() == h5py_rows(d.id, d.ndim).tolist()
 
 
-def test_another_count_than_the_index_lists_means_h5pys_iteration(h5file, monkeypatch):
+def test_an_index_larger_than_the_room_given_means_h5pys_iteration(h5file):
     d = h5file["cube"]
     n = d.id.get_num_chunks()
     want = h5py_rows(d.id, 3).tolist()
     assert hdf5_index._native_rows(d.id, 3, n - 1) is None  # more entries than room
-    assert hdf5_index._native_rows(d.id, 3, n + 1) is None  # fewer entries than said
+    assert hdf5_index._native_rows(d.id, 3, n + 5).tolist() == want
     assert hdf5_index.chunk_rows(d.id, 3, n - 1).tolist() == want
-    assert hdf5_index.chunk_rows(d.id, 3, n + 1).tolist() == want
+
+
+def test_whether_any_chunk_was_written(tmp_path, monkeypatch):
+    """any_chunk stops HDF5's iteration at the first chunk; h5py's count where it cannot."""
+    with h5py.File(tmp_path / "some.h5", "w") as f:
+        f.create_dataset("none", shape=(50, 50), dtype="<f4", chunks=(5, 5))
+        f.create_dataset("one", shape=(50, 50), dtype="<f4", chunks=(5, 5))[49, 49] = 1
+        datasets(f)
+        for native in (True, False):
+            if not native:
+                monkeypatch.setattr(compile_cache, "kernels_ready", lambda: False)
+            assert [hdf5_index.any_chunk(f[n].id) for n in ("none", "one", "cube")] == \
+                [False, True, True]
+            assert (hdf5_index._native_table(f["one"].id, 2, 0) is not None) == native
 
 
 def test_no_native_pass_while_the_kernels_are_cold_or_without_the_symbol(h5file, monkeypatch):

@@ -25,7 +25,8 @@ import numpy as np
 from . import ReaderError
 from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
-from .hdf5_runs import RUN_BYTES, chunk_table, runs
+from .hdf5_index import any_chunk
+from .hdf5_runs import RUN_BYTES, chunk_table, info_of, run_spans, runs
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
 from ..storage.buffers import thread_buffer
@@ -48,17 +49,14 @@ SLAB_BYTES = 4 << 20
 SIEVED_BYTES = 16 << 20
 
 
-def block_shape(dsid, dcpl, shape, layout, h5d, record: int, listed=None) -> tuple:
+def block_shape(dsid, dcpl, shape, layout, h5d, record: int) -> tuple:
     """The shape of the blocks a dataset (low-level id `dsid`, creation property list `dcpl`,
     of shape `shape` and layout `layout`) is read in: its chunks (the whole dataset when no
-    chunk was ever written: one fill value; `listed`, the chunks its index lists, where known);
-    for a contiguous or compact dataset, whole trailing axes and a piece of the next one, about
-    SLAB_BYTES."""
+    chunk was ever written: one fill value); for a contiguous or compact dataset, whole
+    trailing axes and a piece of the next one, about SLAB_BYTES."""
     shape = tuple(shape)
     if layout == h5d.CHUNKED:
-        if listed is None:
-            listed = dsid.get_num_chunks()
-        return tuple(dcpl.get_chunk()) if listed else shape
+        return tuple(dcpl.get_chunk()) if any_chunk(dsid) else shape
     out = list(shape)
     span = record
     for axis in range(len(shape) - 1, -1, -1):
@@ -150,10 +148,7 @@ class _Blocks:
                               f"{list(task.shape)} was planned (the file changed?)")
         dcpl = self.id.get_create_plist()
         self.layout = dcpl.get_layout()
-        # (each count walks HDF5's chunk index: counted once)
-        self.listed = self.id.get_num_chunks() if self.layout == h5d.CHUNKED else 0
-        self.block = block_shape(self.id, dcpl, self.shape, self.layout, h5d, self.record,
-                                 self.listed)
+        self.block = block_shape(self.id, dcpl, self.shape, self.layout, h5d, self.record)
         self.walk = BlockGrid(self.shape, self.block)
         self.grid = self.walk.grid
         if math.prod(self.grid) != task.storage.nblocks:
@@ -183,7 +178,7 @@ class _Blocks:
         h5d = self.h5py.h5d
         unallocated = (self.layout == h5d.CONTIGUOUS
                        and self.id.get_space_status() != h5d.SPACE_STATUS_ALLOCATED)
-        table = chunk_table(self.id, self.grid, self.block, first, last, self.listed) \
+        table = chunk_table(self.id, self.grid, self.block, first, last) \
             if self.layout == h5d.CHUNKED and self.direct else None
         if table is not None:  # many chunks: one pass over the index, runs read at once
             yield from self._runs(table, first, last)
@@ -215,8 +210,7 @@ class _Blocks:
         along the first axis read at once, every other chunk as `blocks` reads it. Runs of plain
         float records that their values fill (none past the dataset's end, or past its edge
         along a trailing axis of chunks wider than the dataset) are read and classified by the
-        read sieve, SIEVED_BYTES of them in one call (_sieved); the others are read and yielded
-        as their values."""
+        read sieve (_sieved); the others are read and yielded as their values (_run)."""
         nbytes = math.prod(self.block) * self.record
         whole = not self.filters and all(g == 1 for g in self.grid[1:])
         fd = open_source(self.raw_path)
@@ -224,56 +218,70 @@ class _Blocks:
             # (the sieve reads local files: a URL's runs are read the usual way)
             sieve = sieves.read_sieve(self.sieved, RUN_BYTES) \
                 if whole and self.sieved is not None and fd.__class__ is int else None
-            pieces = thread_buffer("read", sieves.PIECE_BYTES) if sieve is not None else None
-            pending, held = [], 0  # runs for the sieve's next call, their bytes
-            for start, count, info, chunks in runs(table, self.walk, first, last, nbytes,
-                                                   whole):
-                origin = start + (0,) * len(self.part.grid_tail)
-                if sieve is not None and info is not None and chunks > 1 \
-                        and math.prod(count) * self.record == chunks * nbytes \
-                        and chunks * nbytes > sieves.SMALL_BYTES:
-                    pending.append((origin, count, info, chunks))
-                    held += chunks * nbytes
-                    if held >= SIEVED_BYTES:
-                        yield from self._sieved(fd, sieve, pieces, pending, nbytes)
-                        pending, held = [], 0
-                    continue
-                if pending:
-                    yield from self._sieved(fd, sieve, pieces, pending, nbytes)
-                    pending, held = [], 0
-                if info is None:
-                    yield origin, self._fill(start, count)
-                elif chunks == 1:
-                    yield origin, self._chunk_at(fd, info, count)
-                else:
-                    yield origin, self._run_at(fd, info, count, chunks, nbytes)
-            if pending:
-                yield from self._sieved(fd, sieve, pieces, pending, nbytes)
-            if sieve is not None and sieve.values:
+            if sieve is None:
+                tail = (0,) * len(self.part.grid_tail)
+                for start, count, info, chunks in runs(table, self.walk, first, last, nbytes,
+                                                       whole):
+                    yield start + tail, self._run(fd, start, count, info, chunks, nbytes)
+                return
+            yield from self._sieved(fd, sieve, table, first, nbytes)
+            if sieve.values:
                 yield (), FiniteBlock(0, 0, sieve.stats())
         finally:
             close_source(fd)
 
-    def _sieved(self, fd, sieve, pieces, pending, nbytes):
-        """The runs `pending` ((origin, count, info, chunks), consecutive along the first axis)
-        through the read sieve in one call: those it keeps as one FiniteBlock (statistics in
-        the sieve's), the first it does not keep read as its values, each after it as `_runs`
-        reads a run alone (the sieve, else its values)."""
-        positions = np.array([self.raw_start + info.byte_offset for _, _, info, _ in pending],
-                             np.int64)
-        lengths = np.array([chunks * nbytes for *_, chunks in pending], np.int64)
-        kept = sieve.read_runs(fd, pieces, positions, lengths)
-        if kept:
-            rows = sum(count[0] for _, count, _, _ in pending[:kept])
-            count = (rows,) + pending[0][1][1:]
-            yield pending[0][0], FiniteBlock(math.prod(count), int(lengths[:kept].sum()),
-                                             ValueStats())
-        for k in range(kept, len(pending)):
-            origin, count, info, chunks = pending[k]
-            if k > kept and sieve.read_all(fd, pieces, int(positions[k]), int(lengths[k])):
-                yield origin, FiniteBlock(math.prod(count), int(lengths[k]), ValueStats())
-            else:
-                yield origin, self._run_at(fd, info, count, chunks, nbytes)
+    def _sieved(self, fd, sieve, table, first, nbytes):
+        """`_runs` of chunks spanning the trailing axes through the read sieve: consecutive runs
+        that their values fill, up to SIEVED_BYTES of them in one call, those it keeps as one
+        FiniteBlock (their statistics in the sieve's); the first it does not keep is read as its
+        values, and the runs after it go back to the sieve one by one, else read as theirs."""
+        head, chunks, row, rows = run_spans(table, self.walk, first, nbytes)
+        lengths = chunks * nbytes
+        positions = self.raw_start + table[head, 0]
+        rest = tuple(self.shape[1:])
+        row_values = math.prod(rest)
+        fills = (chunks > 1) & (rows * (row_values * self.record) == lengths) \
+            & (lengths > sieves.SMALL_BYTES)
+        pieces = thread_buffer("read", sieves.PIECE_BYTES)
+        zeros = (0,) * (len(rest) + len(self.part.grid_tail))
+        flags, sizes = fills.tolist(), lengths.tolist()
+        k, n = 0, len(flags)
+        while k < n:
+            if not flags[k]:
+                start = (int(row[k]),) + zeros[:len(rest)]
+                yield start + zeros[len(rest):], self._run(
+                    fd, start, (int(rows[k]),) + rest, info_of(table[head[k]], start),
+                    int(chunks[k]), nbytes)
+                k += 1
+                continue
+            end, held = k, 0
+            while end < n and flags[end] and held < SIEVED_BYTES:
+                held += sizes[end]
+                end += 1
+            kept = k + sieve.read_runs(fd, pieces, positions[k:end], lengths[k:end])
+            if kept > k:
+                records = int(row[kept - 1] + rows[kept - 1] - row[k])
+                yield (int(row[k]),) + zeros, FiniteBlock(records * row_values,
+                                                          sum(sizes[k:kept]), ValueStats())
+            for j in range(kept, end):
+                start = (int(row[j]),) + zeros[:len(rest)]
+                if j > kept and sieve.read_all(fd, pieces, int(positions[j]), sizes[j]):
+                    yield start + zeros[len(rest):], FiniteBlock(int(rows[j]) * row_values,
+                                                                 sizes[j], ValueStats())
+                else:
+                    info = info_of(table[head[j]], start)
+                    yield start + zeros[len(rest):], self._run_at(
+                        fd, info, (int(rows[j]),) + rest, int(chunks[j]), nbytes)
+            k = end
+
+    def _run(self, fd, start, count, info, chunks, nbytes):
+        """A run of `runs` read the usual way: the fill value where never written, one chunk
+        (decoded here), or back-to-back chunks read at once."""
+        if info is None:
+            return self._fill(start, count)
+        if chunks == 1:
+            return self._chunk_at(fd, info, count)
+        return self._run_at(fd, info, count, chunks, nbytes)
 
     def _run_at(self, fd, info, count, chunks, nbytes):
         """`chunks` unfiltered chunks of `nbytes` each from the one `info` describes, back to

@@ -25,12 +25,12 @@ from ...kernels import compile_cache
 _H5P_DEFAULT = 0
 
 
-def chunk_rows(dsid, ndim: int, count: int) -> np.ndarray:
+def chunk_rows(dsid, ndim: int, room: int) -> np.ndarray:
     """int64 (chunks, ndim + 3): for each chunk in the index of dataset `dsid` (an h5py
-    DatasetID of rank `ndim` with chunk iteration, `count` chunks as its get_num_chunks says),
-    its offset along each axis (elements), byte address (-1: none), stored size and filter mask,
-    in the index's order."""
-    rows = _native_rows(dsid, ndim, count)
+    DatasetID of rank `ndim` with chunk iteration), its offset along each axis (elements), byte
+    address (-1: none), stored size and filter mask, in the index's order. An index of more
+    than `room` chunks is read by h5py's iteration."""
+    rows = _native_rows(dsid, ndim, room)
     if rows is not None:
         return rows
     found = array("q")  # the callback only collects, 8 bytes a value: the checks run on arrays
@@ -40,22 +40,45 @@ def chunk_rows(dsid, ndim: int, count: int) -> np.ndarray:
     return np.frombuffer(found, np.int64).reshape(-1, ndim + 3)
 
 
-def _native_rows(dsid, ndim: int, count: int) -> np.ndarray | None:
-    """chunk_rows through HDF5's H5Dchunk_iter, or None where it cannot be used here."""
+def any_chunk(dsid) -> bool:
+    """Whether the index of chunked dataset `dsid` (an h5py DatasetID) lists a chunk: HDF5's
+    iteration stopped at the first where it can be called here (a count walks it all)."""
+    table = _native_table(dsid, 0, 0)
+    if table is None:
+        return dsid.get_num_chunks() > 0
+    from ...kernels import index_rows
+    return index_rows.table_rows(table) is None  # a first chunk, without room
+
+
+def _native_rows(dsid, ndim: int, room: int) -> np.ndarray | None:
+    """chunk_rows through HDF5's H5Dchunk_iter, or None where it cannot be used here or the
+    index lists more than `room` chunks."""
+    table = _native_table(dsid, ndim, room)
+    if table is None:
+        return None
+    from ...kernels import index_rows
+    return index_rows.table_rows(table)
+
+
+def _native_table(dsid, ndim: int, room: int) -> np.ndarray | None:
+    """The index of `dsid` as kernels/index_rows.py's table of `room` rows, through HDF5's
+    H5Dchunk_iter; None where it cannot be called here, or fails."""
     native = _native_iteration()
     if native is None or not isinstance(dsid, native[2]) or not compile_cache.kernels_ready():
         return None
     iterate, lock, _ = native
     from ...kernels import index_rows  # compiles or loads the callback: the cache is warm
-    table = index_rows.new_table(ndim, count)
+    table = index_rows.new_table(ndim, room)
     try:
+        if room and dsid.rank != ndim:  # (the callback writes `ndim` offsets a row)
+            return None
         with lock:
             status = iterate(dsid.id, _H5P_DEFAULT, index_rows.collect.address,
                              table.ctypes.data)
-    except Exception:  # a Python file driver's error, raised by ctypes: h5py's iteration raises it
-        return None
-    rows = index_rows.table_rows(table)
-    return rows if status == 0 and rows is not None and len(rows) == count else None
+    except Exception:  # an id h5py refuses, a Python file driver's error (raised by ctypes):
+        return None     # h5py's own calls raise it
+    # the callback's stop at an entry without room is no failure (HDF5 returns it, or 0)
+    return table if status >= 0 else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,4 +102,4 @@ def _native_iteration():
     return iterate, phil, h5py.h5d.DatasetID
 
 
-__all__ = ["chunk_rows"]
+__all__ = ["any_chunk", "chunk_rows"]

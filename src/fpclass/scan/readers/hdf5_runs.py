@@ -39,22 +39,24 @@ class ChunkInfo(NamedTuple):
     size: int
 
 
-def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int, listed=None):
+def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int):
     """int64 array (last - first, 3): byte offset (-1: never written), stored size and filter
     mask of the chunks [first, last) in C order of `grid` (chunks of shape `block`), read in one
-    pass over the chunk index of dataset `dsid` (`listed`: the chunks it lists, where known);
-    None where the chunks are better looked up one at a time (see MIN_CHUNKS) or the index is
-    not one this reads (the lookup then decides)."""
+    pass over the chunk index of dataset `dsid`; None where the chunks are better looked up one
+    at a time (see MIN_CHUNKS) or the index is not one this reads (the lookup then decides)."""
     n = last - first
+    cells = math.prod(grid) if grid else 0
     if not hasattr(dsid, "chunk_iter") or not MIN_CHUNKS <= n <= MAX_CHUNKS or not grid \
-            or math.prod(grid) >= 1 << 62:  # chunk numbers as int64
+            or cells >= 1 << 62:  # chunk numbers as int64
         return None
     try:
-        if listed is None:
-            listed = dsid.get_num_chunks()
-        if listed > 4 * n:
+        # an index that lists each chunk of the grid once at most fits a table of the grid's
+        # cells (without a count first: counting walks the index too); a larger grid is
+        # counted, and its index read where the task holds a quarter of its chunks or more
+        room = cells if cells <= min(4 * n, MAX_CHUNKS) else dsid.get_num_chunks()
+        if room > 4 * n:
             return None
-        rows = chunk_rows(dsid, len(grid), listed)
+        rows = chunk_rows(dsid, len(grid), room)
     except Exception:  # an index h5py cannot iterate, values past int64
         return None
     at, (off, size, mask) = rows[:, :len(grid)], rows[:, len(grid):].T
@@ -80,8 +82,30 @@ def runs(table, walk, first: int, last: int, nbytes: int, whole: bool):
     `count` then the run's."""
     if not whole:
         for k, (_, start, count) in enumerate(walk.each(first, last)):
-            yield start, count, _info(table[k], start), 1
+            yield start, count, info_of(table[k], start), 1
         return
+    rest = tuple(walk.shape[1:])
+    zeros = (0,) * len(rest)
+    for k, chunks, row, rows in zip(*(v.tolist() for v in run_spans(table, walk, first,
+                                                                      nbytes))):
+        start = (row,) + zeros
+        yield start, (rows,) + rest, info_of(table[k], start), chunks
+
+
+def run_spans(table, walk, first: int, nbytes: int) -> tuple:
+    """The runs of `runs` where `whole`, as int64 arrays: the row of `table` (chunk_table of
+    the chunks from `first` of BlockGrid `walk`) of their first chunk, their chunks, the first
+    record (along the first axis) and the records they hold."""
+    heads = _run_heads(table, nbytes)
+    head, end = heads[:-1], heads[1:]
+    rows = walk.block[0]
+    row = (first + head) * rows
+    return head, end - head, row, np.minimum((first + end) * rows, walk.shape[0]) - row
+
+
+def _run_heads(table, nbytes: int) -> np.ndarray:
+    """The rows of `table` where runs start, then len(table): a run is chunks back to back in
+    the file, `nbytes` each and unfiltered, RUN_BYTES at most, or one chunk."""
     off, size, mask = table[:, 0], table[:, 1], table[:, 2]
     ok = (off >= 0) & (size == nbytes) & (mask == 0)
     link = np.zeros(len(table), bool)
@@ -90,18 +114,14 @@ def runs(table, walk, first: int, last: int, nbytes: int, whole: bool):
     per_run = max(1, RUN_BYTES // max(nbytes, 1))
     chain = np.flatnonzero(~link)
     at = np.arange(len(table)) - chain[np.cumsum(~link) - 1]
-    heads = np.flatnonzero(~link | (at % per_run == 0)).tolist() + [len(table)]
-    rows, rest = walk.block[0], tuple(walk.shape[1:])
-    zeros = (0,) * len(rest)
-    for a, b in zip(heads, heads[1:]):
-        start = ((first + a) * rows,) + zeros
-        count = (min((first + b) * rows, walk.shape[0]) - start[0],) + rest
-        yield start, count, _info(table[a], start), b - a
+    return np.append(np.flatnonzero(~link | (at % per_run == 0)), len(table))
 
 
-def _info(row, start) -> ChunkInfo | None:
+def info_of(row, start) -> ChunkInfo | None:
+    """The ChunkInfo of a row of chunk_table for the chunk at `start`; None: never written."""
     offset, size, mask = (int(v) for v in row)
     return None if offset < 0 else ChunkInfo(start, mask, offset, size)
 
 
-__all__ = ["ChunkInfo", "MAX_CHUNKS", "MIN_CHUNKS", "RUN_BYTES", "chunk_table", "runs"]
+__all__ = ["ChunkInfo", "MAX_CHUNKS", "MIN_CHUNKS", "RUN_BYTES", "chunk_table", "info_of", "run_spans",
+           "runs"]
