@@ -3,6 +3,7 @@ kernels/index_rows.py): the same entries, in the same order, as h5py's own itera
 lookup chunk by chunk, for every rank, chunks never written, filter masks, a file read through
 h5py's Python file driver; and h5py's iteration wherever the native pass cannot be used."""
 
+import ctypes
 import io
 
 import numpy as np
@@ -123,3 +124,19 @@ def test_a_failing_iteration_means_h5pys_iteration(h5file, monkeypatch):
     with pytest.raises(Exception):
         hdf5_index.chunk_rows(dsid, 2, 300)
     assert hdf5_index._native_rows(d.id, 2, 300) is not None
+
+
+def test_the_callback_writes_each_entry_and_turns_away_sizes_hdf5_cannot_hold():
+    """kernels/index_rows.py called as HDF5 calls it: rows as given (an undefined address as
+    -1), and an entry of 4 GiB or more (or one from an HDF5 that passed 32 bits) turned away,
+    for h5py's iteration to list the index."""
+    from fpclass.kernels import index_rows
+    call = index_rows.collect.ctypes
+    offset = (ctypes.c_uint64 * 2)(3, 5)
+    table = index_rows.new_table(2, 4)
+    assert call(offset, 0, 4096, 100, table.ctypes.data) == 0
+    assert call(offset, 2, 2 ** 64 - 1, (1 << 32) - 1, table.ctypes.data) == 0
+    assert index_rows.table_rows(table).tolist() == [[3, 5, 4096, 100, 0],
+                                                     [3, 5, -1, (1 << 32) - 1, 2]]
+    assert call(offset, 0, 8192, 1 << 32, table.ctypes.data) == 1
+    assert index_rows.table_rows(table) is None

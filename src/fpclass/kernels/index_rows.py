@@ -5,9 +5,10 @@ a chunk. Importing this module compiles the callback (or loads it from numba's c
 it where the compile policy allows (kernels/compile_cache.py).
 
 The table: HEADER int64 (the number of offset axes, the rows it has room for, the rows written,
-the entries it had no room for), then a row a chunk: its offset along each axis, its byte
-address, its stored size, its filter mask. An entry past the table's room stops the iteration
-(the callback returns 1, which HDF5 may report as success: the fourth header word says it)."""
+the entries it turned away), then a row a chunk: its offset along each axis, its byte address,
+its stored size, its filter mask. An entry past the table's room, or of a size HDF5 cannot
+hold, stops the iteration (the callback returns 1, which HDF5 returns, or 0 where the index's
+iteration ends with it: the fourth header word says it)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def new_table(ndim: int, rows: int) -> np.ndarray:
 
 
 def table_rows(table: np.ndarray) -> np.ndarray | None:
-    """The rows written into `table`: int64 (rows, ndim + 3); None where an entry had no
-    room."""
+    """The rows written into `table`: int64 (rows, ndim + 3); None where an entry was turned
+    away."""
     ndim, _, written, turned_away = (int(v) for v in table[:HEADER])
     if turned_away:
         return None
@@ -38,7 +39,10 @@ def table_rows(table: np.ndarray) -> np.ndarray | None:
 def collect(offset, filter_mask, address, size, data):
     head = carray(data, (HEADER,), dtype=np.int64)
     ndim, room, written = head[0], head[1], head[2]
-    if written >= room:
+    # HDF5 reads no chunk of 4 GiB or more, and its 1.13 releases passed the size in 32 bits
+    # (the register's upper half undefined): such a size is turned away as well, for h5py's
+    # iteration to list the index
+    if written >= room or size >> np.uint64(32) != 0:
         head[3] += 1
         return 1
     width = ndim + 3
@@ -47,9 +51,7 @@ def collect(offset, filter_mask, address, size, data):
     for axis in range(ndim):
         table[at + axis] = np.int64(offset[axis])
     table[at + ndim] = np.int64(address)  # HDF5's undefined address (all ones) reads as -1
-    # HDF5 1.12 and 1.13 passed the size in 32 bits, later releases in 64 (the upper half of
-    # the register undefined in the first): a chunk holds under 4 GiB either way
-    table[at + ndim + 1] = np.int64(size & np.uint64(0xFFFFFFFF))
+    table[at + ndim + 1] = np.int64(size)
     table[at + ndim + 2] = np.int64(filter_mask)
     head[2] = written + 1
     return 0

@@ -68,6 +68,9 @@ class ReadSieve:
         """`read_all` of the runs of `lengths[k]` bytes from byte `positions[k]` (int64 arrays)
         in one call, in order, until one is not kept whole: how many were (the statistics hold
         exactly those)."""
+        short = np.flatnonzero(lengths % self._vector)  # never kept: not read either
+        if short.size:
+            positions, lengths = positions[:short[0]], lengths[:short[0]]
         if not positions.size:
             return 0
         from ..kernels.read_stats import read_clean_runs
