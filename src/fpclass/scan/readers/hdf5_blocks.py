@@ -26,7 +26,7 @@ from . import ReaderError
 from ... import count_nonfinite
 from .hdf5_container import MEMBER_SEP, _h5_file, _member_bytes
 from .hdf5_index import any_chunk
-from .hdf5_runs import RUN_BYTES, chunk_table, info_of, run_spans, runs
+from .hdf5_runs import MIN_CHUNKS, RUN_BYTES, chunk_table, info_of, run_spans, runs
 from .hdf5_types import _h5py, leaf_values, parts
 from ..missing import cf
 from ..storage.buffers import thread_buffer
@@ -56,7 +56,12 @@ def block_shape(dsid, dcpl, shape, layout, h5d, record: int) -> tuple:
     trailing axes and a piece of the next one, about SLAB_BYTES."""
     shape = tuple(shape)
     if layout == h5d.CHUNKED:
-        return tuple(dcpl.get_chunk()) if any_chunk(dsid) else shape
+        chunk = tuple(dcpl.get_chunk())
+        # a dataset of fewer chunks than chunk_table reads at once is counted: HDF5's iteration
+        # stopped at the first needs numba (hdf5_index), which scanning small files never loads
+        cells = math.prod(-(-n // c) for n, c in zip(shape, chunk))
+        written = any_chunk(dsid) if cells >= MIN_CHUNKS else dsid.get_num_chunks() > 0
+        return chunk if written else shape
     out = list(shape)
     span = record
     for axis in range(len(shape) - 1, -1, -1):
