@@ -172,6 +172,25 @@ def test_an_index_that_lies_is_left_to_hdf5s_lookup(entries, monkeypatch):
     assert table[:3].tolist() == [[100, 64, 0], [164, 64, 0], [-1, -1, -1]]
 
 
+@pytest.mark.parametrize("grid", [(100, 1), (10, 10)])
+@pytest.mark.parametrize("listed, first, last", [
+    (range(100), 0, 100),                                # every chunk, in order
+    (list(range(99, -1, -1)), 0, 100),                   # every chunk, backwards
+    (list(range(25)) + list(range(60, 85)), 0, 50),      # as many as the task's, some past it
+    ([49] + list(range(50, 98)) + [99], 50, 100),        # as many, one before it, one missing
+    (range(0, 100, 3), 20, 60),                          # a part of an index with gaps
+])
+def test_each_listed_chunk_takes_its_own_place_in_the_table(grid, listed, first, last,
+                                                            monkeypatch):
+    monkeypatch.setattr(hdf5_runs, "MIN_CHUNKS", 1)
+    block = (2, 4)
+    entries = [((2 * (c // grid[1]), 4 * (c % grid[1])), 1000 + 64 * c, 64) for c in listed]
+    table = hdf5_runs.chunk_table(FakeIndex(entries), grid, block, first, last)
+    want = [[1000 + 64 * c, 64, 0] if c in set(listed) else [-1, -1, -1]
+            for c in range(first, last)]
+    assert table.tolist() == want
+
+
 def test_runs_join_only_whole_unfiltered_chunks_back_to_back():
     walk = BlockGrid((10, 4), (2, 4))
     table = np.array([[0, 32, 0], [32, 32, 0], [64, 31, 0],   # a chunk of another size

@@ -59,18 +59,25 @@ def chunk_table(dsid, grid: tuple, block: tuple, first: int, last: int):
         rows = chunk_rows(dsid, len(grid), room)
     except Exception:  # an index h5py cannot iterate, values past int64
         return None
-    at, (off, size, mask) = rows[:, :len(grid)], rows[:, len(grid):].T
-    index, r = np.divmod(at, np.array(block, np.int64))
-    if r.any() or (index < 0).any() or (index >= np.array(grid, np.int64)).any() \
-            or (off < 0).any():
-        return None  # a chunk off the grid, or listed without storage
-    k = index @ np.array([math.prod(grid[a + 1:]) for a in range(len(grid))], np.int64) - first
-    ordered = k if (k[1:] > k[:-1]).all() else np.sort(k)  # HDF5's indexes list them in order
+    entries = rows[:, len(grid):]
+    if (entries[:, 0] < 0).any():
+        return None  # a chunk listed without storage
+    k = np.zeros(len(rows), np.int64)  # each chunk's number in the grid's C order
+    for axis, (cells_along, size) in enumerate(zip(grid, block)):
+        index, r = np.divmod(rows[:, axis], size)  # (a scalar divisor: numpy's fast division)
+        if r.any() or (index < 0).any() or (index >= cells_along).any():
+            return None  # a chunk off the grid
+        k = k * cells_along + index
+    k -= first
+    increasing = bool((k[1:] > k[:-1]).all())  # HDF5's indexes list them in order
+    if increasing and len(k) == n and (not n or (k[0] == 0 and k[-1] == n - 1)):
+        return np.ascontiguousarray(entries)  # every chunk of the task, in order
+    ordered = k if increasing else np.sort(k)
     if (ordered[1:] == ordered[:-1]).any():
         return None  # a chunk listed twice
     mine = (k >= 0) & (k < n)
     table = np.full((n, 3), -1, np.int64)
-    table[k[mine]] = np.stack([off[mine], size[mine], mask[mine]], axis=1)
+    table[k[mine]] = entries[mine]
     return table
 
 
