@@ -46,7 +46,7 @@ class ReadSieve:
         way)."""
         from ..kernels.read_stats import read_clean  # imports numba: the caller checked warmth
         tests, consts, _, swapped, _ = self._rule
-        raw, words, keys, piece = self._views_of(buf)
+        _, raw, words, keys, piece = self._views_of(buf)
         done = read_clean(fd, raw, words, keys, position, nbytes, piece, tests, consts,
                           swapped, self._row)
         self.values += done // self._itemsize
@@ -75,21 +75,21 @@ class ReadSieve:
             return 0
         from ..kernels.read_stats import read_clean_runs
         tests, consts, _, swapped, _ = self._rule
-        raw, words, keys, piece = self._views_of(buf)
+        _, raw, words, keys, piece = self._views_of(buf)
         kept = read_clean_runs(fd, raw, words, keys, positions, lengths, piece, tests, consts,
                                swapped, self._row, np.empty_like(self._row))
         self.values += int(lengths[:kept].sum()) // self._itemsize
         return kept
 
     def _views_of(self, buf: np.ndarray) -> tuple:
-        """(the piece of `buf` read into, as bytes, words and signed words; its size), kept
+        """(`buf`; the piece of it read into, as bytes, words and signed words; its size), kept
         while the caller passes the same buffer."""
         if not self._views or self._views[0] is not buf:
             piece = min(max(PIECE_BYTES, self._vector), buf.size)
             piece -= piece % self._vector  # none (nothing kept) in a buffer short of a vector
             raw = buf[:piece]
             self._views = (buf, raw, raw.view(self._rule[2]), raw.view(self._signed), piece)
-        return self._views[1:]
+        return self._views
 
     def stats(self) -> ValueStats:
         """The ValueStats of the `values` clean elements read."""
