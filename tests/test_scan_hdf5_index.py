@@ -69,7 +69,23 @@ def test_the_native_pass_lists_what_h5py_lists(h5file, monkeypatch):
     assert sorted(set(masks.tolist())) == [0, 2]
 
 
-def test_a_file_through_h5pys_python_driver_is_listed_the_same(tmp_path):
+@pytest.fixture
+def calls(monkeypatch):
+    """Which of H5Dchunk_iter's two ctypes functions each native pass called."""
+    native = hdf5_index._native_iteration()
+    made = []
+
+    def spy(name):
+        real = getattr(native, name)
+        return lambda *a: made.append(name) or real(*a)
+    monkeypatch.setattr(hdf5_index, "_native_iteration", lambda: native._replace(
+        with_gil=spy("with_gil"), without_gil=spy("without_gil")))
+    return made
+
+
+def test_a_file_through_h5pys_python_driver_is_listed_the_same(tmp_path, calls):
+    """A file HDF5 reads through h5py's Python driver (a .keras member, a URL) is iterated
+    holding the GIL, which that driver's reads need; a file HDF5 reads itself without it."""
     buf = io.BytesIO()
     with h5py.File(buf, "w") as f:
         datasets(f)
@@ -77,6 +93,13 @@ def test_a_file_through_h5pys_python_driver_is_listed_the_same(tmp_path):
         for d in (f[n] for n in ("records", "cube")):
             rows = hdf5_index._native_rows(d.id, d.ndim, d.id.get_num_chunks())
             assert rows is not None and rows.tolist() == h5py_rows(d.id, d.ndim).tolist()
+        assert hdf5_index.any_chunk(f["cube"].id)
+    assert calls == ["with_gil"] * 3
+    (tmp_path / "plain.h5").write_bytes(buf.getvalue())
+    with h5py.File(tmp_path / "plain.h5", "r") as f:
+        rows = hdf5_index._native_rows(f["cube"].id, 3, 100)
+        assert rows.tolist() == h5py_rows(f["cube"].id, 3).tolist()
+    assert calls[3:] == ["without_gil"]
 
 
 def test_an_index_larger_than_the_room_given_means_h5pys_iteration(h5file):

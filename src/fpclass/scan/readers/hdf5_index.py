@@ -5,9 +5,11 @@ h5py's iteration (DatasetID.chunk_iter) calls Python once a chunk with a new obj
 the 8,192 chunks of a NetCDF-4 variable of 4 KiB records, twice the time to read and classify
 its 32 MiB. Where it can, the iteration here is HDF5's own H5Dchunk_iter, called through ctypes
 in the library h5py's modules link, with a compiled callback writing the table
-(kernels/index_rows.py): 0.3 ms for the same index. It is called as h5py calls HDF5: holding
-h5py's lock (HDF5 is not thread-safe) and the GIL (h5py's Python file drivers run inside HDF5
-calls). Where that cannot be done (no such symbol, an h5py without chunk iteration or without
+(kernels/index_rows.py): 0.3 ms for the same index. It is called holding h5py's lock, as h5py
+calls HDF5 (HDF5 is not thread-safe), and without the GIL for a file HDF5 reads itself (its
+sec2 driver), so that the other scan threads run Python meanwhile (a 512 MiB NetCDF-4 file of
+4 KiB records: 8% faster); with the GIL for a file read through h5py's Python file driver (a
+member of a .keras archive, a URL), whose reads run inside the call. Where that cannot be done (no such symbol, an h5py without chunk iteration or without
 that lock, numba's cache not warm under the compile policy, an iteration that fails or lists
 another number of chunks) h5py's iteration reads the index, and raises what h5py raises.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from array import array
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,15 +67,18 @@ def _native_table(dsid, ndim: int, room: int) -> np.ndarray | None:
     """The index of `dsid` as kernels/index_rows.py's table of `room` rows, through HDF5's
     H5Dchunk_iter; None where it cannot be called here, or fails."""
     native = _native_iteration()
-    if native is None or not isinstance(dsid, native[2]) or not compile_cache.kernels_ready():
+    if native is None or not isinstance(dsid, native.dataset) \
+            or not compile_cache.kernels_ready():
         return None
-    iterate, lock, _ = native
     from ...kernels import index_rows  # compiles or loads the callback: the cache is warm
     table = index_rows.new_table(ndim, room)
     try:
         if room and dsid.rank != ndim:  # (the callback writes `ndim` offsets a row)
             return None
-        with lock:
+        own_reads = native.h5i.get_file_id(dsid).get_access_plist().get_driver() \
+            == native.sec2
+        iterate = native.without_gil if own_reads else native.with_gil
+        with native.lock:
             status = iterate(dsid.id, _H5P_DEFAULT, index_rows.collect.address,
                              table.ctypes.data)
     except Exception:  # an id h5py refuses, a Python file driver's error (raised by ctypes):
@@ -81,25 +87,39 @@ def _native_table(dsid, ndim: int, room: int) -> np.ndarray | None:
     return table if status >= 0 else None
 
 
+class _Native(NamedTuple):
+    """H5Dchunk_iter as ctypes functions, and what calling it needs from h5py."""
+
+    with_gil: object       # (ctypes.PyDLL's)
+    without_gil: object    # (ctypes.CDLL's)
+    lock: object           # h5py's lock around every HDF5 call
+    dataset: type          # h5py's DatasetID
+    h5i: object
+    sec2: int              # HDF5's own POSIX file driver
+
+
 @functools.lru_cache(maxsize=None)
-def _native_iteration():
-    """(H5Dchunk_iter as a ctypes function called with the GIL held, h5py's lock, h5py's
-    DatasetID class), or None."""
+def _native_iteration() -> _Native | None:
+    """What calling H5Dchunk_iter here takes, or None where it cannot be called."""
     import ctypes
     from .hdf5_types import _h5py
     h5py = _h5py()
     if not hasattr(h5py.h5d.DatasetID, "chunk_iter"):  # h5py's HDF5 lacks it, or an old h5py
         return None
+    # herr_t H5Dchunk_iter(hid_t dset_id, hid_t dxpl_id, H5D_chunk_iter_op_t cb, void *op_data)
+    functions = []
     try:
         from h5py._objects import phil
-        # dlsym on the handle of h5py's module finds the symbol in the libraries it links
-        iterate = ctypes.PyDLL(h5py.h5d.__file__).H5Dchunk_iter
+        for library in (ctypes.PyDLL, ctypes.CDLL):
+            # dlsym on the handle of h5py's module finds the symbol in the libraries it links
+            iterate = library(h5py.h5d.__file__).H5Dchunk_iter
+            iterate.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                ctypes.c_void_p]
+            iterate.restype = ctypes.c_int
+            functions.append(iterate)
     except (ImportError, OSError, AttributeError):
         return None
-    # herr_t H5Dchunk_iter(hid_t dset_id, hid_t dxpl_id, H5D_chunk_iter_op_t cb, void *op_data)
-    iterate.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-    iterate.restype = ctypes.c_int
-    return iterate, phil, h5py.h5d.DatasetID
+    return _Native(*functions, phil, h5py.h5d.DatasetID, h5py.h5i, h5py.h5fd.SEC2)
 
 
 __all__ = ["any_chunk", "chunk_rows"]
