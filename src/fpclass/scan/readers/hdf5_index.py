@@ -9,9 +9,10 @@ in the library h5py's modules link, with a compiled callback writing the table
 calls HDF5 (HDF5 is not thread-safe), and without the GIL for a file HDF5 reads itself (its
 sec2 driver), so that the other scan threads run Python meanwhile (a 512 MiB NetCDF-4 file of
 4 KiB records: 8% faster); with the GIL for a file read through h5py's Python file driver (a
-member of a .keras archive, a URL), whose reads run inside the call. Where that cannot be done (no such symbol, an h5py without chunk iteration or without
-that lock, numba's cache not warm under the compile policy, an iteration that fails or lists
-another number of chunks) h5py's iteration reads the index, and raises what h5py raises.
+member of a .keras archive, a URL), whose reads run inside the call. Where that cannot be done
+(no such symbol, an h5py without chunk iteration or without that lock, numba's cache not warm
+under the compile policy, an iteration that fails or lists more chunks than the table's room,
+an entry of 4 GiB or more) h5py's iteration reads the index, and raises what h5py raises.
 """
 
 from __future__ import annotations
