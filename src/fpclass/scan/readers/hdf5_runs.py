@@ -130,5 +130,5 @@ def info_of(row, start) -> ChunkInfo | None:
     return None if offset < 0 else ChunkInfo(start, mask, offset, size)
 
 
-__all__ = ["ChunkInfo", "MAX_CHUNKS", "MIN_CHUNKS", "RUN_BYTES", "chunk_table", "info_of", "run_spans",
-           "runs"]
+__all__ = ["ChunkInfo", "MAX_CHUNKS", "MIN_CHUNKS", "RUN_BYTES", "chunk_table", "info_of",
+           "run_spans", "runs"]
