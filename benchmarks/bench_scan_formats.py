@@ -100,10 +100,10 @@ if mode == "fpclass":
         read_sieve = None
     for dt in ("<f4", ">f4", bfloat16) if read_sieve is not None else ():
         sieve = read_sieve.read_sieve(np.dtype(dt), read_sieve.SMALL_BYTES + 1)
-        # HDF5's runs of chunks: read in several runs a call (not in older trees), the chunk
-        # index by a callback; loaded for the formats that use them only (loading kernels a
-        # scan does not call moved a FITS scan's time by 5%: 48 against 50 ms, ten processes)
-        if kind.startswith(("h5", "nc4")) and hasattr(sieve, "read_runs"):
+        # runs read in one call (HDF5's runs of chunks, zarr's chunks; not in older trees), the
+        # chunk index by a callback; loaded for the formats that use them only (loading kernels
+        # a scan does not call moved a FITS scan's time by 5%: 48 against 50 ms, ten processes)
+        if kind.startswith(("h5", "nc4", "zarr")) and hasattr(sieve, "read_runs"):
             nothing = np.zeros(1, np.int64)
             sieve.read_runs(-1, np.empty(read_sieve.PIECE_BYTES, np.uint8), nothing, nothing)
     if kind.startswith(("h5", "nc4")):

@@ -21,17 +21,25 @@ DTYPES = ["<f4", ">f4", "<f8", ">f8", "<f2", ml_dtypes.bfloat16, ml_dtypes.float
 
 @pytest.fixture
 def reads(monkeypatch):
-    """Small pieces (many per chunk), and the bytes the sieve was asked for and kept."""
+    """Small pieces (many per chunk), and the bytes the sieve was asked for and kept (a run of
+    read_runs, or read_all's one, as all or nothing)."""
     monkeypatch.setattr(sieve_module, "PIECE_BYTES", 256)
     monkeypatch.setattr(sieve_module, "SMALL_BYTES", 0)
     calls = []
-    read = sieve_module.ReadSieve.read
+    read, read_runs = sieve_module.ReadSieve.read, sieve_module.ReadSieve.read_runs
 
     def spy(self, fd, buf, position, nbytes):
         kept = read(self, fd, buf, position, nbytes)
         calls.append((position, nbytes, kept))
         return kept
+
+    def spy_runs(self, fd, buf, positions, lengths):  # (read_all: one run of these)
+        n = read_runs(self, fd, buf, positions, lengths)
+        calls.extend((int(p), int(b), int(b) if k < n else 0)
+                     for k, (p, b) in enumerate(zip(positions[:n + 1], lengths[:n + 1])))
+        return n
     monkeypatch.setattr(sieve_module.ReadSieve, "read", spy)
+    monkeypatch.setattr(sieve_module.ReadSieve, "read_runs", spy_runs)
     return calls
 
 

@@ -55,13 +55,8 @@ class ReadSieve:
     def read_all(self, fd: int, buf: np.ndarray, position: int, nbytes: int) -> bool:
         """`read`, all or nothing: whether all `nbytes` bytes were kept; if not, the statistics
         are as they were before the call (read the bytes again the caller's way)."""
-        if nbytes % self._vector:
-            return False
-        row, values = self._row.copy(), self.values
-        if self.read(fd, buf, position, nbytes) == nbytes:
-            return True
-        self._row[:], self.values = row, values
-        return False
+        return self.read_runs(fd, buf, np.array([position], np.int64),
+                              np.array([nbytes], np.int64)) == 1
 
     def read_runs(self, fd: int, buf: np.ndarray, positions: np.ndarray,
                   lengths: np.ndarray) -> int:

@@ -239,7 +239,7 @@ class _Blocks:
         """`_runs` of chunks spanning the trailing axes through the read sieve: consecutive runs
         that their values fill, up to SIEVED_BYTES of them in one call, those it keeps as one
         FiniteBlock (their statistics in the sieve's); the first it does not keep is read as its
-        values, and the runs after it go back to the sieve one by one, else read as theirs."""
+        values, and the sieve goes on from the run after it."""
         head, chunks, row, rows = run_spans(table, self.walk, first, nbytes)
         lengths = chunks * nbytes
         positions = self.raw_start + table[head, 0]
@@ -268,16 +268,13 @@ class _Blocks:
                 records = int(row[kept - 1] + rows[kept - 1] - row[k])
                 yield (int(row[k]),) + zeros, FiniteBlock(records * row_values,
                                                           sum(sizes[k:kept]), ValueStats())
-            for j in range(kept, end):
-                start = (int(row[j]),) + zeros[:len(rest)]
-                if j > kept and sieve.read_all(fd, pieces, int(positions[j]), sizes[j]):
-                    yield start + zeros[len(rest):], FiniteBlock(int(rows[j]) * row_values,
-                                                                 sizes[j], ValueStats())
-                else:
-                    info = info_of(table[head[j]], start)
-                    yield start + zeros[len(rest):], self._run_at(
-                        fd, info, (int(rows[j]),) + rest, int(chunks[j]), nbytes)
-            k = end
+            if kept < end:  # read as its values; the sieve goes on from the next run
+                start = (int(row[kept]),) + zeros[:len(rest)]
+                yield start + zeros[len(rest):], self._run_at(
+                    fd, info_of(table[head[kept]], start), (int(rows[kept]),) + rest,
+                    int(chunks[kept]), nbytes)
+                kept += 1
+            k = kept
 
     def _run(self, fd, start, count, info, chunks, nbytes):
         """A run of `runs` read the usual way: the fill value where never written, one chunk
