@@ -23,7 +23,8 @@ module, a gradient hook on each module output that requires grad, a post-accumul
 parameter) with empty bodies and removes them after the step: torch's own cost of calling hooks
 that way, registered as watch registers them (fpclass.torch.hook_tables: into torch's tables,
 without a handle each). A sixth, "hooks reading in them", gives the same hooks bodies
-that read, with watch's own checker (a magnitude bound for outputs, the screen for gradients),
+that read, with watch's own checker (a magnitude bound for outputs, the screen for gradients
+after torch's sum from 2^16 elements),
 what a watch of one hook a module must read (every output but those of the classes watch proves
 finite from a finite input, every output's gradient, every parameter's gradient) and do nothing
 else: on the MLP at batch 128, where watch has no other proof, the same bytes as watch reads,
@@ -294,10 +295,10 @@ def run(args, name, what, model, inputs) -> None:
 
 class in_step_reader:
     """The hooks of "hooks alone" with bodies that read, with watch's own reads (its checker: a
-    magnitude bound for outputs, the screen for gradients), what a hook-per-module watch must
-    read and nothing else: each module's output tensors (once a version; not those of a class
-    watch proves finite from a finite input, KEEP_FINITE_NAMES), the gradient of each, and each
-    parameter's gradient; no other logic. Where watch has no proof beyond that rule (the MLP
+    magnitude bound for outputs, the screen for gradients after torch's sum), what a
+    hook-per-module watch must read and nothing else: each module's output tensors (once a
+    version; not those of a class watch proves finite from a finite input, KEEP_FINITE_NAMES),
+    the gradient of each, and each parameter's gradient; no other logic. Where watch has no proof beyond that rule (the MLP
     below 2^17 elements an activation, where its mask and sum proofs start: batch 128 at width
     512) it reads the same bytes as watch, in the same hooks: the least such a watch costs in a
     real step, on data just written by torch's threads. Its reads time no pass of watch's

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from fpclass.kernels import threads  # noqa: E402
 from fpclass.operators.buffers import nonfinite_screen  # noqa: E402
-from fpclass.torch.tensors import checker  # noqa: E402
+from fpclass.torch.tensors import SUM_MIN, checker  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
           torch.complex128]
@@ -109,3 +109,130 @@ def test_every_float8_pattern_alone_and_planted(name):
             run[position] = byte
             t = torch.from_numpy(run).view(getattr(torch, name))
             assert finite(t) == bool(expected), (name, hex(byte), position)
+
+
+# -- torch's sum first (Checker._summed) ---------------------------------------------------------
+
+REALS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.fixture
+def two_threads():
+    """torch on two threads (the sum is asked only then), restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+class _ScreenSpy:
+    """Wraps the checker's screen of one dtype and counts its calls."""
+
+    def __init__(self, monkeypatch, dtype):
+        finite = checker(torch).finite
+        finite(torch.zeros(1, dtype=dtype))  # the dtype's screen made
+        screens = checker(torch).screens
+        inner, self.calls = screens[dtype], 0
+
+        def counted(address, length):
+            self.calls += 1
+            return inner(address, length)
+        monkeypatch.setitem(screens, dtype, counted)
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_a_finite_sum_answers_without_the_screen(dtype, two_threads, monkeypatch):
+    spy = _ScreenSpy(monkeypatch, dtype)
+    finite = checker(torch).finite
+    t = torch.randn(1 << 18).to(dtype)
+    assert finite(t) is True and spy.calls == 0
+    t[12345] = float("nan")
+    assert finite(t) is False and spy.calls == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])
+def test_a_sum_that_overflows_from_finite_terms_goes_to_the_screen(dtype, two_threads,
+                                                                   monkeypatch):
+    spy = _ScreenSpy(monkeypatch, dtype)
+    finite = checker(torch).finite
+    big = torch.full((1 << 16,), torch.finfo(dtype).max, dtype=dtype)
+    assert not torch.isfinite(big.sum(dtype=torch.float64 if dtype == torch.float64
+                                      else torch.float32)) and _truth(big)
+    assert finite(big) is True and spy.calls == 1
+
+
+def test_half_is_summed_wide(two_threads, monkeypatch):
+    """A half tensor whose half sum overflows is summed as float32, where it cannot: answered
+    without the screen."""
+    spy = _ScreenSpy(monkeypatch, torch.float16)
+    big = torch.full((1 << 16,), torch.finfo(torch.float16).max, dtype=torch.float16)
+    assert not torch.isfinite(big.sum())
+    assert checker(torch).finite(big) is True and spy.calls == 0
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_every_nonfinite_kind_anywhere_in_a_large_tensor_with_the_sum(dtype, two_threads):
+    """Large enough for torch to split the sum between its threads: NaN, +Inf, -Inf and both
+    infinities together (their sum NaN), at the ends, at a split and inside, on both layouts."""
+    finite = checker(torch).finite
+    n = 1 << 20
+    base = torch.linspace(-1, 1, n).to(dtype)
+    assert finite(base) is True
+    for positions, values in [((0,), ("nan",)), ((n - 1,), ("inf",)), ((n // 2,), ("-inf",)),
+                              ((n // 2 - 1,), ("nan",)), ((12345, 987654), ("inf", "-inf"))]:
+        t = base.clone()
+        for p, v in zip(positions, values):
+            t[p] = float(v)
+        assert finite(t) == _truth(t) is False, (dtype, positions, values)
+        image = t.reshape(16, 64, 32, 32).to(memory_format=torch.channels_last)
+        assert finite(image) == _truth(image) is False, (dtype, positions, values)
+
+
+def test_no_sum_on_one_thread(monkeypatch):
+    spy = _ScreenSpy(monkeypatch, torch.float32)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert checker(torch).finite(torch.ones(SUM_MIN)) is True
+    finally:
+        torch.set_num_threads(before)
+    assert spy.calls == 1
+
+
+def test_no_sum_below_its_size(two_threads, monkeypatch):
+    spy = _ScreenSpy(monkeypatch, torch.float32)
+    finite = checker(torch).finite
+    assert finite(torch.ones(SUM_MIN - 1)) is True and spy.calls == 1
+    assert finite(torch.ones(SUM_MIN)) is True and spy.calls == 1
+
+
+def test_no_sum_into_autograd_graph_or_a_mode(two_threads, monkeypatch):
+    """A tensor that requires grad under grad mode is screened (a sum would join the graph); so
+    is every tensor while a torch-function or dispatch mode is active (it would see the sum)."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    spy = _ScreenSpy(monkeypatch, torch.float32)
+    finite = checker(torch).finite
+    leaf = torch.ones(SUM_MIN, requires_grad=True)
+    assert finite(leaf) is True and spy.calls == 1
+    with torch.no_grad():
+        assert finite(leaf) is True and spy.calls == 1  # summed: no graph to join
+
+    seen = []
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    class Dispatches(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    plain = torch.ones(SUM_MIN)
+    for mode in (Functions, Dispatches):
+        with mode():
+            assert finite(plain) is True
+    assert spy.calls == 3 and not any("sum" in str(f) for f in seen), seen

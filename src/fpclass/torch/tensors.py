@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import math
 
 #: Argument names whose tensors are attention masks unless watch(masks=...) says otherwise:
 #: nn.MultiheadAttention's attn_mask / key_padding_mask, nn.Transformer's src_mask, tgt_mask,
@@ -106,6 +107,12 @@ def dense(t) -> bool:
     return True
 
 
+#: The least elements Checker.finite asks torch's sum about first: a tensor torch sums on
+#: several threads (its grain is 2^15 elements). From 2^16 the README's MLP gained 1.1 points a
+#: step; below it the channels_last CNN's small parameter gradients gained nothing measurable
+#: (docs/benchmarks.md, issue 22, twenty-first round).
+SUM_MIN = 1 << 16
+
 _SCREENS: dict = {}
 _MAGNITUDES: dict = {}  # torch dtype -> (its magnitude screen, its largest binade) or Nones
 #: Checker.magnitude's answer for a finite tensor whose magnitudes it did not bound.
@@ -157,14 +164,42 @@ class Checker:
         straight to that dtype's screen (the same words are read as on the general path);
         anything else to the general path."""
         screens, general, in_place = self.screens, self._finite, self.in_place
+        summed = self._summed(torch)
 
         def finite(t) -> bool:
             screen = screens.get(t.dtype)
             if screen is not None and in_place(t):
-                return not screen(t.data_ptr(), t.numel())
+                return summed(t) or not screen(t.data_ptr(), t.numel())
             return general(t)
         finite.__doc__ = self._finite.__doc__
         return finite
+
+    def _summed(self, torch):
+        """summed(t) as a closure: is torch's own sum of `t`, a real float tensor read in place,
+        finite? A NaN or an Inf among the terms makes a float sum NaN or Inf, so a finite one
+        proves every element finite; an Inf from finite terms overflowing, or no answer here
+        (False), leaves `t` to the screen. torch sums on its own threads, awake in a training
+        step: with several, this reads a tensor torch's threads have just written faster than
+        the screen does on the calling thread (docs/benchmarks.md, issue 22, twenty-first
+        round). Not below SUM_MIN elements, with torch on one thread, with a torch-function or
+        dispatch mode active (it would see the sum), or for a tensor that would record the sum
+        in autograd's graph."""
+        # the sum's dtype: half and bfloat16 summed as float32, where a half tensor's finite
+        # values cannot overflow (65504 * 2**31 < 2**128)
+        kinds = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
+                 torch.float32: torch.float32, torch.float64: torch.float64}
+        threads, grad_on, total, isfinite = (torch.get_num_threads, torch.is_grad_enabled,
+                                             torch.sum, math.isfinite)
+        functions = torch._C._len_torch_function_stack
+        dispatches = torch._C._len_torch_dispatch_stack
+
+        def summed(t) -> bool:
+            wide = kinds.get(t.dtype)
+            if (wide is None or t.numel() < SUM_MIN or threads() < 2
+                    or (t.requires_grad and grad_on()) or functions() or dispatches()):
+                return False
+            return isfinite(total(t, dtype=wide).item())
+        return summed
 
     def _magnitude(self, torch):
         """magnitude() as a closure, dispatched as finite() is: one prepared function per dtype
