@@ -298,11 +298,12 @@ class in_step_reader:
     magnitude bound for outputs, the screen for gradients after torch's sum), what a
     hook-per-module watch must read and nothing else: each module's output tensors (once a
     version; not those of a class watch proves finite from a finite input, KEEP_FINITE_NAMES),
-    the gradient of each, and each parameter's gradient; no other logic. Where watch has no proof beyond that rule (the MLP
-    below 2^17 elements an activation, where its mask and sum proofs start: batch 128 at width
-    512) it reads the same bytes as watch, in the same hooks: the least such a watch costs in a
-    real step, on data just written by torch's threads. Its reads time no pass of watch's
-    (threads.SPLIT): it reads the way watch reads now, on a choice of its own."""
+    the gradient of each, and each parameter's gradient; no other logic. Where watch has no proof
+    beyond that rule (the MLP below 2^17 elements an activation, where its mask and sum proofs
+    start: batch 128 at width 512) it reads the same bytes as watch, in the same hooks: the least
+    such a watch costs in a real step, on data just written by torch's threads. Its reads time
+    no pass of watch's (threads.SPLIT): it reads the way watch reads now, on a choice of its
+    own."""
 
     def __init__(self, model):
         self.model, self.handles, self.nbytes, self.last = model, [], 0, None

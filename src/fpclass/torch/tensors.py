@@ -108,9 +108,9 @@ def dense(t) -> bool:
 
 
 #: The least elements Checker.finite asks torch's sum about first: a tensor torch sums on
-#: several threads (its grain is 2^15 elements). From 2^16 the README's MLP gained 1.1 points a
-#: step; below it the channels_last CNN's small parameter gradients gained nothing measurable
-#: (docs/benchmarks.md, issue 22, twenty-first round).
+#: several threads (its grain is 2^15 elements). Below 2^16 no run showed a gain on the
+#: channels_last CNN, whose read tensors are all smaller (docs/benchmarks.md, issue 22,
+#: twenty-first round).
 SUM_MIN = 1 << 16
 
 _SCREENS: dict = {}
@@ -181,24 +181,26 @@ class Checker:
         (False), leaves `t` to the screen. torch sums on its own threads, awake in a training
         step: with several, this reads a tensor torch's threads have just written faster than
         the screen does on the calling thread (docs/benchmarks.md, issue 22, twenty-first
-        round). Not below SUM_MIN elements, with torch on one thread, with a torch-function or
-        dispatch mode active (it would see the sum), or for a tensor that would record the sum
-        in autograd's graph."""
-        # the sum's dtype: half and bfloat16 summed as float32, where a half tensor's finite
-        # values cannot overflow (65504 * 2**31 < 2**128)
-        kinds = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
-                 torch.float32: torch.float32, torch.float64: torch.float64}
-        threads, grad_on, total, isfinite = (torch.get_num_threads, torch.is_grad_enabled,
-                                             torch.sum, math.isfinite)
+        round). Not below SUM_MIN elements, with torch on one thread, for a tensor that would
+        record the sum in autograd's graph, or where someone else would see the sum: a
+        torch-function or dispatch mode active, torch's profiler recording."""
+        # bfloat16 sums in float32 inside and rounds to a format of float32's range; half
+        # rounds to its own (65504), so large sums of finite halves would overflow and be read
+        # twice: half is screened only (a wider sum dtype copies the tensor first)
+        kinds = frozenset((torch.bfloat16, torch.float32, torch.float64))
+        # torch's own sum, whatever a library has put in torch.sum's place
+        total, isfinite = torch._C._VariableFunctions.sum, math.isfinite
+        threads, grad_on = torch.get_num_threads, torch.is_grad_enabled
         functions = torch._C._len_torch_function_stack
         dispatches = torch._C._len_torch_dispatch_stack
+        profiling = torch._C._autograd._profiler_enabled
 
         def summed(t) -> bool:
-            wide = kinds.get(t.dtype)
-            if (wide is None or t.numel() < SUM_MIN or threads() < 2
-                    or (t.requires_grad and grad_on()) or functions() or dispatches()):
+            if (t.dtype not in kinds or t.numel() < SUM_MIN or threads() < 2
+                    or (t.requires_grad and grad_on()) or functions() or dispatches()
+                    or profiling()):
                 return False
-            return isfinite(total(t, dtype=wide).item())
+            return isfinite(total(t).item())
         return summed
 
     def _magnitude(self, torch):
