@@ -256,6 +256,17 @@ def test_torch_own_sum_whatever_torch_sum_is_now(two_threads, monkeypatch):
     assert finite(t) is False
 
 
+def test_no_sum_on_a_torch_without_its_parts(two_threads, monkeypatch):
+    from fpclass.torch.tensors import Checker
+    monkeypatch.delattr(torch._C._autograd, "_profiler_enabled")
+    checks = Checker(torch)
+    checks.finite(torch.zeros(1))  # the dtype's screen made
+    screens = checks.screens
+    inner, calls = screens[torch.float32], []
+    monkeypatch.setitem(screens, torch.float32, lambda a, n: calls.append(n) or inner(a, n))
+    assert checks.finite(torch.ones(SUM_MIN)) is True and calls == [SUM_MIN]
+
+
 def test_watch_raises_on_a_summed_gradient(two_threads, monkeypatch):
     """Through watch's own backward: the output gradients and the weight gradient of a
     512-wide Linear at batch 128 are summed (a spy counts them); a NaN arriving in the
