@@ -132,8 +132,9 @@ def checker(torch) -> "Checker":
 
 class Checker:
     """Reads tensors for NaN / Inf: CPU tensors in place with fpclass's kernels (one screen per
-    dtype, prepared once: operators.buffers.nonfinite_screen), others by torch on their device
-    (one bool comes back, no data)."""
+    dtype, prepared once: operators.buffers.nonfinite_screen), a large one's finiteness first
+    from torch's sum where torch has several threads (_summed: a finite sum proves it, anything
+    else goes to the screen), others by torch on their device (one bool comes back, no data)."""
 
     def __init__(self, torch):
         from ..adapters import torch as adapter
