@@ -149,6 +149,7 @@ class Checker:
         self.magnitude = self._magnitude(torch)
         # a forward pass begins: the screens time passes to choose how to read large tensors
         self.pass_started = mark_period
+        self.modes_active = self._modes_active(torch)
 
     def _in_place(self, torch):
         """in_place(t) as a closure: is `t` read in place as one buffer by a prepared screen, a
@@ -175,6 +176,18 @@ class Checker:
         finite.__doc__ = self._finite.__doc__
         return finite
 
+    @staticmethod
+    def _modes_active(torch):
+        """modes_active() as a closure: is a torch-function or dispatch mode active (it would
+        see, or reroute, the operations torch is asked for)? True on a torch without the mode
+        stacks (no telling)."""
+        try:
+            functions = torch._C._len_torch_function_stack
+            dispatches = torch._C._len_torch_dispatch_stack
+        except AttributeError:
+            return lambda: True
+        return lambda: bool(functions() or dispatches())
+
     def _summed(self, torch):
         """summed(t) as a closure: is torch's own sum of `t`, a real float tensor read in place,
         finite? A NaN or an Inf among the terms makes a float sum NaN or Inf, so a finite one
@@ -193,16 +206,14 @@ class Checker:
             # torch's own sum, whatever a library has put in torch.sum's place
             total, isfinite = torch._C._VariableFunctions.sum, math.isfinite
             threads, grad_on = torch.get_num_threads, torch.is_grad_enabled
-            functions = torch._C._len_torch_function_stack
-            dispatches = torch._C._len_torch_dispatch_stack
             profiling = torch._C._autograd._profiler_enabled
         except AttributeError:  # a torch without one of these: no sum, the screen reads
             return lambda t: False
+        modes = self._modes_active(torch)
 
         def summed(t) -> bool:
             if (t.dtype not in kinds or t.numel() < SUM_MIN or threads() < 2
-                    or (t.requires_grad and grad_on()) or functions() or dispatches()
-                    or profiling()):
+                    or (t.requires_grad and grad_on()) or modes() or profiling()):
                 return False
             return isfinite(total(t).item())
         return summed

@@ -776,7 +776,7 @@ _KEEP_FINITE_NODES = frozenset({"ReluBackward0", "TanhBackward0", "SigmoidBackwa
                                 "SoftmaxBackward0", "SiluBackward0"})
 #: class -> torch's own forward of it (a class patched later gets no rule).
 _TORCH_FORWARD: dict = {}
-#: torch.Tensor and the mode stacks' lengths, for the autograd node hooks.
+#: torch.Tensor and the checker's modes_active, for the autograd node hooks.
 _TABLES: dict = {}
 #: torch's modules whose backward writes to each element of the input's gradient one element
 #: of the output's gradient or 0 (finite from finite): clamps pass it on where the input was
@@ -1193,9 +1193,8 @@ def _fill_tables(torch) -> None:
         ours = (code is not None and inspect.unwrap(forward) is forward
                 and os.path.dirname(code.co_filename) == home)
         _TORCH_FORWARD[cls] = forward if ours else None
-    stacks = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
     saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    _TABLES.update(tensor=torch.Tensor, stacks=stacks,
+    _TABLES.update(tensor=torch.Tensor, modes=checker(torch).modes_active,
                    saved_hooks=saved_hooks or (lambda ignore_tracing: "unknown"),
                    queue=torch.autograd.Variable._execution_engine.queue_callback,
                    task=torch._C._current_graph_task_id)
@@ -1211,8 +1210,7 @@ def _torch_functions() -> bool:
 
 def _modes() -> bool:
     """Is a torch-function or dispatch mode active (it could reroute torch's operations)?"""
-    function, dispatch = _TABLES["stacks"]
-    return bool(function() or dispatch())
+    return _TABLES["modes"]()
 
 
 def _remember(state: _Pass, t, described, bound=None) -> None:

@@ -250,13 +250,17 @@ class _Blocks:
         pieces = thread_buffer("read", sieves.PIECE_BYTES)
         zeros = (0,) * (len(rest) + len(self.part.grid_tail))
         flags, sizes = fills.tolist(), lengths.tolist()
+
+        def usual(j):  # run j read the usual way, where it lies in the task's part
+            start = (int(row[j]),) + zeros[:len(rest)]
+            return start + zeros[len(rest):], self._run(
+                fd, start, (int(rows[j]),) + rest, info_of(table[head[j]], start),
+                int(chunks[j]), nbytes)
+
         k, n = 0, len(flags)
         while k < n:
             if not flags[k]:
-                start = (int(row[k]),) + zeros[:len(rest)]
-                yield start + zeros[len(rest):], self._run(
-                    fd, start, (int(rows[k]),) + rest, info_of(table[head[k]], start),
-                    int(chunks[k]), nbytes)
+                yield usual(k)
                 k += 1
                 continue
             end, held = k, 0
@@ -269,10 +273,7 @@ class _Blocks:
                 yield (int(row[k]),) + zeros, FiniteBlock(records * row_values,
                                                           sum(sizes[k:kept]), ValueStats())
             if kept < end:  # read as its values; the sieve goes on from the next run
-                start = (int(row[kept]),) + zeros[:len(rest)]
-                yield start + zeros[len(rest):], self._run_at(
-                    fd, info_of(table[head[kept]], start), (int(rows[kept]),) + rest,
-                    int(chunks[kept]), nbytes)
+                yield usual(kept)
                 kept += 1
             k = kept
 
