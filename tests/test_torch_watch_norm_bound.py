@@ -135,12 +135,15 @@ def test_an_output_that_overflows_is_read_and_reported_as_born_there(monkeypatch
 
 def read_addresses(monkeypatch) -> list:
     """The memory address of every tensor watch's checker reads from now on (its finite() and
-    magnitude()), in a list that fills as it reads."""
+    magnitude()), in a list that fills as it reads. Each read tensor is kept alive until the
+    monkeypatch ends, so that no tensor made later can take a read one's address and pass for
+    read (CI once counted a gradient read that way)."""
     from fpclass.torch.tensors import checker
-    checks, addresses = checker(torch), []
+    checks, addresses, kept = checker(torch), [], []
     for name in ("finite", "magnitude"):
         def recording(t, read=getattr(checks, name)):
             addresses.append(t.data_ptr())
+            kept.append(t)
             return read(t)
         monkeypatch.setattr(checks, name, recording)
     return addresses
