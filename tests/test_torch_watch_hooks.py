@@ -283,3 +283,106 @@ def test_a_tensor_that_reroutes_torchs_functions_is_hooked_through_torchs_method
     assert "register_post_accumulate_grad_hook" in Logged.met
     assert w.findings == []
     assert hooks_left(model) == 0
+
+
+def _spied_methods(monkeypatch, compiling: bool) -> list:
+    """torch's four register methods replaced by spies that log each call, and hook_tables told
+    the spies are torch's own (so a direct write stays possible) and whether torch.compile is
+    tracing: the log."""
+    from fpclass.torch import hook_tables
+    made = hook_tables._torch()
+    methods, calls = dict(made[1]), []
+    for owner, name in ((nn.Module, "register_forward_hook"),
+                        (nn.Module, "register_forward_pre_hook"),
+                        (torch.Tensor, "register_post_accumulate_grad_hook"),
+                        (torch.Tensor, "register_hook")):
+        def spy(self, *args, _original=getattr(owner, name), _name=name, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(owner, name, spy)
+        methods[name] = spy
+    monkeypatch.setattr(hook_tables, "_TORCH", [made[0], methods, lambda: compiling, made[3]])
+    monkeypatch.setattr(hook_tables, "_OWN", {})
+    return calls
+
+
+@pytest.mark.parametrize("compiling", [False, True])
+def test_while_torch_compile_traces_every_hook_goes_through_torchs_methods(monkeypatch,
+                                                                            compiling):
+    """While torch.compile traces (dynamo writes into its own copy of the tables and knows
+    torch's methods), each module's forward hooks, each parameter's hook and each gradient hook
+    are registered through torch's methods; else none is. The findings are the same."""
+    calls = _spied_methods(monkeypatch, compiling)
+    model, x = planted(), torch.randn(8, 4)
+    with ft.watch(model, raise_on=False, check_inputs=True) as w:
+        model(x).sum().backward()
+    assert hooks_left(model) == 0
+    modules = len(list(model.modules()))
+    if compiling:
+        assert calls.count("register_forward_hook") == modules
+        assert calls.count("register_forward_pre_hook") == modules + 1  # (the pass's start)
+        assert calls.count("register_post_accumulate_grad_hook") == len(list(model.parameters()))
+        assert calls.count("register_hook") >= 4  # (each module's output, at least)
+    else:
+        assert calls == []
+    monkeypatch.undo()
+    twin = planted()
+    with ft.watch(twin, raise_on=False, check_inputs=True) as truth:
+        twin(x).sum().backward()
+    assert w.findings and [(f.module, f.tensor) for f in w.findings] == [
+        (f.module, f.tensor) for f in truth.findings]
+
+
+class OwnHooks(torch.Tensor):
+    """A tensor class with a register method of its own that leaves torch's functions alone."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+    met: list = []
+
+    def register_hook(self, hook):
+        OwnHooks.met.append("register_hook")
+        return super().register_hook(hook)
+
+
+class OwnParameter(nn.Parameter):
+    met: list = []
+
+    def register_post_accumulate_grad_hook(self, hook):
+        OwnParameter.met.append("register_post_accumulate_grad_hook")
+        return super().register_post_accumulate_grad_hook(hook)
+
+
+class ToOwn(nn.Module):
+    def forward(self, x):
+        return (x * 1.0).as_subclass(OwnHooks)
+
+
+def test_a_tensor_class_with_register_methods_of_its_own_is_hooked_through_them():
+    """A tensor or parameter class with its own register method (it may do more than torch's)
+    is hooked through it, and its gradients are still checked."""
+    model = nn.Sequential(nn.Linear(4, 4), ToOwn(), nn.Linear(4, 1))
+    model[2].weight = OwnParameter(model[2].weight.detach())
+    OwnHooks.met.clear()
+    OwnParameter.met.clear()
+    with ft.watch(model, raise_on=False) as w:
+        model(torch.randn(2, 4)).sum().backward()
+    assert OwnHooks.met == ["register_hook"]
+    assert OwnParameter.met == ["register_post_accumulate_grad_hook"]
+    assert w.findings == [] and hooks_left(model) == 0
+    with ft.watch(model, raise_on=False) as w:
+        out = model(torch.randn(2, 4))
+        out.backward(torch.full_like(out, float("nan")))
+    found = {(f.module, f.tensor) for f in w.findings}  # (NaN everywhere backward, by torch)
+    assert {("2", "gradient of input[0]"), ("2", "gradient of weight")} <= found
+
+
+def test_a_parameter_that_is_no_leaf_gets_torchs_error():
+    """A tensor made by autograd in a module's parameter table cannot hold a post-accumulate
+    hook: watch fails to enter with torch's own error and leaves no hook."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1))
+    model[1]._parameters["weight"] = model[1].weight * 1.0  # (no leaf: made by autograd)
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        with ft.watch(model):
+            pass
+    assert sum(len(m._forward_hooks) for m in model.modules()) == 0
+    assert not model[0].weight._post_accumulate_grad_hooks
