@@ -94,24 +94,30 @@ def test_inline_compiles_on_first_use(tmp_path):
     assert list((tmp_path / "cache").rglob("*.nbi"))
 
 
-def test_background_starts_once_and_switches_when_the_stamp_appears(cold, tmp_path):
+def test_background_starts_once_and_switches_when_the_stamp_appears(cold, tmp_path,
+                                                                     monkeypatch):
+    from types import SimpleNamespace
     from fpclass.operators import elementwise
+    # the cache's clock moved by the test alone: no pause of this process between two calls
+    # can pass for the time between two checks
+    now = [1000.0]
+    monkeypatch.setattr(compile_cache, "time", SimpleNamespace(
+        monotonic=lambda: now[0], strftime=time.strftime))
     x = np.zeros(1 << 16, np.float32)
     assert elementwise.launcher(x) is elementwise.numpy_bits    # cold: a start is asked for
     for _ in range(50):                       # many calls, no switch without a stamp
         assert elementwise.launcher(x) is elementwise.numpy_bits
     assert cold == []                         # not from the first call: it costs milliseconds
     for _ in range(3):                        # the next checks start it, once
-        time.sleep(compile_cache.RECHECK_SECONDS + 0.02)
+        now[0] += compile_cache.RECHECK_SECONDS + 0.02
         assert elementwise.launcher(x) is elementwise.numpy_bits
         for thread in compile_cache._threads:
             thread.join()
     assert cold == [1]
     compile_cache.write_stamp(1)              # what a finished warm-up leaves
-    deadline = time.monotonic() + 5
-    while elementwise.launcher(x) is elementwise.numpy_bits:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert elementwise.launcher(x) is elementwise.numpy_bits    # (before the next check)
+    now[0] += compile_cache.RECHECK_SECONDS + 0.02
+    assert elementwise.launcher(x) is not elementwise.numpy_bits
     assert cold == [1]
     assert (fpclass.isnan(x) == np.isnan(x)).all()
 
