@@ -145,11 +145,11 @@ class Checker:
         from ..operators.buffers import mark_period
         self.screens = _SCREENS  # one per dtype and process: a watch is entered every step
         self.in_place = self._in_place(torch)
+        self.modes_active = self._modes_active(torch)  # (before finite: its sum asks it)
         self.finite = self._screen(torch)
         self.magnitude = self._magnitude(torch)
         # a forward pass begins: the screens time passes to choose how to read large tensors
         self.pass_started = mark_period
-        self.modes_active = self._modes_active(torch)
 
     def _in_place(self, torch):
         """in_place(t) as a closure: is `t` read in place as one buffer by a prepared screen, a
@@ -209,7 +209,7 @@ class Checker:
             profiling = torch._C._autograd._profiler_enabled
         except AttributeError:  # a torch without one of these: no sum, the screen reads
             return lambda t: False
-        modes = self._modes_active(torch)
+        modes = self.modes_active
 
         def summed(t) -> bool:
             if (t.dtype not in kinds or t.numel() < SUM_MIN or threads() < 2
