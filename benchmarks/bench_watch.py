@@ -5,6 +5,7 @@
     python benchmarks/bench_watch.py --models mlp --steps 50
     python benchmarks/bench_watch.py --threads 1 --clock cpu --batch 16,4  # a loaded machine
     python benchmarks/bench_watch.py --base /work/main/src     # an A/B against another tree
+    python benchmarks/bench_watch.py --malloc default  # glibc's adaptive malloc thresholds
 
 A step: zero the grads, forward, mean-square loss, backward, SGD update. The models: the README's
 8-layer 512-wide MLP, a two-layer transformer encoder with a causal float mask, and a small
@@ -30,7 +31,10 @@ finite from a finite input, every output's gradient, every parameter's gradient)
 else: on the MLP at batch 128, where watch has no other proof, the same bytes as watch reads,
 read where watch reads them, so the least such a watch costs in a real step (the byte count is
 printed under the table, with a line setting watch's paired cost and that floor's against the
-target of at most +10% a step). `--clock cpu` times the
+target of at most +10% a step). Before the first step glibc's malloc gets fixed thresholds
+(`--malloc fixed`, the default: freed memory stays with the process) so that no mode's
+time depends on how many pages the heap gave back and faulted in again that step; the last
+column counts each mode's minor page faults a step. `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
 `--base SRC` adds a seventh mode, the watch (with parameter grads) of the fpclass package under SRC
@@ -141,11 +145,17 @@ def main() -> int:
                     help="wall clock, or the stepping thread's CPU time (use with --threads 1)")
     ap.add_argument("--no-floor", dest="floor", action="store_false",
                     help="skip the floor (reading the tensors one watched step checks)")
+    ap.add_argument("--malloc", choices=("fixed", "default"), default="fixed",
+                    help="fixed: glibc's mmap and trim thresholds set high before the first step "
+                         "(no page faults from the heap shrinking and growing each step); "
+                         "default: glibc's own adaptive thresholds")
     ap.add_argument("--base", default=None,
                     help="a source folder holding another fpclass (e.g. /work/main/src): its "
                          "watch alternates with this one's")
     args = ap.parse_args()
     args.models = args.models.split(",")
+    print(fix_malloc() if args.malloc == "fixed" else
+          "glibc's malloc as it comes: its adaptive thresholds decide each step's page faults\n")
     args.base_watch = base_watch(args.base) if args.base else None
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -154,6 +164,29 @@ def main() -> int:
             run(args, name, what, model, inputs)
             print()
     return 0
+
+
+def fix_malloc() -> str:
+    """Set glibc's mmap threshold to 1 GiB and its trim threshold to 2 GiB (mallopt), so the
+    heap keeps what a step freed for the next: with glibc's adaptive defaults, a step's tensors
+    go back to the system and fault in again (thousands of minor faults a step), and how many
+    depends on the order of frees, which differs per process and per mode (the same tree's
+    watch cost the MLP +6% to +15% in five processes, a steady +16-17% with these settings:
+    docs/benchmarks.md, issue 22, twenty-third round). jemalloc and TCMalloc, which PyTorch's
+    CPU tuning guide suggests, also keep freed memory for reuse. The line that says what was
+    done."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return "no glibc mallopt here: the allocator as it comes\n"
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
+    if mallopt(m_mmap_threshold, 1 << 30) != 1 or mallopt(m_trim_threshold, 2**31 - 1) != 1:
+        return "glibc refused the thresholds: its malloc as it comes\n"
+    return ("glibc's malloc with fixed thresholds (mmap 1 GiB, trim 2 GiB: freed memory kept "
+            "for the next step; --malloc default for glibc's adaptive ones)\n")
 
 
 def base_watch(src: str):
@@ -166,6 +199,15 @@ def base_watch(src: str):
                     ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, folder)
     return importlib.import_module("fpclass_base.torch").watch
+
+
+def _minor_faults() -> int:
+    """The process's minor page faults so far (0 where the resource module is missing)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def run(args, name, what, model, inputs) -> None:
@@ -230,6 +272,7 @@ def run(args, name, what, model, inputs) -> None:
         modes[f"base: watch (+ parameter grads) from {args.base}"] = base_grads
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     times = {mode: [] for mode in modes}
+    faults = {mode: 0 for mode in modes}
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled
         for mode in modes.values():
             mode()
@@ -238,9 +281,11 @@ def run(args, name, what, model, inputs) -> None:
     for _ in range(args.steps):
         turns.shuffle(order)  # no mode always follows the same one (caches, torch's workers)
         for mode, fn in order:
+            f = _minor_faults()
             t = clock()
             fn()
             times[mode].append(clock() - t)
+            faults[mode] += _minor_faults() - f
     median = {mode: statistics.median(ts) for mode, ts in times.items()}
     base = median["plain"]
     hooked = sum(1 for _ in model.modules())
@@ -261,10 +306,11 @@ def run(args, name, what, model, inputs) -> None:
              "—" if mode == "plain" else f"{paired[mode] * 1e3:+.2f} ms ({paired[mode] / base:+.1%})"
              f" ± {spread[mode] / base:.1%}",
              f"{fast[mode] * 1e3:.2f} ms" + ("" if mode == "plain" else
-                                            f" ({fast[mode] / fast['plain'] - 1:+.1%})")]
+                                            f" ({fast[mode] / fast['plain'] - 1:+.1%})"),
+             f"{faults[mode] / args.steps:.0f}"]
             for mode, m in median.items()]
     print(table(["step", "median", "overhead", "paired: median of differences ± its error",
-                 "10th percentile"], rows))
+                 "10th percentile", "minor faults a step"], rows))
     watch_cost = median["watch (+ parameter grads)"] - base
     anomaly_cost = median["detect_anomaly(check_nan=True)"] - base
     print(f"\nwatch's overhead (with parameter grads) is {watch_cost / anomaly_cost:.2f} of "
