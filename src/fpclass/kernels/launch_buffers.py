@@ -71,7 +71,13 @@ def buffer_screen(word: np.dtype, test):
     terms = _buffer_terms(word, test)
     (m, v, m2, v2), like = terms
     top, bound = above(test, word)
-    one, many, split = buffers.any_one, buffer_counter(word, test), _split_counter(word, terms)
+    many, split = buffer_counter(word, test), _split_counter(word, terms)
+
+    def first(*args):
+        nonlocal one
+        found, one = _called(buffers.any_one, args)
+        return found
+    one = first
 
     def alone(address: int, length: int) -> bool:
         return bool(one(address, length, like, m, v, m2, v2, top, bound))
@@ -95,7 +101,13 @@ def buffer_maximum(word: np.dtype, top: int):
     `address` (one contiguous buffer, alive for the call; 0 for none), read as buffer_screen
     reads (_read_one_buffer)."""
     like, top = _LIKE.setdefault(word, np.empty(0, word)), word.type(top)
-    one, itemsize = buffers.max_one, word.itemsize
+    itemsize = word.itemsize
+
+    def first(*args):
+        nonlocal one
+        found, one = _called(buffers.max_one, args)
+        return found
+    one = first
 
     def in_parts(starts, sizes, threads: int) -> int:
         found = np.empty(len(starts), word)
@@ -139,6 +151,22 @@ def _read_one_buffer(address: int, length: int, alone, split, every_core):
     found = split(address, length, threads) if threads > 1 else alone(address, length)
     choice.read_ended()
     return found
+
+
+def _called(kernel, args: tuple) -> tuple:
+    """(numba `kernel`(*args), what to call in its place from now on): for a one-buffer reader
+    whose calls always pass arguments of the same types. This first call goes through the
+    kernel's dispatcher, which compiles or loads the overload as any call does; the reader then
+    calls that overload's compiled entry point: the same machine code without the dispatcher
+    typing every argument of every call (a watched step's hooks call it cold: 2.6 us a call
+    against 4.5 us, docs/benchmarks.md, issue 22, twenty-third round). The dispatcher itself
+    where numba names no such overload."""
+    found = kernel(*args)
+    try:
+        from numba import typeof
+        return found, kernel.get_overload(tuple(typeof(a) for a in args))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return found, kernel
 
 
 def _part_bounds(length: int, threads: int) -> list:
