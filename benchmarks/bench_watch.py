@@ -167,26 +167,30 @@ def main() -> int:
 
 
 def fix_malloc() -> str:
-    """Set glibc's mmap threshold to 1 GiB and its trim threshold to 2 GiB (mallopt), so the
-    heap keeps what a step freed for the next: with glibc's adaptive defaults, a step's tensors
-    go back to the system and fault in again (thousands of minor faults a step), and how many
-    depends on the order of frees, which differs per process and per mode (the same tree's
-    watch cost the MLP +6% to +15% in five processes, a steady +16-17% with these settings:
-    docs/benchmarks.md, issue 22, twenty-third round). jemalloc and TCMalloc, which PyTorch's
-    CPU tuning guide suggests, also keep freed memory for reuse. The line that says what was
-    done."""
+    """Set glibc's mmap threshold to 1 GiB (32 MiB where a glibc caps it there) and its trim
+    threshold to 2**31 - 1 bytes (mallopt), so the heap keeps what a step freed for the next:
+    with glibc's adaptive defaults, a step's tensors go back to the system and fault in again
+    (thousands of minor faults a step), and how many depends on the order of frees, which
+    differs per process and per mode (the same tree's watch cost the MLP +6% to +16% in five
+    processes, a steady +16-17% with these settings: docs/benchmarks.md, issue 22,
+    twenty-third round). jemalloc and TCMalloc, which PyTorch's CPU tuning guide suggests,
+    also keep freed memory for reuse. The line that says what was done."""
     import ctypes
     import ctypes.util
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
         mallopt = libc.mallopt
     except (OSError, AttributeError, TypeError):
-        return "no glibc mallopt here: the allocator as it comes\n"
+        return "no mallopt in this C library: the allocator as it comes\n"
     m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
-    if mallopt(m_mmap_threshold, 1 << 30) != 1 or mallopt(m_trim_threshold, 2**31 - 1) != 1:
-        return "glibc refused the thresholds: its malloc as it comes\n"
-    return ("glibc's malloc with fixed thresholds (mmap 1 GiB, trim 2 GiB: freed memory kept "
-            "for the next step; --malloc default for glibc's adaptive ones)\n")
+    mmap = next((f"{size >> 20} MiB" for size in (1 << 30, 32 << 20)
+                 if mallopt(m_mmap_threshold, size) == 1), None)
+    trim = mallopt(m_trim_threshold, 2**31 - 1) == 1
+    if mmap is None and not trim:
+        return "mallopt refused both thresholds: the allocator as it comes\n"
+    return (f"glibc's malloc with fixed thresholds (mmap {mmap or 'adaptive'}, trim "
+            f"{'2 GiB' if trim else 'adaptive'}: freed memory kept for the next step; "
+            "--malloc default for glibc's adaptive ones)\n")
 
 
 def base_watch(src: str):
@@ -205,7 +209,7 @@ def _minor_faults() -> int:
     """The process's minor page faults so far (0 where the resource module is missing)."""
     try:
         import resource
-    except ImportError:
+    except ImportError:  # (no such count here: the column reads 0)
         return 0
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 

@@ -411,7 +411,8 @@ class watch:
             # saved statistics themselves: no binade for their rounding; and the least invstd
             # (one word a channel; 0 where the kernel's variance overflowed)
             per_channel = output.numel() // output.shape[1] if output.shape[1] else 0
-            # (.item(): float() of a tensor takes twice as long in a step's hook, 24 us to 13)
+            # (.item(): 12.5 us in a step's hook against 23.6 for float() in one measurement,
+            # 8.3 against 9.3 in another: never slower)
             least = saved.min().item() if saved.numel() else 0.0
             floor = math.frexp(least)[1] - 1 if 0.0 < least < math.inf else None
             record.chain = functools.partial(
