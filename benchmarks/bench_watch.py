@@ -37,7 +37,12 @@ time depends on how many pages the heap gave back and faulted in again that step
 column counts each mode's minor page faults a step. `--clock cpu` times the
 stepping thread's CPU time instead of the wall clock (with `--threads 1` all of a CPU step's
 work runs on that thread): time lost to other processes on a shared machine is left out.
-`--base SRC` adds a seventh mode, the watch (with parameter grads) of the fpclass package under SRC
+On the MLP one more mode, "one exact-watch design for this model" (mlp_design_watch), is a
+watch written for that one model: it makes the reads that design needs and registers the
+hooks its proofs of the rest would need with empty bodies, an estimate of what an exact watch
+of that design would cost here with nothing else to do (a line under the table sets it against
+the target).
+`--base SRC` adds another mode, the watch (with parameter grads) of the fpclass package under SRC
 (another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
 two trees in one process, their steps alternating with the others.
 
@@ -53,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import importlib
 import math
 import os
@@ -79,6 +85,8 @@ from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
 
 #: issue 22's target for watch (with parameter gradients): at most this much a step.
 TARGET = 0.10
+#: The MLP's extra mode: mlp_design_watch.
+DESIGN = "one exact-watch design for this model (its reads, empty proof hooks)"
 
 
 def mlp(layers: int = 8, width: int = 512):
@@ -269,6 +277,8 @@ def run(args, name, what, model, inputs) -> None:
              "hooks reading in them (no other logic)": hooks_reading,
              "watch(grads=False)": watched, "watch (+ parameter grads)": watched_grads,
              "detect_anomaly(check_nan=True)": anomaly}
+    if mlp_design_watch.applies(model):
+        modes[DESIGN] = functools.partial(mlp_design_watch(model).step, step)
     if args.base_watch is not None:
         def base_grads():
             with args.base_watch(model):
@@ -336,6 +346,15 @@ def run(args, name, what, model, inputs) -> None:
     print(f"\ntarget (at most {TARGET:+.0%} a step, paired): watch {ours:+.1%}, "
           f"{'met' if ours <= TARGET else 'NOT met'}; hooks reading in them {least:+.1%}, "
           + floor_says)
+    if DESIGN in paired:
+        cost, err = paired[DESIGN] / base, spread[DESIGN] / base
+        verdict = (f"below the target by over twice its error: this design could meet it, with "
+                   f"{TARGET - cost:.1%} of the step left for its bodies"
+                   if cost + 2 * err <= TARGET else
+                   "above the target by over twice its error: this design cannot meet it here"
+                   if cost - 2 * err > TARGET else "not clearly on either side of the target")
+        print(f"\none exact-watch design for this model (mlp_design_watch: its reads, its "
+              f"proofs' hooks with empty bodies): {cost:+.1%} ± {err:.1%}, {verdict}")
     print(f"\nthe hooks reading in them read {reading.nbytes / 2**20:.1f} MiB a step (the last "
           "step's): outputs but those of " + ", ".join(KEEP_FINITE_NAMES) + ", each output's "
           "gradient, each parameter's gradient")
@@ -401,6 +420,78 @@ class in_step_reader:
         hook_tables.remove(self.handles)
         self.last = None
         threads.SPLIT = self.saved_choice
+
+
+class mlp_design_watch:
+    """One exact watch written for the MLP (Linear and ReLU alternating, Linear first and last,
+    2-d input), its reads made and its proofs' hooks registered with empty bodies: an estimate
+    of what that design would cost, not a lower bound over all watches. Its reads, each for a
+    magnitude bound (the proofs below need bounds): the model's input, each Linear's output, and
+    in one post-hook on each Linear's AddmmBackward0 node the gradient it makes for its input (a
+    ReLU's output) or, at the last Linear, the gradient it receives (the model output's, from
+    the loss). Reading each Linear's output and that gradient costs less than reading the weight
+    whose bound would prove both while 2 x batch < width (at batch 128, width 512, the weight is
+    twice their size). Its proofs, whose checks, bookkeeping and reports it takes as free:
+    - each Linear output's gradient is the mask ReLU's backward makes from the ReLU output's
+      gradient read finite, so finite (the Linear output having the ReLU as its one consumer,
+      and the ReLU output the next Linear, which a real watch would have to check);
+    - each parameter's gradient is bounded from the bounds of the Linear's input and output
+      gradient (dW = g^T x, db = the sum of g over the batch) when what a pre-hook on the
+      parameter receives is exactly the contribution the AddmmBackward0 node made (its
+      data_ptr() and _version, compared without keeping a reference: a kept one makes
+      AccumulateGrad copy the gradient) and .grad is None there (set_to_none=True); else it
+      would be read. The pre-hooks are registered empty;
+    - the model's own forward hook ends the pass, where a real watch drops the bounds it kept."""
+
+    def __init__(self, model):
+        self.model, self.checks = model, checker(torch)
+        self.linears = [m for m in model if isinstance(m, torch.nn.Linear)]
+        self.handles, self.added = [], []
+
+    @staticmethod
+    def applies(model) -> bool:
+        """Does the design fit `model`: a Sequential of Linear and ReLU alternating, Linear first
+        and last, every parameter requiring grad?"""
+        mods = list(model) if isinstance(model, torch.nn.Sequential) else []
+        return (len(mods) % 2 == 1 and all(p.requires_grad for p in model.parameters())
+                and all(isinstance(m, torch.nn.ReLU if i % 2 else torch.nn.Linear)
+                        for i, m in enumerate(mods)))
+
+    def bounded(self, t) -> None:
+        if t is not None and self.checks.magnitude(t) is None:
+            raise RuntimeError("a non-finite tensor in a benchmark step")
+
+    def addmm_ran(self, grad_inputs, grad_outputs) -> None:
+        self.bounded(grad_inputs[1])  # (bias's, input's, weight's transposed)
+
+    def last_ran(self, grad_inputs, grad_outputs) -> None:
+        self.bounded(grad_outputs[0])
+
+    def linear(self, module, args, kwargs, output) -> None:
+        if module is self.linears[0]:
+            self.bounded(args[0])
+        self.bounded(output)
+        node = output.grad_fn
+        if type(node).__name__ != "AddmmBackward0":
+            raise RuntimeError("mlp_design_watch takes 2-d inputs (a Linear's addmm), got "
+                               f"{type(node).__name__}")
+        self.handles.append(node.register_hook(
+            self.last_ran if module is self.linears[-1] else self.addmm_ran))
+
+    def step(self, step) -> None:
+        try:
+            for m in self.linears:
+                hook_tables.add_module_hook(self.added, m, self.linear, with_kwargs=True)
+            hook_tables.add_module_hook(self.added, self.model, _nothing, with_kwargs=True)
+            self.added += [p.register_hook(_nothing) for p in self.model.parameters()]
+            step()
+        finally:
+            hook_tables.remove(self.added)
+            hook_tables.remove(self.handles)
+
+
+def _nothing(*_):
+    return None
 
 
 def _spread(diffs: list) -> float:
