@@ -392,3 +392,26 @@ def test_a_parameter_that_is_no_leaf_gets_torchs_error():
         with ft.watch(model):
             pass
     assert hooks_left(model) == 0
+
+
+@pytest.mark.parametrize("block", [1024, 2])
+def test_hook_keys_never_meet_torchs_own(monkeypatch, block):
+    """The keys hook_tables writes under come from torch's handle counter, a block at a time:
+    hooks added by torch's register_hook in between, and across blocks, get numbers of their
+    own, so no entry of one table replaces another's and every hook runs."""
+    from fpclass.torch import hook_tables
+    monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", block)
+    monkeypatch.setattr(hook_tables, "_BLOCK", [0, 0, None])
+    t = torch.zeros(3, requires_grad=True) * 1
+    ran = []
+
+    def hook(tag):
+        return lambda g: ran.append(tag)
+
+    ours = [hook_tables.add_tensor_hook(t, hook(("ours", i)))[1] for i in range(3)]
+    theirs = [t.register_hook(hook(("torch's", i))).id for i in range(3)]
+    ours += [hook_tables.add_tensor_hook(t, hook(("ours", i)))[1] for i in range(3, 6)]
+    assert len(set(ours) | set(theirs)) == 9
+    t.sum().backward()
+    assert sorted(ran) == sorted([("ours", i) for i in range(6)]
+                                 + [("torch's", i) for i in range(3)])

@@ -1,12 +1,12 @@
 """torch's hook tables, written as torch's own register_*_hook methods write them but without a
 RemovableHandle for each hook: a watched step adds and removes some fifty hooks, and making their
 handles cost about a third of entering and leaving the context (docs/benchmarks.md, issue 22,
-eighteenth round). Every entry is keyed by a number from torch's own handle counter, so it never
-meets a key of torch's. torch's method is called instead, its handle kept, where the tables are
-not as these functions expect (another torch version), where the object's class has a method of
-its own (a ScriptModule refuses hooks; a subclass may do more), for a tensor that reroutes
-torch's functions, and while torch.compile traces the call (dynamo writes into its own copy of
-the tables, and knows torch's methods)."""
+eighteenth round). Every entry is keyed by a number from torch's own handle counter, taken a
+block at a time (_key), so it never meets a key of torch's. torch's method is called instead,
+its handle kept, where the tables are not as these functions expect (another torch version),
+where the object's class has a method of its own (a ScriptModule refuses hooks; a subclass may
+do more), for a tensor that reroutes torch's functions, and while torch.compile traces the call
+(dynamo writes into its own copy of the tables, and knows torch's methods)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _torch() -> list:
 def _direct(owner, method: str):
     """torch's handle counter when `owner`'s table for `method` is written here, else None (see
     the module's docstring; a tensor's own rerouting is its adder's to check: _plain)."""
-    counter, methods, compiling, _ = _torch()
+    counter, methods, compiling, _ = _TORCH or _torch()
     if counter is None:
         return None
     cls = type(owner)
@@ -58,12 +58,27 @@ def _direct(owner, method: str):
 def _plain(tensor) -> bool:
     """Does `tensor` leave torch's functions alone (no __torch_function__ of a subclass, which
     torch's register methods call)?"""
-    return not _torch()[3](tensor)
+    return not (_TORCH or _torch())[3](tensor)
+
+
+#: [the next key, the end] of the block of torch's handle numbers taken here, and the counter
+#: they were taken from.
+_BLOCK: list = [0, 0, None]
+#: Keys taken from torch's counter at a time: each take writes a class attribute, which
+#: invalidates the class's caches (a hook added inside a step paid about 1 us for it).
+_BLOCK_SIZE = 1024
 
 
 def _key(counter) -> int:
-    key = counter.next_id
-    counter.next_id = key + 1
+    """A number from torch's handle counter no handle of torch's has or will have: taken a block
+    at a time (the counter moves past the whole block at once)."""
+    block = _BLOCK
+    key = block[0]
+    if key >= block[1] or block[2] is not counter:
+        key = counter.next_id
+        counter.next_id = key + _BLOCK_SIZE
+        block[1], block[2] = key + _BLOCK_SIZE, counter
+    block[0] = key + 1
     return key
 
 
