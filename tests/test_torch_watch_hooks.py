@@ -398,7 +398,7 @@ def test_a_parameter_that_is_no_leaf_gets_torchs_error():
 def test_hook_keys_never_meet_torchs_own(monkeypatch, block):
     """The keys hook_tables writes under come from torch's handle counter, a block at a time:
     hooks added by torch's register_hook in between, and across blocks, get numbers of their
-    own, so no entry of one table replaces another's and every hook runs."""
+    own, so no entry in the table replaces another and every hook runs."""
     from fpclass.torch import hook_tables
     monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", block)
     monkeypatch.setattr(hook_tables, "_BLOCK", [0, 0, None])
@@ -409,9 +409,52 @@ def test_hook_keys_never_meet_torchs_own(monkeypatch, block):
         return lambda g: ran.append(tag)
 
     ours = [hook_tables.add_tensor_hook(t, hook(("ours", i)))[1] for i in range(3)]
+    assert hook_tables._BLOCK[2] is torch.utils.hooks.RemovableHandle  # written directly
     theirs = [t.register_hook(hook(("torch's", i))).id for i in range(3)]
     ours += [hook_tables.add_tensor_hook(t, hook(("ours", i)))[1] for i in range(3, 6)]
     assert len(set(ours) | set(theirs)) == 9
     t.sum().backward()
     assert sorted(ran) == sorted([("ours", i) for i in range(6)]
                                  + [("torch's", i) for i in range(3)])
+
+
+def test_hook_keys_skip_numbers_a_table_holds(monkeypatch):
+    """A handle unpickled from another process may hold a number of the block hook_tables has
+    taken (torch's counter only moves past that handle's own number): a number the table holds
+    is never used again, for a tensor's table and for a module's."""
+    from fpclass.torch import hook_tables
+    monkeypatch.setattr(hook_tables, "_BLOCK", [0, 0, None])
+    t = torch.zeros(3, requires_grad=True) * 1
+    ran = []
+    first = hook_tables.add_tensor_hook(t, lambda g: ran.append("ours"))[1]
+    for k in (first + 1, first + 2):  # as an unpickled handle's entries
+        t._backward_hooks[k] = lambda g, k=k: ran.append(k)
+    keys = [hook_tables.add_tensor_hook(t, lambda g: ran.append("ours"))[1] for _ in range(2)]
+    assert not {first + 1, first + 2} & set(keys)
+    t.sum().backward()
+    assert sorted(map(str, ran)) == sorted(["ours"] * 3 + [str(first + 1), str(first + 2)])
+    m, added = nn.Linear(2, 2), []
+    nxt = hook_tables._BLOCK[0]
+    m._forward_hooks[nxt] = lambda *a: None  # (an unpickled module's hook)
+    hook_tables.add_module_hook(added, m, lambda *a: None)
+    assert len(m._forward_hooks) == 2
+    hook_tables.remove(added)
+    assert list(m._forward_hooks) == [nxt]
+
+
+def test_hook_keys_follow_the_counter(monkeypatch):
+    """Keys come from the counter hook_tables is given now: another one (a torch whose handle
+    class is another), or the same one moved back below the block, starts a block of its own
+    and moves past it."""
+    from fpclass.torch import hook_tables
+    hook_tables.add_tensor_hook(torch.zeros(1, requires_grad=True) * 1, lambda g: None)
+
+    class Counter:
+        next_id = 10 ** 9
+
+    monkeypatch.setattr(hook_tables, "_TORCH", [Counter, *hook_tables._torch()[1:]])
+    key = hook_tables.add_tensor_hook(torch.zeros(1, requires_grad=True) * 1, lambda g: None)[1]
+    assert key == 10 ** 9 and Counter.next_id > key
+    Counter.next_id = 5  # moved back below the block (torch would hand out 5, 6, ... again)
+    key = hook_tables.add_tensor_hook(torch.zeros(1, requires_grad=True) * 1, lambda g: None)[1]
+    assert key == 5 and Counter.next_id > key

@@ -69,17 +69,22 @@ _BLOCK: list = [0, 0, None]
 _BLOCK_SIZE = 1024
 
 
-def _key(counter) -> int:
-    """A number from torch's handle counter no handle of torch's has or will have: taken a block
-    at a time (the counter moves past the whole block at once)."""
+def _key(counter, table) -> int:
+    """A number from torch's handle counter for a new entry of `table`: one no entry of it has
+    and no handle torch makes from now on will have. Numbers are taken a block at a time, the
+    counter moved past the whole block (a new block where it was moved back below it); a handle
+    unpickled from another process may hold one of the block's numbers, hence the table's
+    check."""
     block = _BLOCK
-    key = block[0]
-    if key >= block[1] or block[2] is not counter:
-        key = counter.next_id
-        counter.next_id = key + _BLOCK_SIZE
-        block[1], block[2] = key + _BLOCK_SIZE, counter
-    block[0] = key + 1
-    return key
+    while True:
+        key = block[0]
+        if key >= block[1] or block[2] is not counter or counter.next_id < block[1]:
+            key = counter.next_id
+            counter.next_id = key + _BLOCK_SIZE
+            block[1], block[2] = key + _BLOCK_SIZE, counter
+        block[0] = key + 1
+        if key not in table:
+            return key
 
 
 def add_module_hook(added: list, module, hook, *, pre: bool = False,
@@ -91,9 +96,9 @@ def add_module_hook(added: list, module, hook, *, pre: bool = False,
     if counter is None:
         added.append(getattr(module, method)(hook, with_kwargs=with_kwargs, prepend=prepend))
         return
-    key = _key(counter)
     hooks, flags = ((module._forward_pre_hooks, module._forward_pre_hooks_with_kwargs) if pre
                     else (module._forward_hooks, module._forward_hooks_with_kwargs))
+    key = _key(counter, hooks)  # (a flag's key is its hook's)
     if with_kwargs:  # the flag first: another thread's call never meets the hook without it
         flags[key] = True
     hooks[key] = hook
@@ -114,7 +119,7 @@ def add_post_accumulate_hook(added: list, parameter, hook) -> None:
     hooks = parameter._post_accumulate_grad_hooks
     if hooks is None:  # setting the table is what installs it in autograd
         parameter._post_accumulate_grad_hooks = hooks = OrderedDict()
-    key = _key(counter)
+    key = _key(counter, hooks)
     hooks[key] = hook
     added.append((hooks, key))
 
@@ -132,7 +137,7 @@ def add_tensor_hook(tensor, hook):
         node = tensor.grad_fn
         if node is not None:
             node._register_hook_dict(tensor)
-    key = _key(counter)
+    key = _key(counter, hooks)
     hooks[key] = hook
     return weakref.ref(hooks), key
 
