@@ -10,10 +10,12 @@ import math
 import sys
 import threading
 import weakref
+from typing import NamedTuple
 
 from . import hook_tables, parameters
 from .findings import Finding, NonFiniteError, Policy, selector
-from .tensors import UNBOUNDED, argument_names, checker, input_tensors, mask_selector, tensors
+from .tensors import (UNBOUNDED, argument_names, checker, dense, input_tensors, mask_selector,
+                      tensors)
 
 __all__ = ["watch"]
 
@@ -54,6 +56,11 @@ class watch:
         self._lock = threading.Lock()
         self._last: _Pass | None = None
         self._holding: set = set()  # the passes holding gradients (_hold), any thread's
+        # id(parameter) -> _Claim: its gradient as a Linear's node made it, finite
+        # (_parameters_made), and the backward whose end drops them
+        self._claims: dict = {}
+        self._claims_task = None
+        self._claimable: set = set()  # ids of the parameters whose gradients are hooked
 
     # -- the context ---------------------------------------------------------------------------
 
@@ -113,6 +120,8 @@ class watch:
             parameters.hook_gradients(
                 self._owners, self._modules,
                 functools.partial(_opaque(watch._parameter_gradient), self), register)
+            self._claimable = {id(p) for name, _, _, p in self._owners.values()
+                               if name in self._modules and p.requires_grad}
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
@@ -133,6 +142,7 @@ class watch:
                 _let_go(holding)
             self._holding.clear()
             self._active = False
+            self._claims.clear()
             hook_tables.remove(self._handles)
             if state is not None:
                 state.forget()
@@ -169,6 +179,8 @@ class watch:
         for state in [s for s in self._holding if s.thread == thread]:
             self._read_held(state)
         self._local.state = self._last = _Pass()
+        if self._claims:  # an earlier backward's, never taken (autograd.grad): their memory
+            self._claims.clear()
         self._checker.pass_started()
 
     def _end(self, module, args, output):
@@ -291,6 +303,8 @@ class watch:
             if (input_seen is not None and type(module) in _MASKS
                     and args[0].numel() >= MASK_MIN and _apart(module)):
                 self._mask_backward(state, module, args[0], output, input_seen)
+            if node in _PRODUCTS and self.grads and type(module) in _LINEAR_MAPS:
+                self._parameters_backward(state, module, args, kwargs, output, node)
         checked = state.checked
         if trusted and self._keeps_finite(state, args, output):
             # finite in, finite out: known without a read, and bounded as the class says (the
@@ -477,6 +491,96 @@ class watch:
             record.chain = functools.partial(_convolution_rule, kw, terms)
         return k if k < limit else None
 
+    def _parameters_backward(self, state, module, args, kwargs, output, node) -> None:
+        """`output` of torch's own Linear (computing as torch does) is addmm(bias, x, W.t()) or,
+        without a bias, mm(x, W.t()) of its one 2-d input x, made by autograd's `node`
+        (_PRODUCTS): its backward makes W's gradient as x.t() @ g and the bias's (one element
+        per output column) as g summed over x's n rows, from g, the gradient of `output`. With
+        x bounded in this pass (read here when it is a small part of W) and g read with a bound
+        when it arrives, each element of those two gradients is a sum of n terms under a bound,
+        below its format's largest binade: finite unread. The node's post-hook
+        (_parameters_made) notes them; the parameters' own hooks take them when each .grad is
+        exactly what the node made (_claimed). Like every proof here it rests on version
+        counters: a write they do not see (through .data, NumPy) passes unseen."""
+        weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+        plain = self._checker.plain
+        if kwargs or len(args) != 1 or type(weight) not in plain or weight.dim() != 2:
+            return
+        x = args[0]
+        if (type(x) is not self._tensor or x.dim() != 2 or not output.is_cpu
+                or weight.numel() < max(PARAMETER_MIN, output.numel())  # (g is read instead)
+                or not weight.requires_grad
+                or x.dtype != output.dtype or weight.dtype != output.dtype
+                or (bias is None) != (node == _MM)  # (mm's first gradient is x's)
+                or (bias is not None and (type(bias) not in plain or bias.dtype != output.dtype
+                                          or bias.shape != weight.shape[:1]))  # (a broadcast
+                or x.is_inference() or id(weight) not in self._claimable  # bias sums more)
+                or not self._as_torch_computes(module) or not _torch_functions()
+                or _TABLES["saved_hooks"](False) is not None):  # (the node unpacks x)
+            return
+        made = state.seen.get(id(output))
+        if made is None or made.tensor is not output or made.version != _version(output):
+            return
+        kx = _known_bound(state, x)
+        if kx is None and x.numel() * LINEAR_SHARE <= weight.numel():  # read: cheaper than W's
+            kx = self._magnitude(x)
+            if kx is None:
+                return
+            _remember(state, x, None, kx)
+        if kx is None or kx >= UNBOUNDED:
+            return
+        made.gradient.wanted = True  # g read with its bound (not held for a sum: _gradient)
+        output.grad_fn.register_hook(functools.partial(
+            _opaque(watch._parameters_made), self, state, made.gradient, kx, x.shape[0], weight,
+            bias if bias is not None and id(bias) in self._claimable else None,
+            _PRODUCTS[node]))
+
+    def _parameters_made(self, state, record, kx, rows, weight, bias, index, grad_inputs,
+                         grad_outputs) -> None:
+        """The post-hook of a Linear's node (_parameters_backward; `record`: its output's
+        gradient record): from g (`grad_outputs[0]`), read with a bound in this backward by
+        watch's hook, the last of the output's, and unwritten since, the weight's gradient the
+        node made (`grad_inputs[index]`) and the bias's (`grad_inputs[0]`) are claimed finite
+        until the end of this backward."""
+        if not self._active or not grad_outputs or _modes():
+            return  # (a mode active in the backward may compute them otherwise)
+        kg = _bound_of(state, grad_outputs[0])
+        if kg is None or kg >= UNBOUNDED or not _last_hook(record):
+            return
+        terms = max(rows - 1, 0).bit_length()  # a sum of `rows` terms
+        limit_of, tensor, claims = self._checker.magnitude_limit, _TABLES["tensor"], self._claims
+        for param, at, k in ((weight, index, max(kx + kg + terms, kx, kg)),
+                             (bias, 0, kg + terms)):
+            made = grad_inputs[at] if param is not None and at < len(grad_inputs) else None
+            if type(made) is not tensor or not dense(made):
+                continue
+            limit = limit_of(made.dtype)
+            if limit is None or k + LINEAR_MARGIN >= limit:
+                continue
+            task = _TABLES["task"]()
+            if task != self._claims_task:  # the first claim of this backward: its end drops
+                try:                        # those never taken (autograd.grad) and their memory
+                    _TABLES["queue"](claims.clear)
+                except RuntimeError:  # not in a backward of autograd's engine
+                    return
+                self._claims_task = task
+            # the memory held (never the tensor: the parameter's node may take it as .grad)
+            claims[id(param)] = _Claim(param, made.untyped_storage(), made.data_ptr(),
+                                       made.numel(), made.dtype, made._version)
+
+    def _claimed(self, param, grad) -> bool:
+        """Is `grad`, param's .grad, exactly the finite gradient a Linear's node made for it in
+        this backward (_parameters_made): that memory, all of it, unwritten since, with no
+        hook of anyone else's on the parameter that could have written it unseen?"""
+        claim = self._claims.pop(id(param), None)
+        if (claim is None or claim.param is not param or type(grad) is not self._tensor
+                or grad.layout is not _TABLES["strided"] or param._backward_hooks
+                or len(param._post_accumulate_grad_hooks or ()) != 1):
+            return False
+        return (grad.data_ptr() == claim.address and grad.numel() == claim.numel
+                and grad.dtype == claim.dtype and grad._version == claim.version
+                and grad.is_contiguous())
+
     def _mask_backward(self, state, module, received, output, seen) -> None:
         """A _MASKS module (torch's own, one the rules hold for: _holds_for and _apart, the
         caller's duty) made `output` from `received`, met as `seen`: its backward will write
@@ -569,7 +673,7 @@ class watch:
             self._finite_gradient(record, grad)
         elif state.bounds and _bound_of(state, grad) is not None:  # a node made it bounded
             self._finite_gradient(record, grad)
-        elif record.summed is None or not self._hold(state, record, grad):
+        elif record.summed is None or record.wanted or not self._hold(state, record, grad):
             self._check_gradient(state, record, grad)
 
     def _finite_gradient(self, record, grad) -> None:
@@ -586,10 +690,8 @@ class watch:
         when no other tensor hook can replace it or write into it before that node runs (this
         hook is the tensor's last) and it carries no graph of its own to keep alive; the end
         of this backward reads it should that node not run (_ended)."""
-        table, key = record.handle
-        hooks = table()
-        if (hooks is None or next(reversed(hooks)) != key
-                or type(grad) is not self._tensor or grad.grad_fn is not None):
+        if (not _last_hook(record) or type(grad) is not self._tensor
+                or grad.grad_fn is not None):
             return False
         if record.held is not None:  # a retained graph's backward again, the last one having
             self._read_held(state, record)  # raised before the node ran: that gradient first
@@ -670,7 +772,7 @@ class watch:
         a failing class (a gradient that has just `arrived` after the ones held: those first).
         A finite one's bound is noted where the node that uses it next carries bounds (a
         convolution's or a norm's chain, a mask: _bounded_backward, _mask_backward_ran)."""
-        if record.chain is None and not record.keep:  # no carrier next: no bound wanted
+        if record.chain is None and not record.keep and not record.wanted:  # no bound wanted
             finite = self._finite(grad)
         else:
             bound = self._magnitude(grad)
@@ -707,7 +809,9 @@ class watch:
 
     def _parameter_gradient(self, param):
         grad = param.grad
-        if not self._active or grad is None or self._finite(grad):
+        if not self._active or grad is None:
+            return
+        if (self._claims and self._claimed(param, grad)) or self._finite(grad):
             return
         described = self._checker.describe(grad)
         if not self.policy.failing(described[0]):
@@ -830,6 +934,16 @@ _LINEAR_MAP_NAMES = ("Linear", "Conv1d", "Conv2d", "Conv3d")
 _LINEAR_MAPS: set = set()
 #: class -> torch's own _conv_forward of it (the convolutions' forward calls it).
 _TORCH_CONV_FORWARD: dict = {}
+#: autograd's nodes of torch's Linear over a 2-d input (addmm with a bias, mm without) -> where
+#: its weight's gradient is among the gradients the node makes (addmm's first is the bias's).
+_MM = "MmBackward0"
+_PRODUCTS = {"AddmmBackward0": 2, _MM: 1}
+#: The least elements a Linear's weight needs for its gradients' proof instead of their reads
+#: (watch._parameters_backward; and at least as many as the output, whose gradient is then read
+#: with a bound): the proof's node hook and checks cost more than the read of a 2^18-element
+#: weight in a step, less than a 2^20-element one's (docs/benchmarks.md, issue 22,
+#: twenty-fifth round).
+PARAMETER_MIN = 1 << 20
 #: The least elements a Linear's or convolution's output needs for its bound instead of a read,
 #: and how many times larger than what the bound reads (weight, bias, an unbounded input) it
 #: must be: a read of the output is the same pass over memory.
@@ -902,7 +1016,7 @@ class _Gradient:
     the graph alive in turn."""
 
     __slots__ = ("roles", "keep", "finite", "proven", "newer", "bad", "handle", "summed", "held",
-                 "chain")
+                 "chain", "wanted")
 
     def __init__(self):
         self.roles: list = []
@@ -913,6 +1027,27 @@ class _Gradient:
         self.bad = False    # its gradient was found non-finite
         self.chain = None   # the summing node's rule: a bound on its input's gradient from one
                             # on this version's (_bounded_backward)
+        self.wanted = False  # its bound is noted for a Linear's parameters (_parameters_made)
+
+
+class _Claim(NamedTuple):
+    """A parameter's gradient as a Linear's node made it, proven finite (watch._parameters_made):
+    its storage (held, so no other tensor takes its address), address, size, dtype, version."""
+
+    param: object
+    storage: object
+    address: int
+    numel: int
+    dtype: object
+    version: int
+
+
+def _last_hook(record) -> bool:
+    """Is the gradient hook of `record` (a _Gradient) the last one its tensor has (no later hook
+    of anyone else's could replace or write the gradient it read)?"""
+    table, key = record.handle
+    hooks = table()
+    return hooks is not None and next(reversed(hooks), None) == key
 
 
 def _mask_backward_ran(state, made, received, grad_inputs, grad_outputs) -> None:
@@ -1199,7 +1334,7 @@ def _fill_tables(torch) -> None:
     _TABLES.update(tensor=torch.Tensor, modes=checker(torch).modes_active,
                    saved_hooks=saved_hooks or (lambda ignore_tracing: "unknown"),
                    queue=torch.autograd.Variable._execution_engine.queue_callback,
-                   task=torch._C._current_graph_task_id)
+                   task=torch._C._current_graph_task_id, strided=torch.strided)
 
 
 def _torch_functions() -> bool:
