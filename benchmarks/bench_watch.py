@@ -6,6 +6,7 @@
     python benchmarks/bench_watch.py --threads 1 --clock cpu --batch 16,4  # a loaded machine
     python benchmarks/bench_watch.py --base /work/main/src     # an A/B against another tree
     python benchmarks/bench_watch.py --malloc default  # glibc's adaptive malloc thresholds
+    python benchmarks/bench_watch.py --models transformer --transformer-width 1024 --batch 64
 
 A step: zero the grads, forward, mean-square loss, backward, SGD update. The models: the README's
 8-layer 512-wide MLP, a two-layer transformer encoder with a causal float mask, and a small
@@ -130,9 +131,10 @@ def models(args, batch: int) -> dict:
     if "transformer" in args.models:
         seq = 64
         mask = torch.nn.Transformer.generate_square_subsequent_mask(seq)
-        out["transformer"] = (f"2-layer transformer encoder (width 256, 4 heads, causal float "
-                              f"mask), batch {max(1, batch // 8)} x {seq} tokens", Encoder(),
-                              (torch.randn(max(1, batch // 8), seq, 256), mask))
+        width = args.transformer_width
+        out["transformer"] = (f"2-layer transformer encoder (width {width}, 4 heads, causal "
+                              f"float mask), batch {max(1, batch // 8)} x {seq} tokens",
+                              Encoder(width), (torch.randn(max(1, batch // 8), seq, width), mask))
     if "cnn" in args.models:
         x = torch.randn(max(1, batch // 4), 3, 32, 32).to(memory_format=torch.channels_last)
         model = cnn().to(memory_format=torch.channels_last)
@@ -144,7 +146,9 @@ def models(args, batch: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--width", type=int, default=512, help="the MLP's width")
+    ap.add_argument("--transformer-width", type=int, default=256,
+                    help="the transformer's width (its feed-forward Linears 4 times as wide)")
     ap.add_argument("--batch", default="128,16", help="batch sizes, comma-separated")
     ap.add_argument("--models", default="mlp,transformer,cnn", help="mlp, transformer, cnn")
     ap.add_argument("--steps", type=int, default=100)

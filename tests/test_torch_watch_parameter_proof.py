@@ -19,8 +19,10 @@ from test_torch_watch_norm_bound import Scale, read_addresses  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def proof_at_every_size(monkeypatch):
-    """The proof on these small weights too (it starts at PARAMETER_MIN elements)."""
+    """The proof on these small weights too, and on weights no larger than their outputs (it
+    starts at PARAMETER_MIN elements, PARAMETER_SHARE times the output's)."""
     monkeypatch.setattr(watching, "PARAMETER_MIN", 0)
+    monkeypatch.setattr(watching, "PARAMETER_SHARE", 1)
 
 
 def _mlp(inplace=False, bias=True, tied=False):
@@ -42,8 +44,14 @@ def _non_finite(model) -> set:
             if p.grad is not None and not bool(torch.isfinite(p.grad).all())}
 
 
-def test_the_proof_leaves_the_parameter_gradients_unread(monkeypatch):
-    model, x = _mlp(), torch.randn(4, 16)
+#: Inputs of 2, 3 and 4 dimensions (over 2, torch's Linear flattens the rows: a view of addmm's)
+SHAPES = [(4, 16), (2, 2, 16), (2, 1, 2, 16)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no bias"])
+def test_the_proof_leaves_the_parameter_gradients_unread(monkeypatch, shape, bias):
+    model, x = _mlp(bias=bias), torch.randn(*shape)
     addresses = read_addresses(monkeypatch)
     with ft.watch(model) as w:
         model(x).square().sum().backward()
@@ -54,9 +62,11 @@ def test_the_proof_leaves_the_parameter_gradients_unread(monkeypatch):
     assert unread == set(grads)
 
 
-def test_without_the_proof_every_parameter_gradient_is_read(monkeypatch):
-    """The address record above sees the parameters' reads when there is no proof."""
-    monkeypatch.setattr(watching, "PARAMETER_MIN", 1 << 60)
+@pytest.mark.parametrize("limit", ["PARAMETER_MIN", "PARAMETER_SHARE"])
+def test_without_the_proof_every_parameter_gradient_is_read(monkeypatch, limit):
+    """The address record above sees the parameters' reads when there is no proof: weights
+    below PARAMETER_MIN, or below PARAMETER_SHARE times their output."""
+    monkeypatch.setattr(watching, limit, 1 << 60)
     model, x = _mlp(), torch.randn(4, 16)
     addresses = read_addresses(monkeypatch)
     with ft.watch(model):
@@ -64,10 +74,11 @@ def test_without_the_proof_every_parameter_gradient_is_read(monkeypatch):
     assert all(p.grad.data_ptr() in addresses for p in model.parameters())
 
 
-def test_a_gradient_that_overflows_is_read_and_reported():
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_a_gradient_that_overflows_is_read_and_reported(shape):
     """x near 1e30 and g 1e10: each product is finite, the weight's gradient +Inf."""
     model = nn.Sequential(nn.Linear(16, 16))
-    x = torch.full((4, 16), 1e30)
+    x = torch.full(shape, 1e30)
     with ft.watch(model, raise_on=False) as w:
         out = model(x)
         out.backward(torch.full_like(out, 1e10))
@@ -77,13 +88,14 @@ def test_a_gradient_that_overflows_is_read_and_reported():
     assert found.counts["posinf"] == 16 * 16
 
 
-def test_the_bound_counts_the_rows_summed():
+@pytest.mark.parametrize("rows", [(2048,), (2, 1024), (2, 2, 512)], ids=str)
+def test_the_bound_counts_the_rows_summed(rows):
     """2048 rows of x and g near 1.9 * 2^58 (each below 2^59): each product is below 2^118, the
     sum over the rows +Inf."""
     near = 1.9 * 2.0 ** 58
     torch.manual_seed(0)
     model = nn.Sequential(Scale(1.0), nn.Linear(2048, 1))
-    x = torch.full((2048, 2048), near)
+    x = torch.full((*rows, 2048), near)
     with ft.watch(model, raise_on=False) as w:
         out = model(x)
         out.backward(torch.full_like(out, near))
@@ -122,14 +134,15 @@ def test_a_gradient_written_after_accumulation_is_read():
     assert _non_finite(model) == {"0.bias"} == _flagged(w)
 
 
+@pytest.mark.parametrize("dims", SHAPES, ids=str)
 @pytest.mark.parametrize("shape", ["plain", "inplace", "no bias", "tied"])
 @pytest.mark.parametrize("scale", [1.0, 1e18, 1e36])
-def test_every_non_finite_parameter_gradient_is_reported(shape, scale):
+def test_every_non_finite_parameter_gradient_is_reported(shape, scale, dims):
     """Inputs from ordinary to near float32's largest: wherever torch's gradients overflow,
     watch reports exactly those parameters."""
     model = _mlp(inplace=shape == "inplace", bias=shape != "no bias", tied=shape == "tied")
     torch.manual_seed(1)
-    x = torch.randn(4, 16) * scale
+    x = torch.randn(*dims) * scale
     with ft.watch(model, raise_on=False) as w:
         out = model(x)
         out.backward(torch.randn_like(out) * scale)
@@ -261,3 +274,20 @@ def test_a_gradient_written_in_place_by_the_accumulating_node_s_hook_is_read():
     with ft.watch(model, raise_on=False) as w:
         model(x).square().sum().backward()
     assert _non_finite(model) == {"2.weight"} == _flagged(w)
+
+
+@pytest.mark.parametrize("shape", [(4, 64), (2, 2, 64)], ids=str)
+def test_a_backward_under_autocast_is_read(shape):
+    """A float32 forward outside autocast, its backward inside CPU autocast to float16 (as a
+    loop whose loss and backward are in the autocast block): the node's mm runs in half and
+    overflows, then is cast back to float32."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64))
+    x = torch.full(shape, 3e4)
+    with ft.watch(model, raise_on=False) as w:
+        with torch.autocast("cpu", dtype=torch.float16):
+            with torch.autocast("cpu", enabled=False):
+                out = model(x)
+            (out.float() * 4).sum().backward()
+    assert "0.weight" in _non_finite(model)
+    assert _flagged(w) == _non_finite(model)

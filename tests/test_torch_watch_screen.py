@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import fpclass.torch as ft  # noqa: E402
 from fpclass.kernels import threads  # noqa: E402
 from fpclass.operators.buffers import nonfinite_screen  # noqa: E402
 from fpclass.torch.tensors import SUM_MIN, checker  # noqa: E402
@@ -300,3 +301,18 @@ def test_watch_raises_on_a_summed_gradient(two_threads, monkeypatch):
     err = caught.value
     assert (err.module, err.direction, err.tensor) == ("1", "backward", "gradient of output")
     assert err.counts["nan"] == 1
+
+
+@pytest.mark.parametrize("bad", [None, 5], ids=["finite", "NaN in one batch element"])
+def test_a_watched_model_under_vmap_is_read_through_its_wrappers(bad):
+    """torch.vmap's batched tensors have no storage of their own: watch reads the tensor they
+    wrap (every batch element's values), never fails on them."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 4))
+    x = torch.randn(8, 1, 64)
+    if bad is not None:
+        x[bad, 0, 3] = float("nan")
+    with ft.watch(model, raise_on=False) as w:
+        torch.vmap(model)(x).sum().backward()
+    forward = [f for f in w.findings if f.direction == "forward"]
+    assert [f.counts["nan"] for f in forward] == ([] if bad is None else [4])

@@ -171,7 +171,11 @@ class Checker:
         def finite(t) -> bool:
             screen = screens.get(t.dtype)
             if screen is not None and in_place(t):
-                return summed(t) or not screen(t.data_ptr(), t.numel())
+                try:
+                    address = t.data_ptr()
+                except RuntimeError:  # no storage of its own (functorch's wrappers)
+                    return general(t)
+                return summed(t) or not screen(address, t.numel())
             return general(t)
         finite.__doc__ = self._finite.__doc__
         return finite
@@ -228,7 +232,11 @@ class Checker:
             2**k (UNBOUNDED where no bound is read: a dtype or a layout without one)."""
             bound = (bounds.get(t.dtype) or self._bounds(t.dtype))[0]
             if bound is not None and in_place(t):
-                return bound(t.data_ptr(), t.numel())
+                try:
+                    address = t.data_ptr()
+                except RuntimeError:  # no storage of its own (functorch's wrappers)
+                    return UNBOUNDED if finite(t) else None
+                return bound(address, t.numel())
             return UNBOUNDED if finite(t) else None
         return magnitude
 
@@ -255,6 +263,7 @@ class Checker:
         torch = self.torch
         if not (t.is_floating_point() or t.is_complex()):
             return True
+        t = self.physical(t)
         if t.layout is not torch.strided:  # sparse (an Embedding's sparse gradient): its values
             t = t.coalesce().values() if t.layout is torch.sparse_coo else t.values()
         if t.is_cpu and t.layout is torch.strided and type(t) in self.plain:
@@ -278,6 +287,17 @@ class Checker:
         except (RuntimeError, NotImplementedError):  # no isfinite kernel for this dtype there
             return bool(torch.isfinite(t.float()).all())
 
+    def physical(self, t):
+        """`t`, or under torch.func's transforms (vmap, grad) the tensor it wraps, to the
+        innermost: its memory, every batch's values in it (a wrapper has no storage of its
+        own)."""
+        functorch = getattr(self.torch._C, "_functorch", None)
+        if functorch is None:
+            return t
+        while functorch.is_functorch_wrapped_tensor(t):
+            t = functorch.get_unwrapped(t)
+        return t
+
     def _screen_for(self, dtype):
         from ..operators.buffers import nonfinite_screen
         np_dtype = self.adapter.numpy_dtype(dtype)
@@ -287,7 +307,7 @@ class Checker:
         """(counts, first index) of a non-finite tensor; a complex one's counts are of its
         parts."""
         torch = self.torch
-        t = t.detach()
+        t = self.physical(t).detach()
         if t.layout is not torch.strided:  # sparse: where it is in the dense tensor (seldom met)
             t = t.to_dense()
         parts = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t

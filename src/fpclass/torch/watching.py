@@ -303,7 +303,8 @@ class watch:
             if (input_seen is not None and type(module) in _MASKS
                     and args[0].numel() >= MASK_MIN and _apart(module)):
                 self._mask_backward(state, module, args[0], output, input_seen)
-            if node in _PRODUCTS and self.grads and type(module) in _LINEAR_MAPS:
+            if ((node in _PRODUCTS or node in _FLATTENED) and self.grads
+                    and type(module) in _LINEAR_MAPS):
                 self._parameters_backward(state, module, args, kwargs, output, node)
         checked = state.checked
         if trusted and self._keeps_finite(state, args, output):
@@ -493,8 +494,9 @@ class watch:
 
     def _parameters_backward(self, state, module, args, kwargs, output, node) -> None:
         """`output` of torch's own Linear (computing as torch does) is addmm(bias, x, W.t()) or,
-        without a bias, mm(x, W.t()) of its one 2-d input x, made by autograd's `node`
-        (_PRODUCTS): its backward makes W's gradient as x.t() @ g and the bias's (one element
+        without a bias, mm(x, W.t()) of its one input x, made by autograd's `node` (_PRODUCTS;
+        over more dimensions, a view of that of x's rows flattened, `node` the view's:
+        _FLATTENED): its backward makes W's gradient as x.t() @ g and the bias's (one element
         per output column) as g summed over x's n rows, from g, the gradient of `output`. With
         x bounded in this pass (read here when it is a small part of W) and g read with a bound
         when it arrives, each element of those two gradients is a sum of n terms under a bound,
@@ -506,9 +508,16 @@ class watch:
         plain = self._checker.plain
         if kwargs or len(args) != 1 or type(weight) not in plain or weight.dim() != 2:
             return
-        x = args[0]
-        if (type(x) is not self._tensor or x.dim() != 2 or not output.is_cpu
-                or weight.numel() < max(PARAMETER_MIN, output.numel())  # (g is read instead)
+        x, view = args[0], None
+        if type(x) is not self._tensor:
+            return
+        if node in _FLATTENED:  # the product's gradient is g reshaped (a post-hook notes it)
+            view, product = output.grad_fn, output.grad_fn.next_functions
+            node = type(product[0][0]).__name__ if len(product) == 1 else None
+            if node not in _PRODUCTS or x.dim() < 3:
+                return
+        if ((view is None and x.dim() != 2) or not output.is_cpu
+                or weight.numel() < max(PARAMETER_MIN, PARAMETER_SHARE * output.numel())
                 or not weight.requires_grad
                 or x.dtype != output.dtype or weight.dtype != output.dtype
                 or (bias is None) != (node == _MM)  # (mm's first gradient is x's)
@@ -530,8 +539,13 @@ class watch:
         if kx is None or kx >= UNBOUNDED:
             return
         made.gradient.wanted = True  # g read with its bound (not held for a sum: _gradient)
-        output.grad_fn.register_hook(functools.partial(
-            _opaque(watch._parameters_made), self, state, made.gradient, kx, x.shape[0], weight,
+        product = output.grad_fn
+        if view is not None:
+            view.register_hook(functools.partial(_opaque(_reshape_ran), state))
+            product = view.next_functions[0][0]
+        product.register_hook(functools.partial(
+            _opaque(watch._parameters_made), self, state, made.gradient, kx,
+            math.prod(x.shape[:-1]), weight,
             bias if bias is not None and id(bias) in self._claimable else None,
             _PRODUCTS[node]))
 
@@ -539,12 +553,13 @@ class watch:
                          grad_outputs) -> None:
         """The post-hook of a Linear's node (_parameters_backward; `record`: its output's
         gradient record): from g (`grad_outputs[0]`), read with a bound in this backward by
-        watch's hook, the last of the output's, and unwritten since, the weight's gradient the
+        watch's hook, the last of the output's (or g reshaped: _reshape_ran), and unwritten
+        since, the weight's gradient the
         node made (`grad_inputs[index]`) and the bias's (`grad_inputs[0]`) are claimed finite
         until the end of this backward."""
-        if not self._active or not grad_outputs or _modes():
-            return  # (a mode active in the backward may compute them otherwise)
-        kg = _bound_of(state, grad_outputs[0])
+        if not self._active or not grad_outputs or _modes() or _TABLES["autocast"]():
+            return  # (a mode, or autocast, active in the backward may compute them otherwise:
+        kg = _bound_of(state, grad_outputs[0])  # mm in float16, then cast back)
         if kg is None or kg >= UNBOUNDED or not _last_hook(record):
             return
         terms = max(rows - 1, 0).bit_length()  # a sum of `rows` terms
@@ -938,12 +953,18 @@ _TORCH_CONV_FORWARD: dict = {}
 #: its weight's gradient is among the gradients the node makes (addmm's first is the bias's).
 _MM = "MmBackward0"
 _PRODUCTS = {"AddmmBackward0": 2, _MM: 1}
+#: autograd's nodes of the view torch's Linear returns over a contiguous input of more than 2
+#: dimensions: the product (addmm's, or mm's without a bias) of its rows flattened, reshaped.
+_FLATTENED = frozenset({"ViewBackward0", "UnsafeViewBackward0"})
 #: The least elements a Linear's weight needs for its gradients' proof instead of their reads
-#: (watch._parameters_backward; and at least as many as the output, whose gradient is then read
-#: with a bound): the proof's node hook and checks cost more than the read of a 2^18-element
-#: weight in a step, less than a 2^20-element one's (docs/benchmarks.md, issue 22,
-#: twenty-fifth round).
+#: (watch._parameters_backward): the proof's node hook and checks cost more than the read of a
+#: 2^18-element weight in a step, less than a 2^20-element one's; and how many times the output
+#: it must be, the output's gradient being read with its bound then (fpclass's screen on one
+#: thread, about 3.6 times torch's sum on two once past the caches, where that gradient would
+#: have been read by torch's sum or not at all, held for its bias's sum): docs/benchmarks.md,
+#: issue 22, twenty-fifth round.
 PARAMETER_MIN = 1 << 20
+PARAMETER_SHARE = 4
 #: The least elements a Linear's or convolution's output needs for its bound instead of a read,
 #: and how many times larger than what the bound reads (weight, bias, an unbounded input) it
 #: must be: a read of the output is the same pass over memory.
@@ -1040,6 +1061,20 @@ class _Claim(NamedTuple):
     numel: int
     dtype: object
     version: int
+
+
+def _reshape_ran(state, grad_inputs, grad_outputs) -> None:
+    """A view's post-hook (a Linear's output over more than 2 dimensions: its node reshapes the
+    gradient it receives, every element kept): where that gradient has a bound in this backward
+    (read, unwritten since), what it made has the same bound."""
+    if not grad_outputs or not grad_inputs or _modes():
+        return
+    made, used = grad_inputs[0], grad_outputs[0]
+    if type(made) is not _TABLES["tensor"] or type(used) is not _TABLES["tensor"]:
+        return
+    bound = _bound_of(state, used)
+    if bound is not None and made.numel() == used.numel():
+        _note_bound(state, made, bound)
 
 
 def _last_hook(record) -> bool:
@@ -1334,7 +1369,20 @@ def _fill_tables(torch) -> None:
     _TABLES.update(tensor=torch.Tensor, modes=checker(torch).modes_active,
                    saved_hooks=saved_hooks or (lambda ignore_tracing: "unknown"),
                    queue=torch.autograd.Variable._execution_engine.queue_callback,
-                   task=torch._C._current_graph_task_id, strided=torch.strided)
+                   task=torch._C._current_graph_task_id, strided=torch.strided,
+                   autocast=_autocast_on(torch))
+
+
+def _autocast_on(torch):
+    """A function telling whether autocast is on for the CPU in this thread (True always where
+    torch cannot tell)."""
+    enabled = getattr(torch, "is_autocast_enabled", None)
+    try:
+        enabled("cpu")
+    except (TypeError, RuntimeError):
+        cpu = getattr(torch, "is_autocast_cpu_enabled", None)
+        return cpu if cpu is not None else (lambda: True)
+    return functools.partial(enabled, "cpu")
 
 
 def _torch_functions() -> bool:
