@@ -150,6 +150,9 @@ class Checker:
         self.magnitude = self._magnitude(torch)
         # a forward pass begins: the screens time passes to choose how to read large tensors
         self.pass_started = mark_period
+        functorch = getattr(torch._C, "_functorch", None)
+        self._wrapping = None if functorch is None else (functorch.is_functorch_wrapped_tensor,
+                                                         functorch.get_unwrapped)
 
     def _in_place(self, torch):
         """in_place(t) as a closure: is `t` read in place as one buffer by a prepared screen, a
@@ -291,11 +294,11 @@ class Checker:
         """`t`, or under torch.func's transforms (vmap, grad) the tensor it wraps, to the
         innermost: its memory, every batch's values in it (a wrapper has no storage of its
         own)."""
-        functorch = getattr(self.torch._C, "_functorch", None)
-        if functorch is None:
+        if self._wrapping is None:
             return t
-        while functorch.is_functorch_wrapped_tensor(t):
-            t = functorch.get_unwrapped(t)
+        wrapped, unwrapped = self._wrapping
+        while wrapped(t):
+            t = unwrapped(t)
         return t
 
     def _screen_for(self, dtype):

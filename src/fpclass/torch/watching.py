@@ -120,8 +120,7 @@ class watch:
             parameters.hook_gradients(
                 self._owners, self._modules,
                 functools.partial(_opaque(watch._parameter_gradient), self), register)
-            self._claimable = {id(p) for name, _, _, p in self._owners.values()
-                               if name in self._modules and p.requires_grad}
+            self._claimable = set(map(id, parameters.hooked(self._owners, self._modules)))
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
@@ -179,7 +178,7 @@ class watch:
         for state in [s for s in self._holding if s.thread == thread]:
             self._read_held(state)
         self._local.state = self._last = _Pass()
-        if self._claims:  # an earlier backward's, never taken (autograd.grad): their memory
+        if self._claims:  # those of a backward that raised (its end dropped none): their memory
             self._claims.clear()
         self._checker.pass_started()
 
@@ -541,7 +540,8 @@ class watch:
         made.gradient.wanted = True  # g read with its bound (not held for a sum: _gradient)
         product = output.grad_fn
         if view is not None:
-            view.register_hook(functools.partial(_opaque(_reshape_ran), state))
+            view.register_hook(functools.partial(  # (a reshape: g's bound, kept)
+                _opaque(_bounded_backward), state, _same_bound, 0, self._checker.magnitude_limit))
             product = view.next_functions[0][0]
         product.register_hook(functools.partial(
             _opaque(watch._parameters_made), self, state, made.gradient, kx,
@@ -553,7 +553,7 @@ class watch:
                          grad_outputs) -> None:
         """The post-hook of a Linear's node (_parameters_backward; `record`: its output's
         gradient record): from g (`grad_outputs[0]`), read with a bound in this backward by
-        watch's hook, the last of the output's (or g reshaped: _reshape_ran), and unwritten
+        watch's hook, the last of the output's (or g reshaped: _same_bound), and unwritten
         since, the weight's gradient the
         node made (`grad_inputs[index]`) and the bias's (`grad_inputs[0]`) are claimed finite
         until the end of this backward."""
@@ -1063,18 +1063,10 @@ class _Claim(NamedTuple):
     version: int
 
 
-def _reshape_ran(state, grad_inputs, grad_outputs) -> None:
-    """A view's post-hook (a Linear's output over more than 2 dimensions: its node reshapes the
-    gradient it receives, every element kept): where that gradient has a bound in this backward
-    (read, unwritten since), what it made has the same bound."""
-    if not grad_outputs or not grad_inputs or _modes():
-        return
-    made, used = grad_inputs[0], grad_outputs[0]
-    if type(made) is not _TABLES["tensor"] or type(used) is not _TABLES["tensor"]:
-        return
-    bound = _bound_of(state, used)
-    if bound is not None and made.numel() == used.numel():
-        _note_bound(state, made, bound)
+def _same_bound(bound, _made):
+    """A view's backward (a Linear's output over more than 2 dimensions) reshapes its output's
+    gradient, every element kept: the same bound (_bounded_backward's rule)."""
+    return bound
 
 
 def _last_hook(record) -> bool:
