@@ -105,6 +105,7 @@ class Policy:
         self.classes, self.action = classes, action
         self.everything = self.classes == {"nan", "posinf", "neginf"}
         self.ignored = selector(ignore, "ignore", default=False)
+        self.ignoring = ignore is not None
 
     def failing(self, counts: dict, mask: bool = False) -> bool:
         """Does a tensor with these counts fail? A mask's -Inf is its masking value, never a

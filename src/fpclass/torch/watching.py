@@ -12,7 +12,7 @@ import threading
 import weakref
 from typing import NamedTuple
 
-from . import hook_tables, parameters
+from . import chain, hook_tables, parameters
 from .findings import Finding, NonFiniteError, Policy, selector
 from .tensors import (UNBOUNDED, argument_names, checker, dense, input_tensors, mask_selector,
                       tensors)
@@ -46,7 +46,7 @@ class watch:
         self.model, self.backward, self.raise_on = model, backward, raise_on
         self.check_inputs, self.max_findings = check_inputs, max_findings
         self.grads, self.optimizer, self.collect = grads and backward, optimizer, collect
-        self.selected = selector(names)
+        self.selected, self._every_module = selector(names), names is None
         self.masked = mask_selector(masks)
         self.policy = Policy(fail_on, ignore, action)
         self.findings: list[Finding] = []
@@ -72,12 +72,15 @@ class watch:
         self._tensor = torch.Tensor
         from torch.nn.modules import module as modules  # every module's hooks, run before its own
         self._global_hooks = modules._global_forward_hooks
+        self._global_module_hooks = modules
+        self._grad_enabled = torch.is_grad_enabled
         if not _KEEP_FINITE:
             _fill_tables(torch)
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
         self._modules, self._arguments = {}, {}
+        self._plan = self._chain_plan(torch)
         register = self._handles = []  # filled as registered: a failure below removes them
         try:
             self._register(register)
@@ -89,7 +92,7 @@ class watch:
     def _register(self, register: list) -> None:
         """Registers every hook of the context into `register` as it goes."""
         before, after = _opaque(watch._before), _opaque(watch._after)
-        root = _unwrap(self.model)
+        root, plan = _unwrap(self.model), self._plan
         every = [(_clean(name), module) for name, module in root.named_modules()
                  if not _is_compiled(module)]
         ended = False
@@ -102,12 +105,14 @@ class watch:
                 hook_tables.add_module_hook(
                     register, module, functools.partial(before, self, name, kind), pre=True,
                     with_kwargs=True)
-            hook = after
-            if module is root and not ended:  # the root's check also ends the pass: one
-                hook, ended = _opaque(watch._last_after), True  # hook less to add, call, remove
-            hook_tables.add_module_hook(register, module,
-                                        functools.partial(hook, self, name, kind),
-                                        with_kwargs=True)
+            hook = functools.partial(after, self, name, kind)
+            at = None if plan is None or module is root else plan.position.get(id(module))
+            if at is not None:  # a chain's layer: its pass's hook (_chain_after)
+                hook = functools.partial(_opaque(watch._chain_after), self, at, name, kind)
+            elif module is root and not ended:  # the root's check also ends the pass: one
+                ended = True                    # hook less to add, call, remove
+                hook = functools.partial(_opaque(watch._last_after), self, name, kind)
+            hook_tables.add_module_hook(register, module, hook, with_kwargs=True)
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
         hook_tables.add_module_hook(register, root,
                                     functools.partial(_opaque(watch._start), self), pre=True,
@@ -121,6 +126,8 @@ class watch:
                 self._owners, self._modules,
                 functools.partial(_opaque(watch._parameter_gradient), self), register)
             self._claimable = set(map(id, parameters.hooked(self._owners, self._modules)))
+        if plan is not None and self.grads:
+            self._chain_claims(plan)
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
@@ -177,7 +184,8 @@ class watch:
         thread = threading.get_ident()
         for state in [s for s in self._holding if s.thread == thread]:
             self._read_held(state)
-        self._local.state = self._last = _Pass()
+        state = self._local.state = self._last = _Pass()
+        state.chain = self._chain_pass(args) if self._plan is not None else None
         if self._claims:  # those of a backward that raised (its end dropped none): their memory
             self._claims.clear()
         self._checker.pass_started()
@@ -190,8 +198,177 @@ class watch:
         they were two hooks)."""
         if not self._active:
             return
+        state = getattr(self._local, "state", None) or self._pass()
+        passing = state.chain
+        if passing is not None:
+            state.chain = None
+            last, passing.last = passing.last, None
+            if (passing.at == len(passing.plan.layers) and last is not None
+                    and output is last[0]):
+                state.forget()  # the last Linear's output, checked there
+                return
         self._after(name, kind, module, args, kwargs, output)
-        self._pass().forget()
+        state.forget()
+
+    # -- a chain (chain.py): one forward hook and one node hook a Linear ----------------------
+
+    def _chain_plan(self, torch):
+        """The model's chain.Plan when this watch may check its passes as a chain: it checks
+        every module, no input, raises at the first finding of any class and ignores none
+        (the chain's hooks find only what they must: the first finding), else None."""
+        policy = self.policy
+        if (not self._every_module or self.check_inputs or not self.raise_on or self.collect
+                or policy.action != "raise" or not policy.everything or policy.ignoring
+                or _unwrap(self.model) is not self.model):
+            return None
+        return chain.plan(torch, self.model, _TORCH_FORWARD)
+
+    def _chain_claims(self, plan) -> None:
+        """For each of the plan's Linears, the weight and bias whose gradients its node may
+        claim (_chain_backward; None: read), as _parameters_backward asks of them."""
+        plain, claimable, claims = self._checker.plain, self._claimable, []
+        for weight, bias in plan.params:
+            if not (type(weight) in plain and weight.dim() == 2 and id(weight) in claimable):
+                weight = None
+            if not (weight is not None and type(bias) in plain
+                    and bias.shape == weight.shape[:1] and id(bias) in claimable):
+                bias = None
+            claims.append((weight, bias))
+        plan.claims = claims
+
+    def _chain_pass(self, args):
+        """A chain.Pass for the forward pass starting with `args`, or None (a pass as any
+        other's): one plain 2-d CPU tensor of the Linears' dtype that requires no grad,
+        autograd recording, no mode, autocast or saved-tensor hook to change what the
+        operations compute or save, torch's own F.linear, and no hook but watch's on the
+        chain's modules."""
+        plan = self._plan
+        x = args[0] if len(args) == 1 else None
+        if (type(x) is not self._tensor or x.dim() != 2 or x.dtype != plan.dtype
+                or not x.is_cpu or x.requires_grad or not self._grad_enabled() or _modes()
+                or _TABLES["autocast"]() or _TABLES["saved_hooks"](False) is not None
+                or not _torch_functions()
+                or not chain.unhooked(plan, self._global_module_hooks)):
+            return None
+        passing = chain.Pass(plan)
+        passing.terms = max(x.shape[0] - 1, 0).bit_length()  # a sum over the rows
+        return passing
+
+    def _chain_after(self, at, name, kind, module, args, kwargs, output=None):
+        """The forward hook of the chain's layer `at`. In a chain pass that expects it: a
+        ReLU's output is checked at the next Linear, its one consumer (_chain_linear); else
+        the module is checked as any other, and so is the rest of the pass."""
+        state = getattr(self._local, "state", None)
+        passing = None if state is None else state.chain
+        if passing is not None and passing.at == at:
+            if at & 1:  # a ReLU
+                passing.at = at + 1
+                return
+            if self._chain_linear(state, passing, at, name, kind, module, args, kwargs, output):
+                return
+        if passing is not None:
+            passing.at = -1
+        self._after(name, kind, module, args, kwargs, output)
+
+    def _chain_linear(self, state, passing, at, name, kind, module, args, kwargs,
+                      output) -> bool:
+        """Linear `at` of a chain pass: its input checked (_chain_link), its output read with a
+        bound and its node hooked (_chain_backward); False when its call is not the chain's
+        (left to _after, its input checked)."""
+        tensor, magnitude = self._tensor, self._magnitude
+        x = args[0] if len(args) == 1 and not kwargs else None
+        j = at >> 1
+        if at:
+            kx = self._chain_link(state, passing, at, x)
+        else:  # the model's input: read with a bound when cheaper than the weight's gradient
+            weight = passing.plan.claims[0][0]
+            kx = (magnitude(x) if weight is not None and type(x) is tensor
+                  and x.numel() <= weight.numel() else None)
+        node = getattr(output, "grad_fn", None)
+        if (type(x) is not tensor or type(output) is not tensor or type(node).__name__
+                != passing.plan.products[j]):
+            return False
+        k = magnitude(output)
+        if k is None:
+            passing.at = -1
+            self._failed(state, name, kind, module, args, kwargs, "output", output, None,
+                         self._checker.describe(output))  # (raises: the plan's policy)
+            return True
+        passing.at, passing.last = at + 1, (output, node, k)
+        if kx is not None and kx < UNBOUNDED:
+            passing.kx[j] = kx
+        if self.backward:
+            node.register_hook(functools.partial(_opaque(watch._chain_backward), self, state,
+                                                 passing, j))
+        return True
+
+    def _chain_link(self, state, passing, at, x):
+        """Linear `at`'s input `x` in a chain pass: the ReLU before it made x from the last
+        Linear's output, read finite, when autograd's edge says x is relu of exactly that
+        tensor, neither written since: then finite under the same bound, and the ReLU's
+        backward is the one use of that output's gradient (the chain's `linked`). Else x is
+        read, as the ReLU's output. The bound (None: not finite, or not known)."""
+        last = passing.last
+        node = getattr(x, "grad_fn", None)
+        if (type(node).__name__ == chain.RELU and last is not None and not x._version
+                and not last[0]._version and node.next_functions[0][0] is last[1]):
+            passing.linked[(at >> 1) - 1] = True
+            return last[2]
+        if type(x) is not self._tensor:
+            return None
+        kx = self._magnitude(x)
+        if kx is None and last is not None:
+            passing.at = -1
+            plan = passing.plan
+            relu = plan.layers[at - 1]
+            self._failed(state, plan.names[at - 1], type(relu).__name__, relu, (last[0],), {},
+                         "output", x, None, self._checker.describe(x))
+        return kx
+
+    def _chain_backward(self, state, passing, j, grad_inputs, grad_outputs) -> None:
+        """The post-hook of chain Linear j's node. g, the gradient of its output, is finite
+        under the bound the next Linear's node noted for its input's gradient when the ReLU
+        between made g from exactly that (a mask: each element that gradient's or 0), else
+        read: the last Linear's is the model output's. Its input's gradient is read, its bound
+        noted for the Linear before; its parameters' gradients are claimed finite from those
+        bounds (_chain_claim)."""
+        if not self._active or not grad_outputs:
+            return
+        plan, tensor, magnitude = passing.plan, self._tensor, self._magnitude
+        task, exact = _TABLES["task"](), not (_modes() or _TABLES["autocast"]())
+        g, kg = grad_outputs[0], None
+        last = j == len(passing.kx) - 1
+        if not last and exact and passing.linked[j]:
+            noted = passing.grads[j + 1]
+            if noted is not None and noted[1] == task:
+                kg = noted[0]
+        if kg is None and type(g) is tensor:
+            kg = magnitude(g)
+            if kg is None:
+                at = 2 * j + (not last)  # the ReLU after it took it, or none: the model's output
+                module = plan.layers[at]
+                self._found(state, Finding(
+                    plan.names[at], type(module).__name__, "backward",
+                    "gradient of output" if last else "gradient of input[0]",
+                    *self._checker.describe(g), last), module, g)
+                return
+        places = plan.places[j]
+        made = grad_inputs[places[0]] if places[0] < len(grad_inputs) else None
+        if type(made) is tensor:
+            ki = magnitude(made)
+            if ki is None:
+                module = plan.layers[2 * j]
+                self._found(state, Finding(plan.names[2 * j], type(module).__name__,
+                                           "backward", "gradient of input[0]",
+                                           *self._checker.describe(made), False), module, made)
+                return
+            passing.grads[j] = (ki, task)
+        kx = passing.kx[j]
+        if kx is not None and kg is not None and kg < UNBOUNDED and exact:
+            weight, bias = plan.claims[j]
+            terms = passing.terms
+            self._claims_made(task, grad_inputs, (
+                (weight, places[1], max(kx + kg + terms, kx, kg)), (bias, 0, kg + terms)))
 
     # -- forward -------------------------------------------------------------------------------
 
@@ -554,32 +731,44 @@ class watch:
         """The post-hook of a Linear's node (_parameters_backward; `record`: its output's
         gradient record): from g (`grad_outputs[0]`), read with a bound in this backward by
         watch's hook, the last of the output's (or g reshaped: _same_bound), and unwritten
-        since, the weight's gradient the
-        node made (`grad_inputs[index]`) and the bias's (`grad_inputs[0]`) are claimed finite
-        until the end of this backward."""
+        since, the weight's and the bias's gradients the node made are claimed (_claim)."""
         if not self._active or not grad_outputs or _modes() or _TABLES["autocast"]():
             return  # (a mode, or autocast, active in the backward may compute them otherwise:
         kg = _bound_of(state, grad_outputs[0])  # mm in float16, then cast back)
         if kg is None or kg >= UNBOUNDED or not _last_hook(record):
             return
+        self._claim(weight, bias, index, kx, kg, rows, grad_inputs)
+
+    def _claim(self, weight, bias, index, kx, kg, rows, grad_inputs) -> None:
+        """A Linear's node made the weight's gradient (`grad_inputs[index]`, x.t() @ g) and the
+        bias's (`grad_inputs[0]`, g summed over the rows) from x below 2**kx and g below
+        2**kg, over `rows` rows: each element a sum of `rows` terms (_claims_made)."""
+        if kg >= UNBOUNDED:
+            return
         terms = max(rows - 1, 0).bit_length()  # a sum of `rows` terms
+        self._claims_made(_TABLES["task"](), grad_inputs, (
+            (weight, index, max(kx + kg + terms, kx, kg)), (bias, 0, kg + terms)))
+
+    def _claims_made(self, task, grad_inputs, made_below) -> None:
+        """Claim finite, until the end of this backward (`task`), each parameter's gradient
+        `grad_inputs[at]` with every element below 2**k (plus LINEAR_MARGIN for rounding),
+        below its format's largest binade, for each (parameter or None, at, k) of
+        `made_below`. A claim holds the gradient's memory, never the tensor (the parameter's
+        node may take it as .grad): _claimed checks that .grad is that memory, all of it."""
         limit_of, tensor, claims = self._checker.magnitude_limit, _TABLES["tensor"], self._claims
-        for param, at, k in ((weight, index, max(kx + kg + terms, kx, kg)),
-                             (bias, 0, kg + terms)):
+        for param, at, k in made_below:
             made = grad_inputs[at] if param is not None and at < len(grad_inputs) else None
-            if type(made) is not tensor or not dense(made):
+            if type(made) is not tensor:
                 continue
             limit = limit_of(made.dtype)
             if limit is None or k + LINEAR_MARGIN >= limit:
                 continue
-            task = _TABLES["task"]()
             if task != self._claims_task:  # the first claim of this backward: its end drops
                 try:                        # those never taken (autograd.grad) and their memory
                     _TABLES["queue"](claims.clear)
                 except RuntimeError:  # not in a backward of autograd's engine
                     return
                 self._claims_task = task
-            # the memory held (never the tensor: the parameter's node may take it as .grad)
             claims[id(param)] = _Claim(param, made.untyped_storage(), made.data_ptr(),
                                        made.numel(), made.dtype, made._version)
 
@@ -993,7 +1182,7 @@ class _Pass:
     finding was reported yet."""
 
     __slots__ = ("seen", "checked", "bad_outputs", "reported", "pending", "task", "thread",
-                 "bounds")
+                 "bounds", "chain")
 
     def __init__(self):
         self.seen: dict = {}         # id(tensor) -> _Seen
@@ -1007,11 +1196,14 @@ class _Pass:
         self.pending: list = []      # _Gradient records holding a gradient (watch._hold)
         self.task = None             # the backward whose end reads them (autograd's graph task)
         self.thread = threading.get_ident()
+        self.chain = None            # chain.Pass, while this forward is a chain's (_chain_pass)
 
     def forget(self) -> None:
         """Drop the forward pass's tensors (their gradient hooks hold what they need)."""
         self.seen.clear()
         self.checked.clear()
+        if self.chain is not None:
+            self.chain.last = None
 
 
 class _Seen:
@@ -1350,7 +1542,7 @@ def _fill_tables(torch) -> None:
         code = getattr(own, "__code__", None)
         if own is not None and code is not None and os.path.dirname(code.co_filename) == home:
             _TORCH_CONV_FORWARD[cls] = own
-    for cls in (*_KEEP_FINITE, *_NORMS, *_LINEAR_MAPS):
+    for cls in (*_KEEP_FINITE, *_NORMS, *_LINEAR_MAPS, torch.nn.Sequential):
         forward = getattr(cls, "forward", None)  # ReLU6's is Hardtanh's
         code = getattr(forward, "__code__", None)
         # replaced before now (a wrapper copies torch's names, not its code): no rule for it
