@@ -476,3 +476,20 @@ def test_a_backward_under_autocast_is_read(monkeypatch):
     model = _mlp(widths=(64, 64))
     found, grads = _both(model, torch.full((4, 64), 3e4), step, monkeypatch)
     assert _non_finite(grads) and found.tensor == "gradient of weight"
+
+
+def test_a_parameter_gradient_is_found_before_the_input_gradient_of_the_same_node(monkeypatch):
+    """The last Linear's backward makes an Inf in its bias's gradient (g summed over the rows)
+    and in its input's (g @ W): watch's hooks on every module meet the bias's first (autograd
+    accumulates a parameter's gradient before it runs the ReLU's backward, where the input's
+    gradient is read), and so does the chain (the input's gradient, read in the node's
+    post-hook, is reported at the next node's)."""
+    model = _mlp(widths=(4, 4, 3))
+    with torch.no_grad():
+        model[0].weight.copy_(torch.eye(4))
+        model[0].bias.zero_()
+        model[2].weight.fill_(2.0 ** 60)
+        model[2].bias.zero_()
+    found, grads = _both(model, torch.full((8, 4), 2.0 ** -60), scaled(2.0 ** 125), monkeypatch)
+    assert not bool(torch.isfinite(grads["2.bias"]).all())
+    assert (found.module, found.tensor) == ("2", "gradient of bias")

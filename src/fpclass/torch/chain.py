@@ -41,13 +41,16 @@ class Pass:
     input; dropped when the forward ends), and for each Linear the bound on its input
     (`kx`: None, not known), whether its output reached the next Linear through its ReLU alone
     (`linked`), and the bound its node noted for its input's gradient, with the backward it
-    was noted in (`grads`); `terms`: the bits of the rows' count, as a sum over them adds. No
-    tensor is kept past the forward: the node hooks hold this."""
+    was noted in (`grads`); `terms`: the bits of the rows' count, as a sum over them adds;
+    `deferred`: a finding on a Linear's input's gradient, held for the next node's hook (the
+    backward's graph task, then _found's arguments). No tensor is kept past the forward but a
+    deferred finding's: the node hooks hold this."""
 
-    __slots__ = ("plan", "at", "last", "kx", "linked", "grads", "terms")
+    __slots__ = ("plan", "at", "last", "kx", "linked", "grads", "terms", "deferred")
 
     def __init__(self, plan: Plan):
         self.plan, self.at, self.last, self.terms = plan, 0, None, 0
+        self.deferred = None
         count = len(plan.params)
         self.kx: list = [None] * count
         self.linked = [False] * count

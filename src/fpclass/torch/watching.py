@@ -92,12 +92,13 @@ class watch:
     def _register(self, register: list) -> None:
         """Registers every hook of the context into `register` as it goes."""
         before, after = _opaque(watch._before), _opaque(watch._after)
-        root, plan = _unwrap(self.model), self._plan
+        chained, last_after = _opaque(watch._chain_after), _opaque(watch._last_after)
+        root, plan, selected = _unwrap(self.model), self._plan, self.selected
         every = [(_clean(name), module) for name, module in root.named_modules()
                  if not _is_compiled(module)]
         ended = False
         for name, module in every:
-            if not self.selected(name):
+            if not (self._every_module or selected(name)):
                 continue
             kind = type(module).__name__
             self._modules[name] = module
@@ -105,13 +106,14 @@ class watch:
                 hook_tables.add_module_hook(
                     register, module, functools.partial(before, self, name, kind), pre=True,
                     with_kwargs=True)
-            hook = functools.partial(after, self, name, kind)
             at = None if plan is None or module is root else plan.position.get(id(module))
             if at is not None:  # a chain's layer: its pass's hook (_chain_after)
-                hook = functools.partial(_opaque(watch._chain_after), self, at, name, kind)
+                hook = functools.partial(chained, self, at, name, kind)
             elif module is root and not ended:  # the root's check also ends the pass: one
                 ended = True                    # hook less to add, call, remove
-                hook = functools.partial(_opaque(watch._last_after), self, name, kind)
+                hook = functools.partial(last_after, self, name, kind)
+            else:
+                hook = functools.partial(after, self, name, kind)
             hook_tables.add_module_hook(register, module, hook, with_kwargs=True)
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
         hook_tables.add_module_hook(register, root,
@@ -126,8 +128,8 @@ class watch:
                 self._owners, self._modules,
                 functools.partial(_opaque(watch._parameter_gradient), self), register)
             self._claimable = set(map(id, parameters.hooked(self._owners, self._modules)))
-        if plan is not None and self.grads:
-            self._chain_claims(plan)
+            if plan is not None:
+                self._chain_claims(plan)
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
@@ -336,6 +338,11 @@ class watch:
             return
         plan, tensor, magnitude = passing.plan, self._tensor, self._magnitude
         task, exact = _TABLES["task"](), not (_modes() or _TABLES["autocast"]())
+        deferred = passing.deferred
+        if deferred is not None:
+            passing.deferred = None
+            if deferred[0] == task:
+                self._found(state, *deferred[1:])
         g, kg = grad_outputs[0], None
         last = j == len(passing.kx) - 1
         if not last and exact and passing.linked[j]:
@@ -357,12 +364,14 @@ class watch:
         if type(made) is tensor:
             ki = magnitude(made)
             if ki is None:
+                # reported where watch's hook on the ReLU's output would have read it: after
+                # this Linear's parameters' gradients are accumulated, as the next node runs
                 module = plan.layers[2 * j]
-                self._found(state, Finding(plan.names[2 * j], type(module).__name__,
-                                           "backward", "gradient of input[0]",
-                                           *self._checker.describe(made), False), module, made)
-                return
-            passing.grads[j] = (ki, task)
+                passing.deferred = (task, Finding(
+                    plan.names[2 * j], type(module).__name__, "backward", "gradient of input[0]",
+                    *self._checker.describe(made), False), module, made)
+            else:
+                passing.grads[j] = (ki, task)
         kx = passing.kx[j]
         if kx is not None and kg is not None and kg < UNBOUNDED and exact:
             weight, bias = plan.claims[j]
