@@ -29,10 +29,10 @@ that read, with watch's own checker (a magnitude bound for outputs, the screen f
 after torch's sum from 2^16 elements),
 what a watch of one hook a module must read (every output but those of the classes watch proves
 finite from a finite input, every output's gradient, every parameter's gradient) and do nothing
-else: on the MLP at batch 128, where watch has no other proof, the same bytes as watch reads,
-read where watch reads them, so the least such a watch costs in a real step (the byte count is
-printed under the table, with a line setting watch's paired cost and that floor's against the
-target of at most +10% a step). Before the first step glibc's malloc gets fixed thresholds
+else: the least a watch of one hook a module costs in a real step (the byte count is printed
+under the table, with a line setting watch's paired cost and that floor's against the target of
+at most +10% a step). On the MLP at batch 128 watch (a chain: fpclass.torch.chain) reads less:
+the input, each Linear's output and the gradients the Linears make. Before the first step glibc's malloc gets fixed thresholds
 (`--malloc fixed`, the default: freed memory stays with the process) so that no mode's
 time depends on how many pages the heap gave back and faulted in again that step; the last
 column counts each mode's minor page faults a step. `--clock cpu` times the

@@ -48,27 +48,33 @@ class Spy:
 
 def _run(model, x, step, as_chain, monkeypatch, **kwargs):
     """(the finding watch raised or None, each parameter's .grad, the passes' kinds) for one
-    step(model, x) of a copy of `model` inside watch, with the chain's plan on or off."""
+    step(model, x) of a copy of `model` inside watch, with the chain's plan on or off; the
+    watch's findings left in _run.findings."""
     model, x = copy.deepcopy(model), x.clone()
     with monkeypatch.context() as patch:
         if not as_chain:
             patch.setattr(watching.chain, "plan", lambda *_: None)
         spy = Spy(patch)
+        w = ft.watch(model, **kwargs)
         try:
-            with ft.watch(model, **kwargs):
+            with w:
                 step(model, x)
             found = None
         except ft.NonFiniteError as error:
             found = error.finding
     grads = {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+    _run.findings = w.findings
     return found, grads, spy.kinds
 
 
 def _both(model, x, step, monkeypatch, chain_expected=True, **kwargs):
     """The first finding of both runs, asserted equal (and the chain's run a chain's when
-    `chain_expected`); also torch's gradients equal in both runs."""
+    `chain_expected`); also torch's gradients equal in both runs. Each run's whole list of
+    findings is left in _both.findings (the chain's, the other's)."""
     found, grads, kinds = _run(model, x, step, True, monkeypatch, **kwargs)
+    findings = _run.findings
     other, other_grads, other_kinds = _run(model, x, step, False, monkeypatch, **kwargs)
+    _both.findings = (findings, _run.findings)
     assert set(other_kinds) <= {"other"}
     if chain_expected:
         assert kinds and set(kinds) == {"chain"}, kinds
@@ -381,11 +387,11 @@ def test_a_linear_called_alone_after_a_pass_is_checked():
 
 
 def test_a_relu_whose_output_is_not_relu_of_its_input_is_read(monkeypatch):
-    """Were a hook to slip past the pass's checks (chain.unhooked told True here), the next
+    """Were a hook to slip past the pass's checks (chain.intact told True here), the next
     Linear finds its input is no relu of the Linear's output before, reads it, and reports it as
     the ReLU's output."""
     model = _mlp()
-    monkeypatch.setattr(chain, "unhooked", lambda *_: True)
+    monkeypatch.setattr(chain, "intact", lambda *_: True)
     spy = Spy(monkeypatch)
     model[3].register_forward_hook(_relu_hook)
     with pytest.raises(ft.NonFiniteError) as raised:
@@ -433,7 +439,7 @@ def test_a_link_that_does_not_hold_leaves_the_gradient_read(monkeypatch, made):
     Linear output's gradient before it is not proven from the next Linear's: it is read, and
     its Inf found."""
     model = _mlp()
-    monkeypatch.setattr(chain, "unhooked", lambda *_: True)
+    monkeypatch.setattr(chain, "intact", lambda *_: True)
     spy = Spy(monkeypatch)
     if made == "scaled":
         model[1].register_forward_hook(lambda m, a, o: _GradientTimes.apply(o, 1e38))
@@ -478,18 +484,190 @@ def test_a_backward_under_autocast_is_read(monkeypatch):
     assert _non_finite(grads) and found.tensor == "gradient of weight"
 
 
-def test_a_parameter_gradient_is_found_before_the_input_gradient_of_the_same_node(monkeypatch):
-    """The last Linear's backward makes an Inf in its bias's gradient (g summed over the rows)
-    and in its input's (g @ W): watch's hooks on every module meet the bias's first (autograd
-    accumulates a parameter's gradient before it runs the ReLU's backward, where the input's
-    gradient is read), and so does the chain (the input's gradient, read in the node's
-    post-hook, is reported at the next node's)."""
+def _parameter_before_input_model():
     model = _mlp(widths=(4, 4, 3))
     with torch.no_grad():
         model[0].weight.copy_(torch.eye(4))
         model[0].bias.zero_()
         model[2].weight.fill_(2.0 ** 60)
         model[2].bias.zero_()
+    return model
+
+
+def test_a_parameter_gradient_is_found_before_the_input_gradient_of_the_same_node(monkeypatch):
+    """The last Linear's backward makes an Inf in its bias's gradient (g summed over the rows)
+    and in its input's (g @ W): watch's hooks on every module meet the bias's first (autograd
+    accumulates a parameter's gradient before it runs the ReLU's backward, where the input's
+    gradient is read), and so does the chain (the input's gradient, read in the node's
+    post-hook, is reported at the next node's)."""
+    model = _parameter_before_input_model()
     found, grads = _both(model, torch.full((8, 4), 2.0 ** -60), scaled(2.0 ** 125), monkeypatch)
     assert not bool(torch.isfinite(grads["2.bias"]).all())
     assert (found.module, found.tensor) == ("2", "gradient of bias")
+
+
+def test_a_finding_held_for_the_next_node_does_not_outlive_its_backward(monkeypatch):
+    """The backward above raises at the bias's gradient with the input's held for the next node;
+    a second backward of the retained graph, finite, finds nothing: the held finding was that
+    backward's."""
+    model = _parameter_before_input_model()
+
+    def step(model, x):
+        model.zero_grad(set_to_none=True)
+        out = model(x)
+        with pytest.raises(ft.NonFiniteError):
+            (out * 2.0 ** 125).sum().backward(retain_graph=True)
+        model.zero_grad(set_to_none=True)
+        out.sum().backward()
+    found, grads = _both(model, torch.full((8, 4), 2.0 ** -60), step, monkeypatch)
+    assert found is None and not _non_finite(grads)
+    chained, other = _both.findings
+    assert len(chained) == len(other) == 1 and _same(chained[0], other[0])
+
+
+# -- what a pass checks anew (an independent review's scenarios) --------------------------------
+
+def _second_use(stash):
+    """A step whose loss also uses, times NaN, the tensor `stash` holds once the forward ran:
+    a second consumer of an intermediate."""
+    def step(model, x):
+        model.zero_grad(set_to_none=True)
+        (model(x).square().mean() + (stash[0] * NAN).sum()).backward()
+    return step
+
+
+def _instance_forward(model, x):
+    stash, linear = [], model[2]
+
+    def forward(h):
+        stash.append(h)
+        return torch.nn.functional.linear(h, linear.weight, linear.bias)
+    linear.forward = forward
+    _second_use(stash)(model, x)
+
+
+def _class_forward(model, x):
+    stash, torch_own = [], nn.ReLU.forward
+
+    def forward(self, h):
+        stash.append(torch_own(self, h))
+        return stash[-1]
+    nn.ReLU.forward = forward
+    try:
+        _second_use(stash)(model, x)
+    finally:
+        nn.ReLU.forward = torch_own
+
+
+class _Probe(nn.Module):
+    def __init__(self, stash):
+        super().__init__()
+        self.stash = stash
+
+    def forward(self, h):
+        self.stash.append(h)
+        return h
+
+
+def _inserted(model, x):
+    stash = []
+    model.insert(2, _Probe(stash))
+    _second_use(stash)(model, x)
+
+
+def _deleted(model, x):
+    del model[4]
+    scaled(NAN)(model, x)
+
+
+def _relu_made_in_place(model, x):
+    model[1].inplace = True
+    scaled(1e38)(model, x)
+
+
+def _weight_replaced(model, x):
+    model[2].weight = nn.Parameter(model[2].weight.detach() * 1e37)
+    scaled(10.0)(model, x)
+
+
+@pytest.mark.parametrize("step", [_instance_forward, _class_forward, _inserted, _deleted,
+                                  _relu_made_in_place, _weight_replaced],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_a_model_changed_inside_the_context_is_no_chain(monkeypatch, step):
+    """The plan is made as the context is entered; each pass checks that the model is still
+    that chain (layers, forwards, parameters, ReLUs not in place): a layer's forward set or
+    patched, a layer inserted or deleted inside the context end the chain's passes."""
+    found, grads = _both(_mlp(), X, step, monkeypatch, chain_expected=False)
+    if _non_finite(grads):
+        assert found is not None
+
+
+class _Scaled(nn.Parameter):
+    """A parameter whose torch function feeds F.linear its input times 2**100."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            if func is torch.nn.functional.linear:
+                return func(args[0] * 2.0 ** 100, *args[1:], **(kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("which", ["weight", "bias"])
+def test_a_parameter_of_a_subclass_makes_no_chain(monkeypatch, which):
+    model = _mlp()
+    with torch.no_grad():
+        model[4].weight.mul_(2.0 ** -60)
+    setattr(model[4], which, _Scaled(getattr(model[4], which).detach().clone()))
+    with ft.watch(model) as w:
+        assert w._plan is None
+    found, grads = _both(model, X, scaled(2.0 ** 60), monkeypatch, chain_expected=False)
+    assert _non_finite(grads) and found is not None
+
+
+def test_a_layer_called_alone_after_a_pass_that_raised(monkeypatch):
+    """A forward that raised (a wrong width) ends its pass: the first layer called on its own
+    afterwards is checked as any module, its output's gradient its own."""
+    def step(model, x):
+        with pytest.raises(RuntimeError):
+            model(torch.randn(7, 5))
+        model.zero_grad(set_to_none=True)
+        (model[0](x) * NAN).sum().backward()
+    found, _ = _both(_mlp(), X, step, monkeypatch)
+    assert (found.module, found.tensor, found.inputs_nonfinite) == ("0", "gradient of output", True)
+
+
+def test_a_middle_layer_called_alone_after_a_pass_that_raised(monkeypatch):
+    def step(model, x):
+        model[2].double()  # the pass raises inside the second Linear
+        with pytest.raises(RuntimeError):
+            model(x)
+        model[2](torch.full((7, 8), NAN, dtype=torch.float64))
+    found, _ = _both(_mlp(), X, step, monkeypatch)
+    assert (found.module, found.direction, found.inputs_nonfinite) == ("2", "forward", True)
+
+
+def test_a_hook_on_the_model_output_is_met_after_the_read(monkeypatch):
+    """The model output's gradient is read as it arrives, before a hook the caller puts on the
+    output changes it: the change is found where it goes next (the bias's gradient, made from
+    it), as with watch's hooks on every module."""
+    def step(model, x):
+        model.zero_grad(set_to_none=True)
+        out = model(x)
+        out.register_hook(lambda g: g * NAN)
+        out.sum().backward()
+    found, _ = _both(_mlp(), X, step, monkeypatch)
+    assert (found.module, found.tensor) == ("4", "gradient of bias")
+
+
+def test_a_hook_on_the_model_output_that_scales_its_gradient(monkeypatch):
+    """The gradient read (2 out) is not the one the last Linear's node used (3e38 times that): its
+    bound does not bound that node's weight gradient, which is read, and found +-Inf."""
+    def step(model, x):
+        model.zero_grad(set_to_none=True)
+        out = model(x)
+        out.register_hook(lambda g: g * 3e38)
+        out.square().sum().backward()
+    found, grads = _both(_mlp(bias=False), X * 4, step, monkeypatch)
+    assert not bool(torch.isfinite(grads["4.weight"]).all())
+    assert (found.module, found.tensor) == ("4", "gradient of weight")

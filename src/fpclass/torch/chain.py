@@ -17,16 +17,18 @@ RELU = "ReluBackward0"
 
 class Plan:
     """The chain's layers (`layers`, in order: Linear, ReLU, ..., Linear), their names, each
-    layer's place (`position`: id(module) -> index), the dtype of every parameter, and for each
-    Linear its weight and bias (`params`), the node its forward makes (`products`), that node's
-    gradients' places (`places`: PRODUCTS) and the parameters whose gradients it may claim
-    (`claims`: watch's to fill)."""
+    layer's place (`position`: id(module) -> index), the dtype of every parameter, torch's own
+    classes with their forwards (`forwards`), and for each Linear its weight and bias
+    (`params`), the node its forward makes (`products`), that node's gradients' places
+    (`places`: PRODUCTS) and the parameters whose gradients it may claim (`claims`: watch's to
+    fill)."""
 
-    __slots__ = ("root", "layers", "names", "position", "dtype", "params", "products", "places",
-                 "claims")
+    __slots__ = ("root", "layers", "names", "position", "dtype", "forwards", "params",
+                 "products", "places", "claims")
 
-    def __init__(self, root, layers: tuple, names: tuple, dtype, params: list):
+    def __init__(self, root, layers: tuple, names: tuple, dtype, forwards: tuple, params: list):
         self.root, self.layers, self.names, self.dtype = root, layers, names, dtype
+        self.forwards = forwards
         self.position = {id(m): at for at, m in enumerate(layers)}
         self.params = params
         self.products = tuple("MmBackward0" if b is None else "AddmmBackward0"
@@ -36,73 +38,83 @@ class Plan:
 
 
 class Pass:
-    """One chain pass: the next layer expected (`at`; -1 once the pass is no chain's), the last
-    Linear's output, its node and its magnitude bound (held for the next Linear's check of its
-    input; dropped when the forward ends), and for each Linear the bound on its input
-    (`kx`: None, not known), whether its output reached the next Linear through its ReLU alone
-    (`linked`), and the bound its node noted for its input's gradient, with the backward it
-    was noted in (`grads`); `terms`: the bits of the rows' count, as a sum over them adds;
-    `deferred`: a finding on a Linear's input's gradient, held for the next node's hook (the
-    backward's graph task, then _found's arguments). No tensor is kept past the forward but a
-    deferred finding's: the node hooks hold this."""
+    """One chain pass: the next layer expected (`at`), whether the pass is still the chain's
+    (`live`), the last Linear's output, its node and its magnitude bound (held for the next
+    Linear's check of its input; dropped when the forward ends), for each Linear the bound on
+    its input (`kx`: None, not known), whether its output reached the next Linear through its
+    ReLU alone (`linked`), and the bound its node noted for its input's gradient, with the
+    backward it was noted in (`grads`); `terms`: the bits of the rows' count, as a sum over them
+    adds; `output`: the model output's gradient as read (a weak reference, its version, its
+    bound, the backward); `deferred`: a finding on a Linear's input's gradient, held for the
+    next node's hook (the backward's graph task, then _found's arguments). No tensor is kept
+    past the forward but a deferred finding's: the node hooks hold this."""
 
-    __slots__ = ("plan", "at", "last", "kx", "linked", "grads", "terms", "deferred")
+    __slots__ = ("plan", "at", "live", "last", "kx", "linked", "grads", "terms", "output",
+                 "deferred")
 
     def __init__(self, plan: Plan):
-        self.plan, self.at, self.last, self.terms = plan, 0, None, 0
-        self.deferred = None
+        self.plan, self.at, self.live, self.last, self.terms = plan, 0, True, None, 0
+        self.output = self.deferred = None
         count = len(plan.params)
         self.kx: list = [None] * count
         self.linked = [False] * count
         self.grads: list = [None] * count
 
 
-def plan(torch, model, forwards: dict) -> Plan | None:
+def plan(torch, model, forwards: dict, plain: tuple) -> Plan | None:
     """The chain `model` is (torch's own Sequential, unpatched, holding torch's own Linear and
     ReLU(inplace=False), unpatched, alternating, Linear first and last, with no module of their
-    own, every parameter of one floating dtype), or None. `forwards`: class -> torch's own
-    forward of it."""
+    own, every parameter of a `plain` type and of one floating dtype), or None. `forwards`:
+    class -> torch's own forward of it."""
     nn = torch.nn
-    sequential, linear, relu = nn.Sequential, nn.Linear, nn.ReLU
-    if (type(model) is not sequential or "forward" in model.__dict__
-            or forwards.get(sequential) is not sequential.forward
-            or forwards.get(linear) is not linear.forward
-            or forwards.get(relu) is not relu.forward):
+    classes = (nn.Sequential, nn.Linear, nn.ReLU)
+    own = tuple((cls, forwards.get(cls)) for cls in classes)
+    if (type(model) is not nn.Sequential or "forward" in model.__dict__
+            or any(cls.forward is not forward for cls, forward in own)):
         return None
     layers = tuple(model._modules.values())
     if not len(layers) & 1:
         return None
     for layer in layers[1::2]:
-        if (type(layer) is not relu or layer.__dict__.get("inplace", True)
+        if (type(layer) is not nn.ReLU or layer.__dict__.get("inplace", True)
                 or "forward" in layer.__dict__ or layer._modules):
             return None
     params, dtype = [], None
     for layer in layers[::2]:
-        if type(layer) is not linear or "forward" in layer.__dict__ or layer._modules:
+        if type(layer) is not nn.Linear or "forward" in layer.__dict__ or layer._modules:
             return None
-        own = layer._parameters
-        weight, bias = own.get("weight"), own.get("bias")
+        held = layer._parameters
+        weight, bias = held.get("weight"), held.get("bias")
         dtype = weight.dtype if dtype is None else dtype
-        if weight.dtype != dtype or (bias is not None and bias.dtype != dtype):
+        if (type(weight) not in plain or weight.dtype != dtype
+                or (bias is not None and (type(bias) not in plain or bias.dtype != dtype))):
             return None
         params.append((weight, bias))
     if not dtype.is_floating_point:
         return None
-    return Plan(model, layers, tuple(model._modules), dtype, params)
+    return Plan(model, layers, tuple(model._modules), dtype, own, params)
 
 
-def unhooked(plan: Plan, modules) -> bool:
-    """Do the chain's modules hold no hook but watch's (one forward hook each, and the model's
-    pre-hook), with no global module hook (`modules`: torch.nn.modules.module)?"""
+def intact(plan: Plan, modules) -> bool:
+    """Is the model still the chain `plan` made of (the same layers, parameters and forwards, no
+    ReLU made in place since), with no hook but watch's on its modules (one forward hook each,
+    and the model's pre-hook) and no global module hook (`modules`: torch.nn.modules.module)?"""
     if (modules._global_forward_hooks or modules._global_forward_pre_hooks
             or modules._global_backward_hooks or modules._global_backward_pre_hooks):
         return False
     root = plan.root
     if (len(root._forward_hooks) != 1 or len(root._forward_pre_hooks) != 1
-            or root._backward_hooks or root._backward_pre_hooks):
+            or root._backward_hooks or root._backward_pre_hooks or "forward" in root.__dict__
+            or tuple(root._modules.values()) != plan.layers
+            or any(cls.forward is not forward for cls, forward in plan.forwards)):
         return False
     for layer in plan.layers:
+        own = layer.__dict__
         if (len(layer._forward_hooks) != 1 or layer._forward_pre_hooks or layer._backward_hooks
-                or layer._backward_pre_hooks):
+                or layer._backward_pre_hooks or "forward" in own or own.get("inplace")):
+            return False
+    for layer, (weight, bias) in zip(plan.layers[::2], plan.params):
+        held = layer._parameters
+        if held.get("weight") is not weight or held.get("bias") is not bias:
             return False
     return True

@@ -29,7 +29,7 @@ def _torch() -> list:
         expected = (isinstance(getattr(RemovableHandle, "next_id", None), int)
                     and all(isinstance(getattr(module, name, None), OrderedDict) for name in (
                         "_forward_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks",
-                        "_forward_pre_hooks_with_kwargs"))
+                        "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"))
                     and hasattr(tensor, "_post_accumulate_grad_hooks")
                     and hasattr(tensor, "_backward_hooks"))
         methods = {"register_forward_hook": torch.nn.Module.register_forward_hook,
@@ -88,23 +88,27 @@ def _key(counter, table) -> int:
 
 
 def add_module_hook(added: list, module, hook, *, pre: bool = False,
-                    with_kwargs: bool = False, prepend: bool = False) -> None:
-    """module.register_forward_hook(hook, with_kwargs=..., prepend=...), or with `pre`
-    register_forward_pre_hook, noted in `added`."""
+                    with_kwargs: bool = False, prepend: bool = False,
+                    always_call: bool = False) -> None:
+    """module.register_forward_hook(hook, with_kwargs=..., prepend=..., always_call=...), or
+    with `pre` register_forward_pre_hook (no always_call), noted in `added`."""
     method = "register_forward_pre_hook" if pre else "register_forward_hook"
     counter = _direct(module, method)
     if counter is None:
-        added.append(getattr(module, method)(hook, with_kwargs=with_kwargs, prepend=prepend))
+        options = {"always_call": True} if always_call else {}
+        added.append(getattr(module, method)(hook, with_kwargs=with_kwargs, prepend=prepend,
+                                             **options))
         return
     hooks, flags = ((module._forward_pre_hooks, module._forward_pre_hooks_with_kwargs) if pre
                     else (module._forward_hooks, module._forward_hooks_with_kwargs))
     key = _key(counter, hooks)  # (a flag's key is its hook's)
-    if with_kwargs:  # the flag first: another thread's call never meets the hook without it
-        flags[key] = True
+    # the flags first: another thread's call never meets the hook without them
+    marks = [flags] * with_kwargs + [module._forward_hooks_always_called] * always_call
+    for table in marks:
+        table[key] = True
     hooks[key] = hook
-    added.append((hooks, key))  # (removed in this order: the hook before its flag)
-    if with_kwargs:
-        added.append((flags, key))
+    added.append((hooks, key))  # (removed in this order: the hook before its flags)
+    added += [(table, key) for table in marks]
     if prepend:
         hooks.move_to_end(key, last=False)
 

@@ -72,7 +72,7 @@ class watch:
         self._tensor = torch.Tensor
         from torch.nn.modules import module as modules  # every module's hooks, run before its own
         self._global_hooks = modules._global_forward_hooks
-        self._global_module_hooks = modules
+        self._module_globals = modules  # (its global hook tables)
         self._grad_enabled = torch.is_grad_enabled
         if not _KEEP_FINITE:
             _fill_tables(torch)
@@ -110,8 +110,11 @@ class watch:
             if at is not None:  # a chain's layer: its pass's hook (_chain_after)
                 hook = functools.partial(chained, self, at, name, kind)
             elif module is root and not ended:  # the root's check also ends the pass: one
-                ended = True                    # hook less to add, call, remove
-                hook = functools.partial(last_after, self, name, kind)
+                ended = True                    # hook less to add, call, remove; called when
+                hook_tables.add_module_hook(    # its forward raises too (output None)
+                    register, module, functools.partial(last_after, self, name, kind),
+                    with_kwargs=True, always_call=True)
+                continue
             else:
                 hook = functools.partial(after, self, name, kind)
             hook_tables.add_module_hook(register, module, hook, with_kwargs=True)
@@ -197,7 +200,8 @@ class watch:
 
     def _last_after(self, name, kind, module, args, kwargs, output=None):
         """The root's check, then the pass's end (not reached when the check raises, as when
-        they were two hooks)."""
+        they were two hooks). Called when the root's forward raised too (output None): the pass
+        ends unchecked."""
         if not self._active:
             return
         state = getattr(self._local, "state", None) or self._pass()
@@ -205,9 +209,14 @@ class watch:
         if passing is not None:
             state.chain = None
             last, passing.last = passing.last, None
-            if (passing.at == len(passing.plan.layers) and last is not None
+            if (passing.live and passing.at == len(passing.plan.layers) and last is not None
                     and output is last[0]):
-                state.forget()  # the last Linear's output, checked there
+                # the last Linear's output, checked there: its gradient is read as it arrives,
+                # before any hook the caller adds to it
+                if self.backward:
+                    hook_tables.add_tensor_hook(output, functools.partial(
+                        _opaque(watch._chain_output_gradient), self, state, passing))
+                state.forget()
                 return
         self._after(name, kind, module, args, kwargs, output)
         state.forget()
@@ -223,7 +232,7 @@ class watch:
                 or policy.action != "raise" or not policy.everything or policy.ignoring
                 or _unwrap(self.model) is not self.model):
             return None
-        return chain.plan(torch, self.model, _TORCH_FORWARD)
+        return chain.plan(torch, self.model, _TORCH_FORWARD, self._checker.plain)
 
     def _chain_claims(self, plan) -> None:
         """For each of the plan's Linears, the weight and bias whose gradients its node may
@@ -242,15 +251,15 @@ class watch:
         """A chain.Pass for the forward pass starting with `args`, or None (a pass as any
         other's): one plain 2-d CPU tensor of the Linears' dtype that requires no grad,
         autograd recording, no mode, autocast or saved-tensor hook to change what the
-        operations compute or save, torch's own F.linear, and no hook but watch's on the
-        chain's modules."""
+        operations compute or save, torch's own F.linear, and the model the chain it was when
+        entered, with no hook but watch's (chain.intact)."""
         plan = self._plan
         x = args[0] if len(args) == 1 else None
         if (type(x) is not self._tensor or x.dim() != 2 or x.dtype != plan.dtype
                 or not x.is_cpu or x.requires_grad or not self._grad_enabled() or _modes()
                 or _TABLES["autocast"]() or _TABLES["saved_hooks"](False) is not None
                 or not _torch_functions()
-                or not chain.unhooked(plan, self._global_module_hooks)):
+                or not chain.intact(plan, self._module_globals)):
             return None
         passing = chain.Pass(plan)
         passing.terms = max(x.shape[0] - 1, 0).bit_length()  # a sum over the rows
@@ -262,14 +271,14 @@ class watch:
         the module is checked as any other, and so is the rest of the pass."""
         state = getattr(self._local, "state", None)
         passing = None if state is None else state.chain
-        if passing is not None and passing.at == at:
+        if passing is not None and passing.live and passing.at == at:
             if at & 1:  # a ReLU
                 passing.at = at + 1
                 return
             if self._chain_linear(state, passing, at, name, kind, module, args, kwargs, output):
                 return
         if passing is not None:
-            passing.at = -1
+            passing.live = False
         self._after(name, kind, module, args, kwargs, output)
 
     def _chain_linear(self, state, passing, at, name, kind, module, args, kwargs,
@@ -280,25 +289,25 @@ class watch:
         tensor, magnitude = self._tensor, self._magnitude
         x = args[0] if len(args) == 1 and not kwargs else None
         j = at >> 1
+        node = getattr(output, "grad_fn", None)
+        if (type(x) is not tensor or type(output) is not tensor or type(node).__name__
+                != passing.plan.products[j]):
+            if at:
+                self._chain_link(state, passing, at, x)
+            return False
         if at:
             kx = self._chain_link(state, passing, at, x)
         else:  # the model's input: read with a bound when cheaper than the weight's gradient
             weight = passing.plan.claims[0][0]
-            kx = (magnitude(x) if weight is not None and type(x) is tensor
-                  and x.numel() <= weight.numel() else None)
-        node = getattr(output, "grad_fn", None)
-        if (type(x) is not tensor or type(output) is not tensor or type(node).__name__
-                != passing.plan.products[j]):
-            return False
+            kx = magnitude(x) if weight is not None and x.numel() <= weight.numel() else None
         k = magnitude(output)
         if k is None:
-            passing.at = -1
+            passing.live = False
             self._failed(state, name, kind, module, args, kwargs, "output", output, None,
                          self._checker.describe(output))  # (raises: the plan's policy)
             return True
         passing.at, passing.last = at + 1, (output, node, k)
-        if kx is not None and kx < UNBOUNDED:
-            passing.kx[j] = kx
+        passing.kx[j] = kx
         if self.backward:
             node.register_hook(functools.partial(_opaque(watch._chain_backward), self, state,
                                                  passing, j))
@@ -316,24 +325,40 @@ class watch:
                 and not last[0]._version and node.next_functions[0][0] is last[1]):
             passing.linked[(at >> 1) - 1] = True
             return last[2]
-        if type(x) is not self._tensor:
+        if type(x) is not self._tensor or last is None:
             return None
         kx = self._magnitude(x)
-        if kx is None and last is not None:
-            passing.at = -1
+        if kx is None:
+            passing.live = False
             plan = passing.plan
             relu = plan.layers[at - 1]
             self._failed(state, plan.names[at - 1], type(relu).__name__, relu, (last[0],), {},
                          "output", x, None, self._checker.describe(x))
         return kx
 
+    def _chain_output_gradient(self, state, passing, grad) -> None:
+        """The model output's gradient hook in a chain pass: `grad` read with its bound, noted
+        for the last Linear's node (_chain_backward), as it arrives (before any hook the caller
+        added to the output)."""
+        if not self._active or grad is None:
+            return
+        k = self._magnitude(grad)
+        if k is None:
+            plan = passing.plan
+            module = plan.layers[-1]
+            self._found(state, Finding(plan.names[-1], type(module).__name__, "backward",
+                                       "gradient of output", *self._checker.describe(grad),
+                                       True), module, grad)
+            return
+        passing.output = (weakref.ref(grad), grad._version, k, _TABLES["task"]())
+
     def _chain_backward(self, state, passing, j, grad_inputs, grad_outputs) -> None:
         """The post-hook of chain Linear j's node. g, the gradient of its output, is finite
         under the bound the next Linear's node noted for its input's gradient when the ReLU
         between made g from exactly that (a mask: each element that gradient's or 0), else
-        read: the last Linear's is the model output's. Its input's gradient is read, its bound
-        noted for the Linear before; its parameters' gradients are claimed finite from those
-        bounds (_chain_claim)."""
+        read; the last Linear's is the model output's, read by its own hook. Its input's
+        gradient is read, its bound noted for the Linear before; its parameters' gradients are
+        claimed finite from those bounds (_claims_made)."""
         if not self._active or not grad_outputs:
             return
         plan, tensor, magnitude = passing.plan, self._tensor, self._magnitude
@@ -344,21 +369,24 @@ class watch:
             if deferred[0] == task:
                 self._found(state, *deferred[1:])
         g, kg = grad_outputs[0], None
-        last = j == len(passing.kx) - 1
-        if not last and exact and passing.linked[j]:
-            noted = passing.grads[j + 1]
-            if noted is not None and noted[1] == task:
-                kg = noted[0]
-        if kg is None and type(g) is tensor:
-            kg = magnitude(g)
-            if kg is None:
-                at = 2 * j + (not last)  # the ReLU after it took it, or none: the model's output
-                module = plan.layers[at]
-                self._found(state, Finding(
-                    plan.names[at], type(module).__name__, "backward",
-                    "gradient of output" if last else "gradient of input[0]",
-                    *self._checker.describe(g), last), module, g)
-                return
+        if j == len(passing.kx) - 1:  # as the output's hook read it, unchanged since
+            read = passing.output
+            if (read is not None and read[0]() is g and read[1] == g._version
+                    and read[3] == task):
+                kg = read[2]
+        else:
+            if exact and passing.linked[j]:
+                noted = passing.grads[j + 1]
+                if noted is not None and noted[1] == task:
+                    kg = noted[0]
+            if kg is None and type(g) is tensor:
+                kg = magnitude(g)
+                if kg is None:  # the ReLU after it took it
+                    module = plan.layers[2 * j + 1]
+                    self._found(state, Finding(
+                        plan.names[2 * j + 1], type(module).__name__, "backward",
+                        "gradient of input[0]", *self._checker.describe(g), False), module, g)
+                    return
         places = plan.places[j]
         made = grad_inputs[places[0]] if places[0] < len(grad_inputs) else None
         if type(made) is tensor:
@@ -372,12 +400,13 @@ class watch:
                     *self._checker.describe(made), False), module, made)
             else:
                 passing.grads[j] = (ki, task)
-        kx = passing.kx[j]
-        if kx is not None and kg is not None and kg < UNBOUNDED and exact:
+        if kg is not None and exact:  # (an unbounded k claims nothing: _claims_made)
             weight, bias = plan.claims[j]
-            terms = passing.terms
+            kx, terms = passing.kx[j], passing.terms
             self._claims_made(task, grad_inputs, (
-                (weight, places[1], max(kx + kg + terms, kx, kg)), (bias, 0, kg + terms)))
+                (weight if kx is not None else None, places[1],
+                 0 if kx is None else max(kx + kg + terms, kx, kg)),
+                (bias, 0, kg + terms)))
 
     # -- forward -------------------------------------------------------------------------------
 
@@ -733,7 +762,7 @@ class watch:
             _opaque(watch._parameters_made), self, state, made.gradient, kx,
             math.prod(x.shape[:-1]), weight,
             bias if bias is not None and id(bias) in self._claimable else None,
-            _PRODUCTS[node]))
+            _PRODUCTS[node][1]))
 
     def _parameters_made(self, state, record, kx, rows, weight, bias, index, grad_inputs,
                          grad_outputs) -> None:
@@ -752,8 +781,6 @@ class watch:
         """A Linear's node made the weight's gradient (`grad_inputs[index]`, x.t() @ g) and the
         bias's (`grad_inputs[0]`, g summed over the rows) from x below 2**kx and g below
         2**kg, over `rows` rows: each element a sum of `rows` terms (_claims_made)."""
-        if kg >= UNBOUNDED:
-            return
         terms = max(rows - 1, 0).bit_length()  # a sum of `rows` terms
         self._claims_made(_TABLES["task"](), grad_inputs, (
             (weight, index, max(kx + kg + terms, kx, kg)), (bias, 0, kg + terms)))
@@ -1148,9 +1175,9 @@ _LINEAR_MAPS: set = set()
 #: class -> torch's own _conv_forward of it (the convolutions' forward calls it).
 _TORCH_CONV_FORWARD: dict = {}
 #: autograd's nodes of torch's Linear over a 2-d input (addmm with a bias, mm without) -> where
-#: its weight's gradient is among the gradients the node makes (addmm's first is the bias's).
+#: its input's and weight's gradients are among the gradients the node makes (chain.PRODUCTS).
 _MM = "MmBackward0"
-_PRODUCTS = {"AddmmBackward0": 2, _MM: 1}
+_PRODUCTS = chain.PRODUCTS
 #: autograd's nodes of the view torch's Linear returns over a contiguous input of more than 2
 #: dimensions: the product (addmm's, or mm's without a bias) of its rows flattened, reshaped.
 _FLATTENED = frozenset({"ViewBackward0", "UnsafeViewBackward0"})
