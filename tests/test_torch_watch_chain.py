@@ -671,3 +671,39 @@ def test_a_hook_on_the_model_output_that_scales_its_gradient(monkeypatch):
     found, grads = _both(_mlp(bias=False), X * 4, step, monkeypatch)
     assert not bool(torch.isfinite(grads["4.weight"]).all())
     assert (found.module, found.tensor) == ("4", "gradient of weight")
+
+
+def test_a_hook_of_the_callers_that_raises_leaves_the_output_unchecked():
+    """A model whose forward returned, and whose own forward hook (before watch's) raised: the
+    output never reached the caller and watch neither checks it nor warns (the hook that ends a
+    chain's pass is a chain's alone, and checks nothing)."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.linear(x) * INF
+
+    def raising(module, args, output):
+        raise KeyError("the caller's hook")
+    model = Scaled()
+    model.register_forward_hook(raising)
+    import warnings
+    for kwargs in ({}, {"collect": True}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with ft.watch(model, **kwargs) as w:
+                with pytest.raises(KeyError):
+                    model(torch.randn(2, 3))
+        assert w.findings == []
+
+
+def test_a_model_whose_register_method_takes_no_always_call():
+    class Older(nn.Sequential):
+        def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+            return super().register_forward_hook(hook, prepend=prepend, with_kwargs=with_kwargs)
+    model = Older(nn.Linear(3, 3))
+    with ft.watch(model) as w:
+        model(torch.randn(2, 3)).sum().backward()
+    assert w.findings == [] and w._plan is None

@@ -98,12 +98,13 @@ def plan(torch, model, forwards: dict, plain: tuple) -> Plan | None:
 def intact(plan: Plan, modules) -> bool:
     """Is the model still the chain `plan` made of (the same layers, parameters and forwards, no
     ReLU made in place since), with no hook but watch's on its modules (one forward hook each,
-    and the model's pre-hook) and no global module hook (`modules`: torch.nn.modules.module)?"""
+    and the model's pre-hook and two forward hooks) and no global module hook (`modules`:
+    torch.nn.modules.module)?"""
     if (modules._global_forward_hooks or modules._global_forward_pre_hooks
             or modules._global_backward_hooks or modules._global_backward_pre_hooks):
         return False
     root = plan.root
-    if (len(root._forward_hooks) != 1 or len(root._forward_pre_hooks) != 1
+    if (len(root._forward_hooks) != 2 or len(root._forward_pre_hooks) != 1
             or root._backward_hooks or root._backward_pre_hooks or "forward" in root.__dict__
             or tuple(root._modules.values()) != plan.layers
             or any(cls.forward is not forward for cls, forward in plan.forwards)):

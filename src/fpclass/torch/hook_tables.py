@@ -29,7 +29,7 @@ def _torch() -> list:
         expected = (isinstance(getattr(RemovableHandle, "next_id", None), int)
                     and all(isinstance(getattr(module, name, None), OrderedDict) for name in (
                         "_forward_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks",
-                        "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"))
+                        "_forward_pre_hooks_with_kwargs"))
                     and hasattr(tensor, "_post_accumulate_grad_hooks")
                     and hasattr(tensor, "_backward_hooks"))
         methods = {"register_forward_hook": torch.nn.Module.register_forward_hook,

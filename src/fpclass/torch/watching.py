@@ -110,11 +110,8 @@ class watch:
             if at is not None:  # a chain's layer: its pass's hook (_chain_after)
                 hook = functools.partial(chained, self, at, name, kind)
             elif module is root and not ended:  # the root's check also ends the pass: one
-                ended = True                    # hook less to add, call, remove; called when
-                hook_tables.add_module_hook(    # its forward raises too (output None)
-                    register, module, functools.partial(last_after, self, name, kind),
-                    with_kwargs=True, always_call=True)
-                continue
+                ended = True                    # hook less to add, call, remove
+                hook = functools.partial(last_after, self, name, kind)
             else:
                 hook = functools.partial(after, self, name, kind)
             hook_tables.add_module_hook(register, module, hook, with_kwargs=True)
@@ -125,6 +122,10 @@ class watch:
         if not ended:
             hook_tables.add_module_hook(register, root,
                                         functools.partial(_opaque(watch._end), self))
+        if plan is not None:  # a chain's pass ends when the model's forward raises, too
+            hook_tables.add_module_hook(register, root,
+                                        functools.partial(_opaque(watch._chain_end), self),
+                                        always_call=True)
         self._owners = parameters.owners(every)
         if self.grads:
             parameters.hook_gradients(
@@ -200,8 +201,7 @@ class watch:
 
     def _last_after(self, name, kind, module, args, kwargs, output=None):
         """The root's check, then the pass's end (not reached when the check raises, as when
-        they were two hooks). Called when the root's forward raised too (output None): the pass
-        ends unchecked."""
+        they were two hooks)."""
         if not self._active:
             return
         state = getattr(self._local, "state", None) or self._pass()
@@ -223,6 +223,15 @@ class watch:
 
     # -- a chain (chain.py): one forward hook and one node hook a Linear ----------------------
 
+    def _chain_end(self, module, args, output=None):
+        """The model's last forward hook, called when its forward or a hook raised too
+        (always_call): a chain pass still open ends there, unchecked (a layer called on its own
+        afterwards is checked as any module)."""
+        state = getattr(self._local, "state", None)
+        passing = None if state is None else state.chain
+        if passing is not None:
+            state.chain, passing.last = None, None
+
     def _chain_plan(self, torch):
         """The model's chain.Plan when this watch may check its passes as a chain: it checks
         every module, no input, raises at the first finding of any class and ignores none
@@ -230,7 +239,8 @@ class watch:
         policy = self.policy
         if (not self._every_module or self.check_inputs or not self.raise_on or self.collect
                 or policy.action != "raise" or not policy.everything or policy.ignoring
-                or _unwrap(self.model) is not self.model):
+                or _unwrap(self.model) is not self.model
+                or not hasattr(self.model, "_forward_hooks_always_called")):  # (_chain_end's)
             return None
         return chain.plan(torch, self.model, _TORCH_FORWARD, self._checker.plain)
 
