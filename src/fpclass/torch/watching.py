@@ -14,8 +14,7 @@ from typing import NamedTuple
 
 from . import chain, hook_tables, parameters
 from .findings import Finding, NonFiniteError, Policy, selector
-from .tensors import (UNBOUNDED, argument_names, checker, dense, input_tensors, mask_selector,
-                      tensors)
+from .tensors import UNBOUNDED, argument_names, checker, input_tensors, mask_selector, tensors
 
 __all__ = ["watch"]
 
@@ -272,7 +271,7 @@ class watch:
                 or not chain.intact(plan, self._module_globals)):
             return None
         passing = chain.Pass(plan)
-        passing.terms = max(x.shape[0] - 1, 0).bit_length()  # a sum over the rows
+        passing.terms = _sum_terms(x.shape[0])
         return passing
 
     def _chain_after(self, at, name, kind, module, args, kwargs, output=None):
@@ -335,9 +334,9 @@ class watch:
                 and not last[0]._version and node.next_functions[0][0] is last[1]):
             passing.linked[(at >> 1) - 1] = True
             return last[2]
-        if type(x) is not self._tensor or last is None:
+        if not isinstance(x, self._tensor) or last is None:
             return None
-        kx = self._magnitude(x)
+        kx = self._magnitude(x)  # (a subclass too: the ReLU's output is never left unread)
         if kx is None:
             passing.live = False
             plan = passing.plan
@@ -371,7 +370,7 @@ class watch:
         claimed finite from those bounds (_claims_made)."""
         if not self._active or not grad_outputs:
             return
-        plan, tensor, magnitude = passing.plan, self._tensor, self._magnitude
+        plan, magnitude = passing.plan, self._magnitude
         task, exact = _TABLES["task"](), not (_modes() or _TABLES["autocast"]())
         deferred = passing.deferred
         if deferred is not None:
@@ -389,7 +388,7 @@ class watch:
                 noted = passing.grads[j + 1]
                 if noted is not None and noted[1] == task:
                     kg = noted[0]
-            if kg is None and type(g) is tensor:
+            if kg is None and g is not None:  # (read whatever its type: nothing passes unread)
                 kg = magnitude(g)
                 if kg is None:  # the ReLU after it took it
                     module = plan.layers[2 * j + 1]
@@ -399,7 +398,7 @@ class watch:
                     return
         places = plan.places[j]
         made = grad_inputs[places[0]] if places[0] < len(grad_inputs) else None
-        if type(made) is tensor:
+        if made is not None:
             ki = magnitude(made)
             if ki is None:
                 # reported where watch's hook on the ReLU's output would have read it: after
@@ -791,7 +790,7 @@ class watch:
         """A Linear's node made the weight's gradient (`grad_inputs[index]`, x.t() @ g) and the
         bias's (`grad_inputs[0]`, g summed over the rows) from x below 2**kx and g below
         2**kg, over `rows` rows: each element a sum of `rows` terms (_claims_made)."""
-        terms = max(rows - 1, 0).bit_length()  # a sum of `rows` terms
+        terms = _sum_terms(rows)
         self._claims_made(_TABLES["task"](), grad_inputs, (
             (weight, index, max(kx + kg + terms, kx, kg)), (bias, 0, kg + terms)))
 
@@ -1299,6 +1298,11 @@ class _Claim(NamedTuple):
     numel: int
     dtype: object
     version: int
+
+
+def _sum_terms(rows: int) -> int:
+    """The binades a sum of `rows` terms adds to the largest term's bound: ceil(log2 rows)."""
+    return max(rows - 1, 0).bit_length()
 
 
 def _same_bound(bound, _made):
