@@ -42,7 +42,10 @@ On the MLP one more mode, "one exact-watch design for this model" (mlp_design_wa
 watch written for that one model: it makes the reads that design needs and registers the
 hooks its proofs of the rest would need with empty bodies, an estimate of what an exact watch
 of that design would cost here with nothing else to do (a line under the table sets it against
-the target).
+the target). Two more split watch's own cost on the MLP: "the chain's hooks and reads alone"
+(chain_alone: the hooks watch's chain registers, registered as it registers them, making its
+reads and nothing else) and "entering and leaving watch alone" (the context entered and left,
+then a plain step); a line under the table puts the rest down to watch's Python in its hooks.
 `--base SRC` adds another mode, the watch (with parameter grads) of the fpclass package under SRC
 (another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
 two trees in one process, their steps alternating with the others.
@@ -88,6 +91,10 @@ from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
 TARGET = 0.10
 #: The MLP's extra mode: mlp_design_watch.
 DESIGN = "one exact-watch design for this model (its reads, empty proof hooks)"
+#: The MLP's split of watch's cost: chain_alone, and watch entered and left around a plain step.
+CHAIN_ALONE = "the chain's hooks and reads alone (no logic)"
+CHAIN_HOOKS = "the chain's hooks alone (empty bodies)"
+ENTER_ALONE = "entering and leaving watch alone (the step unwatched)"
 
 
 def mlp(layers: int = 8, width: int = 512):
@@ -280,6 +287,15 @@ def run(args, name, what, model, inputs) -> None:
              "detect_anomaly(check_nan=True)": anomaly}
     if mlp_design_watch.applies(model):
         modes[DESIGN] = functools.partial(mlp_design_watch(model).step, step)
+        alone, hooks = chain_alone(model), chain_alone(model, read=False)
+        modes[CHAIN_ALONE] = functools.partial(alone.step, step)
+        modes[CHAIN_HOOKS] = functools.partial(hooks.step, step)
+
+        def entered_alone():
+            with ft.watch(model):
+                pass
+            step()
+        modes[ENTER_ALONE] = entered_alone
     if args.base_watch is not None:
         def base_grads():
             with args.base_watch(model):
@@ -356,11 +372,35 @@ def run(args, name, what, model, inputs) -> None:
                    if cost - 2 * err > TARGET else "not clearly on either side of the target")
         print(f"\none exact-watch design for this model (mlp_design_watch: its reads, its "
               f"proofs' hooks with empty bodies): {cost:+.1%} ± {err:.1%}, {verdict}")
+    if CHAIN_ALONE in paired:
+        chain_split(paired, base, hooks.count(step))
     print(f"\nthe hooks reading in them read {reading.nbytes / 2**20:.1f} MiB a step (the last "
           "step's): outputs but those of " + ", ".join(KEEP_FINITE_NAMES) + ", each output's "
           "gradient, each parameter's gradient")
     if args.floor:
         floor(seen, base, paired["hooks alone (empty bodies)"], clock)
+
+
+def chain_split(paired: dict, base: float, calls: int) -> None:
+    """Print watch's cost on the MLP split into torch calling the chain's hooks, the chain's
+    reads, entering and leaving the context and the rest (watch's Python in its hooks), and
+    what the target leaves for that rest: spread over the `calls` hook calls of a step, against
+    what torch's call of one of those hooks costs with an empty body."""
+    total, alone, hooks, entering = (paired[m] / base for m in (
+        "watch (+ parameter grads)", CHAIN_ALONE, CHAIN_HOOKS, ENTER_ALONE))
+    rest = total - alone - entering
+    print(f"\nwatch's {total:+.1%} split (each part paired on its own, so they need not add up): "
+          f"torch calling the chain's hooks {hooks:+.1%} ({calls} calls a step, "
+          f"{paired[CHAIN_HOOKS] / calls * 1e6:.1f} µs a call with an empty body), the chain's "
+          f"reads in them {alone - hooks:+.1%} (chain_alone), entering and leaving the context "
+          f"{entering:+.1%}; the rest, {rest:+.1%}, is watch's Python in its hooks (the pass's "
+          "state, the proofs' checks, the claims)")
+    room = TARGET - alone - entering
+    print(f"at the target that rest may take {room:+.1%} of the step, "
+          + (f"{room * base / calls * 1e6:.1f} µs a hook call, against "
+             f"{paired[CHAIN_HOOKS] / calls * 1e6:.1f} µs for torch's call of an empty one"
+             if room > 0 else "nothing: the chain's hooks, its reads and entering already "
+             "take the whole target"))
 
 
 class in_step_reader:
@@ -489,6 +529,81 @@ class mlp_design_watch:
         finally:
             hook_tables.remove(self.added)
             hook_tables.remove(self.handles)
+
+
+class chain_alone:
+    """watch's chain (fpclass.torch.chain) with its logic taken out: the hooks it registers on
+    the MLP, registered as watch registers them (a forward hook on every layer, the model's
+    pre-hook, its forward hook and its always-called end hook, a post-accumulate hook on every
+    parameter, then in each pass a post-hook on each Linear's node and a hook on the model
+    output's gradient), each making the chain's reads (`read`) and nothing else: the model's
+    input and each Linear's output (with a magnitude bound), the output's gradient and the
+    gradient each Linear's node makes for its input. Without `read`, torch's own cost of calling
+    those hooks. `calls`: the hook calls of the last step (counted where `counting`)."""
+
+    def __init__(self, model, read: bool = True):
+        self.model, self.checks, self.added, self.read = model, checker(torch), [], read
+        self.layers = list(model)
+        self.first = self.layers[0]
+        self.calls, self.counting = 0, False
+
+    def bounded(self, t) -> None:
+        if self.read and t is not None and self.checks.magnitude(t) is None:
+            raise RuntimeError("a non-finite tensor in a benchmark step")
+
+    def made(self, grad_inputs, grad_outputs) -> None:
+        self.counted()
+        self.bounded(grad_inputs[1])  # (bias's, input's, weight's transposed; the input's is
+                                      # None at the first Linear)
+
+    def output_gradient(self, grad) -> None:
+        self.counted()
+        self.bounded(grad)
+
+    def linear(self, module, args, kwargs, output) -> None:
+        self.counted()
+        if module is self.first:
+            self.bounded(args[0])
+        self.bounded(output)
+        output.grad_fn.register_hook(self.made)
+
+    def relu(self, module, args, kwargs, output) -> None:
+        self.counted()
+
+    def model_output(self, module, args, kwargs, output) -> None:
+        self.counted()
+        hook_tables.add_tensor_hook(output, self.output_gradient)
+
+    def other(self, *_) -> None:
+        self.counted()
+
+    def counted(self) -> None:
+        if self.counting:
+            self.calls += 1
+
+    def count(self, step) -> int:
+        """The hook calls of one step (untimed)."""
+        self.calls, self.counting = 0, True
+        try:
+            self.step(step)
+        finally:
+            self.counting = False
+        return self.calls
+
+    def step(self, step) -> None:
+        added = self.added
+        try:
+            for at, layer in enumerate(self.layers):
+                hook_tables.add_module_hook(added, layer, self.relu if at & 1 else self.linear,
+                                            with_kwargs=True)
+            hook_tables.add_module_hook(added, self.model, self.other, pre=True, prepend=True)
+            hook_tables.add_module_hook(added, self.model, self.model_output, with_kwargs=True)
+            hook_tables.add_module_hook(added, self.model, self.other, always_call=True)
+            for p in self.model.parameters():
+                hook_tables.add_post_accumulate_hook(added, p, self.other)
+            step()
+        finally:
+            hook_tables.remove(added)
 
 
 def _nothing(*_):
