@@ -396,11 +396,13 @@ def chain_split(paired: dict, base: float, calls: int) -> None:
           f"{entering:+.1%}; the rest, {rest:+.1%}, is watch's Python in its hooks (the pass's "
           "state, the proofs' checks, the claims)")
     room = TARGET - alone - entering
-    print(f"at the target that rest may take {room:+.1%} of the step, "
-          + (f"{room * base / calls * 1e6:.1f} µs a hook call, against "
-             f"{paired[CHAIN_HOOKS] / calls * 1e6:.1f} µs for torch's call of an empty one"
-             if room > 0 else "nothing: the chain's hooks, its reads and entering already "
-             "take the whole target"))
+    if room > 0:
+        print(f"at the target that rest may take {room:+.1%} of the step, "
+              f"{room * base / calls * 1e6:.1f} µs a hook call, against "
+              f"{paired[CHAIN_HOOKS] / calls * 1e6:.1f} µs for torch's call of an empty one")
+    else:
+        print(f"at the target nothing is left for that rest: the chain's hooks, its reads and "
+              f"entering already take {alone + entering:+.1%}")
 
 
 class in_step_reader:
