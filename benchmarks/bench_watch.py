@@ -42,10 +42,12 @@ On the MLP one more mode, "one exact-watch design for this model" (mlp_design_wa
 watch written for that one model: it makes the reads that design needs and registers the
 hooks its proofs of the rest would need with empty bodies, an estimate of what an exact watch
 of that design would cost here with nothing else to do (a line under the table sets it against
-the target). Two more split watch's own cost on the MLP: "the chain's hooks and reads alone"
-(chain_alone: the hooks watch's chain registers, registered as it registers them, making its
-reads and nothing else) and "entering and leaving watch alone" (the context entered and left,
-then a plain step); a line under the table puts the rest down to watch's Python in its hooks.
+the target). Three more split watch's own cost on the MLP: "the chain's hooks alone" and "the
+chain's hooks and reads alone" (chain_alone: the hooks watch's chain registers, registered as it
+registers them but before the timed step, as watch's entering adds them, with empty bodies or
+making the chain's reads and nothing else) and "entering and leaving watch alone" (the context
+entered and left, then a plain step); a line under the table puts the rest down to watch's
+Python in its hooks (printed only where watch read what the chain reads: it took the chain).
 `--base SRC` adds another mode, the watch (with parameter grads) of the fpclass package under SRC
 (another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
 two trees in one process, their steps alternating with the others.
@@ -224,6 +226,21 @@ def base_watch(src: str):
     return importlib.import_module("fpclass_base.torch").watch
 
 
+def _timed(mode, clock) -> float:
+    """The time `mode()` takes; a mode with `prepare` and `finish` methods (chain_alone's) has
+    them called just before and just after, untimed."""
+    prepare, finish = getattr(mode, "prepare", None), getattr(mode, "finish", None)
+    if prepare is not None:
+        prepare()
+    try:
+        t = clock()
+        mode()
+        return clock() - t
+    finally:
+        if finish is not None:
+            finish()
+
+
 def _minor_faults() -> int:
     """The process's minor page faults so far (0 where the resource module is missing)."""
     try:
@@ -287,9 +304,9 @@ def run(args, name, what, model, inputs) -> None:
              "detect_anomaly(check_nan=True)": anomaly}
     if mlp_design_watch.applies(model):
         modes[DESIGN] = functools.partial(mlp_design_watch(model).step, step)
-        alone, hooks = chain_alone(model), chain_alone(model, read=False)
-        modes[CHAIN_ALONE] = functools.partial(alone.step, step)
-        modes[CHAIN_HOOKS] = functools.partial(hooks.step, step)
+        alone, hooks = chain_alone(model, inputs[0], step), chain_alone(model, inputs[0], step,
+                                                                        read=False)
+        modes[CHAIN_ALONE], modes[CHAIN_HOOKS] = alone, hooks
 
         def entered_alone():
             with ft.watch(model):
@@ -306,16 +323,14 @@ def run(args, name, what, model, inputs) -> None:
     faults = {mode: 0 for mode in modes}
     for _ in range(10):  # warm up: kernels compiled and loaded, allocator settled
         for mode in modes.values():
-            mode()
+            _timed(mode, clock)
     order = list(modes.items())
     turns = random.Random(0)
     for _ in range(args.steps):
         turns.shuffle(order)  # no mode always follows the same one (caches, torch's workers)
         for mode, fn in order:
             f = _minor_faults()
-            t = clock()
-            fn()
-            times[mode].append(clock() - t)
+            times[mode].append(_timed(fn, clock))
             faults[mode] += _minor_faults() - f
     median = {mode: statistics.median(ts) for mode, ts in times.items()}
     base = median["plain"]
@@ -373,7 +388,12 @@ def run(args, name, what, model, inputs) -> None:
         print(f"\none exact-watch design for this model (mlp_design_watch: its reads, its "
               f"proofs' hooks with empty bodies): {cost:+.1%} ± {err:.1%}, {verdict}")
     if CHAIN_ALONE in paired:
-        chain_split(paired, base, hooks.count(step))
+        calls, reads = alone.count()
+        if reads == len(seen):
+            chain_split(paired, spread, base, calls)
+        else:
+            print(f"\nno split of watch's cost: it read {len(seen)} tensors in a step, the "
+                  f"chain's hooks {reads} (not watched as a chain here?)")
     print(f"\nthe hooks reading in them read {reading.nbytes / 2**20:.1f} MiB a step (the last "
           "step's): outputs but those of " + ", ".join(KEEP_FINITE_NAMES) + ", each output's "
           "gradient, each parameter's gradient")
@@ -381,20 +401,24 @@ def run(args, name, what, model, inputs) -> None:
         floor(seen, base, paired["hooks alone (empty bodies)"], clock)
 
 
-def chain_split(paired: dict, base: float, calls: int) -> None:
+def chain_split(paired: dict, spread: dict, base: float, calls: int) -> None:
     """Print watch's cost on the MLP split into torch calling the chain's hooks, the chain's
     reads, entering and leaving the context and the rest (watch's Python in its hooks), and
     what the target leaves for that rest: spread over the `calls` hook calls of a step, against
-    what torch's call of one of those hooks costs with an empty body."""
+    what torch's call of one of those hooks costs with an empty body. chain_alone's modes
+    register their hooks outside the timed step: entering pays for that in watch."""
+    watched = "watch (+ parameter grads)"
     total, alone, hooks, entering = (paired[m] / base for m in (
-        "watch (+ parameter grads)", CHAIN_ALONE, CHAIN_HOOKS, ENTER_ALONE))
+        watched, CHAIN_ALONE, CHAIN_HOOKS, ENTER_ALONE))
     rest = total - alone - entering
+    error = math.sqrt(sum((spread[m] / base) ** 2
+                          for m in (watched, CHAIN_ALONE, ENTER_ALONE)))
     print(f"\nwatch's {total:+.1%} split (each part paired on its own, so they need not add up): "
           f"torch calling the chain's hooks {hooks:+.1%} ({calls} calls a step, "
           f"{paired[CHAIN_HOOKS] / calls * 1e6:.1f} µs a call with an empty body), the chain's "
           f"reads in them {alone - hooks:+.1%} (chain_alone), entering and leaving the context "
-          f"{entering:+.1%}; the rest, {rest:+.1%}, is watch's Python in its hooks (the pass's "
-          "state, the proofs' checks, the claims)")
+          f"{entering:+.1%}; the rest, {rest:+.1%} ± {error:.1%}, is watch's Python in its hooks "
+          "(the pass's state, the proofs' checks, the claims)")
     room = TARGET - alone - entering
     if room > 0:
         print(f"at the target that rest may take {room:+.1%} of the step, "
@@ -537,26 +561,33 @@ class chain_alone:
     """watch's chain (fpclass.torch.chain) with its logic taken out: the hooks it registers on
     the MLP, registered as watch registers them (a forward hook on every layer, the model's
     pre-hook, its forward hook and its always-called end hook, a post-accumulate hook on every
-    parameter, then in each pass a post-hook on each Linear's node and a hook on the model
-    output's gradient), each making the chain's reads (`read`) and nothing else: the model's
-    input and each Linear's output (with a magnitude bound), the output's gradient and the
-    gradient each Linear's node makes for its input. Without `read`, torch's own cost of calling
-    those hooks. `calls`: the hook calls of the last step (counted where `counting`)."""
+    parameter: `prepare`, untimed, as watch's entering adds them; `finish` removes them), then
+    in each pass a post-hook on each Linear's node and a hook on the model output's gradient,
+    each making the chain's reads (`read`) and nothing else: the model's input (where watch
+    reads it: no larger than the first weight), each Linear's output (with a magnitude bound),
+    the output's gradient and the gradient each Linear's node makes for its input. Without
+    `read`, torch's own cost of calling those hooks. Called, one training step (`step`)."""
 
-    def __init__(self, model, read: bool = True):
+    def __init__(self, model, x, step, read: bool = True):
         self.model, self.checks, self.added, self.read = model, checker(torch), [], read
-        self.layers = list(model)
+        self.layers, self.training_step = list(model), step
         self.first = self.layers[0]
-        self.calls, self.counting = 0, False
+        self.input_read = x.numel() <= self.first.weight.numel()
+        self.calls = self.reads = 0
+        self.counting = False
 
     def bounded(self, t) -> None:
-        if self.read and t is not None and self.checks.magnitude(t) is None:
+        if t is None:
+            return
+        if self.counting:
+            self.reads += 1
+        if self.read and self.checks.magnitude(t) is None:
             raise RuntimeError("a non-finite tensor in a benchmark step")
 
     def made(self, grad_inputs, grad_outputs) -> None:
         self.counted()
-        self.bounded(grad_inputs[1])  # (bias's, input's, weight's transposed; the input's is
-                                      # None at the first Linear)
+        self.bounded(grad_inputs[1])  # (addmm's: bias's, input's, weight's transposed; the
+                                      # input's is None at the first Linear)
 
     def output_gradient(self, grad) -> None:
         self.counted()
@@ -564,7 +595,7 @@ class chain_alone:
 
     def linear(self, module, args, kwargs, output) -> None:
         self.counted()
-        if module is self.first:
+        if module is self.first and self.input_read:
             self.bounded(args[0])
         self.bounded(output)
         output.grad_fn.register_hook(self.made)
@@ -579,33 +610,45 @@ class chain_alone:
     def other(self, *_) -> None:
         self.counted()
 
+    def first_weight(self, p) -> None:  # unclaimed where the input is not read: watch reads it
+        self.counted()
+        if self.counting:
+            self.reads += 1
+        if self.read and not self.checks.finite(p.grad):
+            raise RuntimeError("a non-finite gradient in a benchmark step")
+
     def counted(self) -> None:
         if self.counting:
             self.calls += 1
 
-    def count(self, step) -> int:
-        """The hook calls of one step (untimed)."""
-        self.calls, self.counting = 0, True
+    def count(self) -> tuple:
+        """(hook calls, tensors read) in one step (untimed)."""
+        self.calls = self.reads = 0
+        self.counting = True
         try:
-            self.step(step)
+            _timed(self, time.perf_counter)
         finally:
             self.counting = False
-        return self.calls
+        return self.calls, self.reads
 
-    def step(self, step) -> None:
+    def prepare(self) -> None:
         added = self.added
-        try:
-            for at, layer in enumerate(self.layers):
-                hook_tables.add_module_hook(added, layer, self.relu if at & 1 else self.linear,
-                                            with_kwargs=True)
-            hook_tables.add_module_hook(added, self.model, self.other, pre=True, prepend=True)
-            hook_tables.add_module_hook(added, self.model, self.model_output, with_kwargs=True)
-            hook_tables.add_module_hook(added, self.model, self.other, always_call=True)
-            for p in self.model.parameters():
-                hook_tables.add_post_accumulate_hook(added, p, self.other)
-            step()
-        finally:
-            hook_tables.remove(added)
+        for at, layer in enumerate(self.layers):
+            hook_tables.add_module_hook(added, layer, self.relu if at & 1 else self.linear,
+                                        with_kwargs=True)
+        hook_tables.add_module_hook(added, self.model, self.other, pre=True, prepend=True)
+        hook_tables.add_module_hook(added, self.model, self.model_output, with_kwargs=True)
+        hook_tables.add_module_hook(added, self.model, self.other, always_call=True)
+        for p in self.model.parameters():
+            hook_tables.add_post_accumulate_hook(
+                added, p, self.first_weight if p is self.first.weight and not self.input_read
+                else self.other)
+
+    def finish(self) -> None:
+        hook_tables.remove(self.added)
+
+    def __call__(self) -> None:
+        self.training_step()
 
 
 def _nothing(*_):
