@@ -411,11 +411,8 @@ class watch:
                 passing.grads[j] = (ki, task)
         if kg is not None and exact:  # (an unbounded k claims nothing: _claims_made)
             weight, bias = plan.claims[j]
-            kx, terms = passing.kx[j], passing.terms
-            self._claims_made(task, grad_inputs, (
-                (weight if kx is not None else None, places[1],
-                 0 if kx is None else max(kx + kg + terms, kx, kg)),
-                (bias, 0, kg + terms)))
+            self._claims_made(task, grad_inputs, _linear_claims(
+                weight, bias, places[1], passing.kx[j], kg, passing.terms))
 
     # -- forward -------------------------------------------------------------------------------
 
@@ -778,21 +775,15 @@ class watch:
         """The post-hook of a Linear's node (_parameters_backward; `record`: its output's
         gradient record): from g (`grad_outputs[0]`), read with a bound in this backward by
         watch's hook, the last of the output's (or g reshaped: _same_bound), and unwritten
-        since, the weight's and the bias's gradients the node made are claimed (_claim)."""
+        since, the weight's and the bias's gradients the node made are claimed
+        (_linear_claims, _claims_made)."""
         if not self._active or not grad_outputs or _modes() or _TABLES["autocast"]():
             return  # (a mode, or autocast, active in the backward may compute them otherwise:
         kg = _bound_of(state, grad_outputs[0])  # mm in float16, then cast back)
         if kg is None or kg >= UNBOUNDED or not _last_hook(record):
             return
-        self._claim(weight, bias, index, kx, kg, rows, grad_inputs)
-
-    def _claim(self, weight, bias, index, kx, kg, rows, grad_inputs) -> None:
-        """A Linear's node made the weight's gradient (`grad_inputs[index]`, x.t() @ g) and the
-        bias's (`grad_inputs[0]`, g summed over the rows) from x below 2**kx and g below
-        2**kg, over `rows` rows: each element a sum of `rows` terms (_claims_made)."""
-        terms = _sum_terms(rows)
-        self._claims_made(_TABLES["task"](), grad_inputs, (
-            (weight, index, max(kx + kg + terms, kx, kg)), (bias, 0, kg + terms)))
+        self._claims_made(_TABLES["task"](), grad_inputs, _linear_claims(
+            weight, bias, index, kx, kg, _sum_terms(rows)))
 
     def _claims_made(self, task, grad_inputs, made_below) -> None:
         """Claim finite, until the end of this backward (`task`), each parameter's gradient
@@ -1303,6 +1294,16 @@ class _Claim(NamedTuple):
 def _sum_terms(rows: int) -> int:
     """The binades a sum of `rows` terms adds to the largest term's bound: ceil(log2 rows)."""
     return max(rows - 1, 0).bit_length()
+
+
+def _linear_claims(weight, bias, index, kx, kg, terms) -> tuple:
+    """What a Linear's node made, as _claims_made takes it: the weight's gradient
+    (`grad_inputs[index]`, x.t() @ g) and the bias's (`grad_inputs[0]`, g summed over the
+    rows), from x below 2**kx (None: not bounded, the weight's not claimed) and g below 2**kg,
+    each element a sum over rows adding `terms` binades (_sum_terms)."""
+    return ((weight if kx is not None else None, index,
+             0 if kx is None else max(kx + kg + terms, kx, kg)),
+            (bias, 0, kg + terms))
 
 
 def _same_bound(bound, _made):
