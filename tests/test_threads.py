@@ -98,6 +98,39 @@ def test_a_capped_call_still_answers_right():
     assert fpclass.count_nan(x) == 1 and fpclass.first_nan(x) == (x.size - 1,)
 
 
+_TORCH_COUNT = textwrap.dedent("""
+    import numpy as np, torch
+    torch.set_num_threads(1)
+    torch.get_num_threads()  # torch has run on this thread before fpclass's first call
+    import numba.np.ufunc.parallel as pool
+    import fpclass
+    from fpclass.kernels import threads
+    tensors = [torch.ones(threads.PARALLEL_MIN // 4) for _ in range(8)]
+    tensors[3][5] = float("nan")
+    report = fpclass.check(tensors)  # numba's threads: the raw-buffer kernel's prange
+    after_check = torch.get_num_threads()
+    x = np.ones(threads.PARALLEL_MIN, np.float16)
+    x[-1] = np.nan
+    print([t.name for t in report.failing], after_check, fpclass.count_nan(x),
+          torch.get_num_threads(), fpclass.get_num_threads(), pool._is_initialized)
+""")
+
+
+def test_numbas_threads_start_without_changing_torchs_count():
+    # numba's OpenMP layer sets the OpenMP thread count of the thread that starts it, and torch
+    # reads its own there: a training loop's torch.set_num_threads(1) must survive fpclass
+    pytest.importorskip("torch")
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here")
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
+    env.pop(threads.ENV, None)
+    out = subprocess.run([sys.executable, "-c", _TORCH_COUNT], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['3']", "1", "1", "1", "2", "True"]
+
+
 _PROBE = textwrap.dedent("""
     import sys, threading
     import dask, dask.array as da, numpy as np

@@ -34,6 +34,8 @@ PARALLEL_MIN = 1 << 22
 SPLIT_MIN = 1 << 19
 
 _cap: int | None = None  # set_num_threads's cap; None: not set
+_numba_started = False   # start_numba's
+_numba_lock = threading.Lock()
 
 
 def _checked(n, what: str) -> int:
@@ -68,9 +70,32 @@ def set_num_threads(n: int | None) -> None:
     _cap = None if n is None else _checked(n, "set_num_threads's argument")
 
 
+def start_numba() -> None:
+    """Start numba's threading layer (once a process) on a short-lived thread of its own, not
+    the caller's: numba's OpenMP layer sets the starting thread's OpenMP thread count and
+    nesting (omp_set_num_threads, omp_set_nested), and torch, sharing that OpenMP runtime,
+    reads its own count there (torch.get_num_threads): started on the caller's thread,
+    fpclass's first parallel call would undo the user's torch.set_num_threads(1). Numba's
+    parallel loops name their thread count each time, so nothing else depends on where the
+    layer started. Every parallel call asks get_num_threads first. Imports numba."""
+    global _numba_started
+    if _numba_started:
+        return
+    with _numba_lock:
+        if _numba_started:
+            return
+        import numba
+        starter = threading.Thread(target=numba.get_num_threads,
+                                   name="fpclass: starting numba's threading layer")
+        starter.start()
+        starter.join()
+        _numba_started = True
+
+
 def get_num_threads() -> int:
     """The threads a large call from this thread would use if it were the main thread of a main
     process: the cap, at most numba's count for this thread (imports numba to read it)."""
+    start_numba()
     import numba
     cap = _cap if _cap is not None else _env_cap()
     available = numba.get_num_threads()
