@@ -252,6 +252,7 @@ def _minor_faults() -> int:
 
 def run(args, name, what, model, inputs) -> None:
     torch.manual_seed(0)
+    threads = torch.get_num_threads()
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
 
     def step():
@@ -332,6 +333,10 @@ def run(args, name, what, model, inputs) -> None:
             f = _minor_faults()
             times[mode].append(_timed(fn, clock))
             faults[mode] += _minor_faults() - f
+    if torch.get_num_threads() != threads:  # (fpclass's first parallel read once moved it)
+        raise RuntimeError(f"torch's thread count moved from {threads} to "
+                           f"{torch.get_num_threads()} during the run: its modes are not timed "
+                           "alike")
     median = {mode: statistics.median(ts) for mode, ts in times.items()}
     base = median["plain"]
     hooked = sum(1 for _ in model.modules())
