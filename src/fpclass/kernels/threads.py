@@ -71,13 +71,15 @@ def set_num_threads(n: int | None) -> None:
 
 
 def start_numba() -> None:
-    """Start numba's threading layer (once a process) on a short-lived thread of its own, not
-    the caller's: numba's OpenMP layer sets the starting thread's OpenMP thread count and
-    nesting (omp_set_num_threads, omp_set_nested), and torch, sharing that OpenMP runtime,
-    reads its own count there (torch.get_num_threads): started on the caller's thread,
-    fpclass's first parallel call would undo the user's torch.set_num_threads(1). Numba's
-    parallel loops name their thread count each time, so nothing else depends on where the
-    layer started. Every parallel call asks get_num_threads first. Imports numba."""
+    """Start numba's threading layer (once a process) on the calling thread, as numba would,
+    then give torch back the thread count it had there. Numba's OpenMP layer sets the starting
+    thread's OpenMP thread count to numba's (omp_set_num_threads), and torch, sharing that
+    OpenMP runtime, reads its count from the same setting: fpclass's first parallel call
+    turned a `torch.set_num_threads(1)` into numba's count. Only torch is asked (when already
+    imported: its count read before, set again only where it moved). The layer starts on the
+    caller's thread, not one of fpclass's own, because numba's TBB layer takes the thread that
+    starts it for the one it may fork from. Every parallel call asks get_num_threads first.
+    Imports numba."""
     global _numba_started
     if _numba_started:
         return
@@ -85,10 +87,12 @@ def start_numba() -> None:
         if _numba_started:
             return
         import numba
-        starter = threading.Thread(target=numba.get_num_threads,
-                                   name="fpclass: starting numba's threading layer")
-        starter.start()
-        starter.join()
+        torch = sys.modules.get("torch")
+        count = getattr(torch, "get_num_threads", None)
+        count = count() if callable(count) else None
+        numba.get_num_threads()  # (starts the layer)
+        if count is not None and torch.get_num_threads() != count:
+            torch.set_num_threads(count)
         _numba_started = True
 
 
