@@ -88,11 +88,11 @@ def start_numba() -> None:
             return
         import numba
         torch = sys.modules.get("torch")
-        count = getattr(torch, "get_num_threads", None)
-        count = count() if callable(count) else None
+        get, put = (getattr(torch, name, None) for name in ("get_num_threads", "set_num_threads"))
+        count = get() if callable(get) and callable(put) else None
         numba.get_num_threads()  # (starts the layer)
-        if count is not None and torch.get_num_threads() != count:
-            torch.set_num_threads(count)
+        if count is not None and get() != count:
+            put(count)
         _numba_started = True
 
 
