@@ -99,9 +99,20 @@ def test_a_capped_call_still_answers_right():
 
 
 _TORCH_COUNT = textwrap.dedent("""
+    import threading
     import numba, numpy as np, torch
+
+    def on_a_new_thread(then):
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(then()))
+        worker.start()
+        worker.join()
+        return seen[0]
+
     torch.set_num_threads(1)
     torch.get_num_threads()  # torch has run on this thread before fpclass's first call
+    # another thread's count, which torch also makes its default for threads started later
+    on_a_new_thread(lambda: torch.set_num_threads(3))
     import fpclass
     from fpclass.kernels import threads
     tensors = [torch.ones(threads.PARALLEL_MIN // 4) for _ in range(8)]
@@ -111,7 +122,8 @@ _TORCH_COUNT = textwrap.dedent("""
     x = np.ones(threads.PARALLEL_MIN, np.float16)
     x[-1] = np.nan
     print([t.name for t in report.failing], after_check, fpclass.count_nan(x),
-          torch.get_num_threads(), fpclass.get_num_threads(), numba.threading_layer())
+          torch.get_num_threads(), fpclass.get_num_threads(), numba.threading_layer(),
+          on_a_new_thread(torch.get_num_threads))
 """)
 
 
@@ -128,7 +140,8 @@ def test_numbas_threads_start_without_changing_torchs_count():
     out = subprocess.run([sys.executable, "-c", _TORCH_COUNT], capture_output=True, text=True,
                          env=env, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["['3']", "1", "1", "1", "2", "omp"]
+    # this thread's count kept, and the default other threads start with left alone
+    assert out.stdout.split() == ["['3']", "1", "1", "1", "2", "omp", "3"]
 
 
 _PROBE = textwrap.dedent("""

@@ -76,10 +76,11 @@ def start_numba() -> None:
     thread's OpenMP thread count to numba's (omp_set_num_threads), and torch, sharing that
     OpenMP runtime, reads its count from the same setting: fpclass's first parallel call
     turned a `torch.set_num_threads(1)` into numba's count. Only torch is asked (when already
-    imported: its count read before, set again only where it moved). The layer starts on the
-    caller's thread, not one of fpclass's own, because numba's TBB layer takes the thread that
-    starts it for the one it may fork from. Every parallel call asks get_num_threads first.
-    Imports numba."""
+    imported: its count read before, set back only where it moved, through the OpenMP
+    runtime's own setter, or else torch's, which also sets torch's default for new threads).
+    The layer starts on the caller's thread, not one of fpclass's own, because numba's TBB
+    layer takes the thread that starts it for the one it may fork from. Every parallel call
+    asks get_num_threads first. Imports numba."""
     global _numba_started
     if _numba_started:
         return
@@ -92,8 +93,23 @@ def start_numba() -> None:
         count = get() if callable(get) and callable(put) else None
         numba.get_num_threads()  # (starts the layer)
         if count is not None and get() != count:
-            put(count)
+            setter = _openmp_count_setter()
+            if setter is not None:  # what numba moved: this thread's OpenMP count, no more
+                setter(count)
+            if get() != count:  # another runtime: torch's setter, which also sets its
+                put(count)      # default for threads that start later
         _numba_started = True
+
+
+def _openmp_count_setter():
+    """omp_set_num_threads as the process's global symbols resolve it (where numba's OpenMP
+    layer's own call went when it moved torch's count: torch loads its OpenMP runtime into
+    that scope), or None (no such symbol there, or no lookup on this platform)."""
+    try:
+        import ctypes
+        return ctypes.CDLL(None).omp_set_num_threads
+    except (OSError, AttributeError, TypeError):
+        return None
 
 
 def get_num_threads() -> int:
