@@ -34,7 +34,7 @@ PARALLEL_MIN = 1 << 22
 SPLIT_MIN = 1 << 19
 
 _cap: int | None = None  # set_num_threads's cap; None: not set
-_numba_started = False   # start_numba's
+_numba_started = False   # _start_numba's
 _numba_lock = threading.Lock()
 
 
@@ -70,7 +70,7 @@ def set_num_threads(n: int | None) -> None:
     _cap = None if n is None else _checked(n, "set_num_threads's argument")
 
 
-def start_numba() -> None:
+def _start_numba() -> None:
     """Start numba's threading layer (once a process) on the calling thread, as numba would,
     then give torch back the thread count it had there. Numba's OpenMP layer sets the starting
     thread's OpenMP thread count to numba's (omp_set_num_threads), and torch, sharing that
@@ -115,7 +115,7 @@ def _openmp_count_setter():
 def get_num_threads() -> int:
     """The threads a large call from this thread would use if it were the main thread of a main
     process: the cap, at most numba's count for this thread (imports numba to read it)."""
-    start_numba()
+    _start_numba()
     import numba
     cap = _cap if _cap is not None else _env_cap()
     available = numba.get_num_threads()
