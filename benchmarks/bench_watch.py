@@ -271,10 +271,8 @@ def run(args, name, what, model, inputs) -> None:
 
     def hooks_alone():  # registered as watch registers its hooks
         added = []
-        for m in model.modules():
-            hook_tables.add_module_hook(added, m, on_output, with_kwargs=True)
-        for p in model.parameters():
-            hook_tables.add_post_accumulate_hook(added, p, _nothing)
+        hook_tables.add_forward_hooks(added, [(m, on_output) for m in model.modules()])
+        hook_tables.add_post_accumulate_hooks(added, list(model.parameters()), _nothing)
         step()
         hook_tables.remove(added)
 
@@ -482,11 +480,11 @@ class in_step_reader:
         self.saved_choice = threads.SPLIT
         threads.SPLIT = threads.SplitChoice()
         threads.SPLIT.split = self.saved_choice.split
-        for m in self.model.modules():
-            hook_tables.add_module_hook(self.handles, m, self.output, with_kwargs=True)
-        for p in self.model.parameters():
-            if p.requires_grad:
-                hook_tables.add_post_accumulate_hook(self.handles, p, self.parameter)
+        hook_tables.add_forward_hooks(self.handles,
+                                      [(m, self.output) for m in self.model.modules()])
+        hook_tables.add_post_accumulate_hooks(
+            self.handles, [p for p in self.model.parameters() if p.requires_grad],
+            self.parameter)
 
     def remove(self) -> None:
         hook_tables.remove(self.handles)
@@ -645,8 +643,8 @@ class chain_alone:
         hook_tables.add_module_hook(added, self.model, self.model_output, with_kwargs=True)
         hook_tables.add_module_hook(added, self.model, self.other, always_call=True)
         for p in self.model.parameters():
-            hook_tables.add_post_accumulate_hook(
-                added, p, self.first_weight if p is self.first.weight and not self.input_read
+            hook_tables.add_post_accumulate_hooks(
+                added, [p], self.first_weight if p is self.first.weight and not self.input_read
                 else self.other)
 
     def finish(self) -> None:

@@ -94,9 +94,8 @@ def run(args, name, what, model, inputs) -> None:
         raise SystemExit("small grads at the end reads float32 CPU gradients only")
     hook_all = parameters.hook_gradients
 
-    def hook_large(owners, selected, hook, handles=None):
-        kept = {key: owner for key, owner in owners.items() if owner[3].numel() >= args.small}
-        return hook_all(kept, selected, hook, handles)
+    def hook_large(params, hook, handles):
+        return hook_all([p for p in params if p.numel() >= args.small], hook, handles)
 
     def read_small():
         grads = [p.grad for p in small if p.grad is not None]

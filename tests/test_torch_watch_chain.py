@@ -361,6 +361,37 @@ def test_models_and_watches_that_are_no_chains(case):
         assert w._plan is None
 
 
+@pytest.mark.parametrize("owner", ["model", "Linear"])
+def test_a_parameter_beside_the_linears_weights_and_biases_makes_no_chain(monkeypatch, owner):
+    """A parameter the chain's plan would not hold (the model's own, or one a Linear was given)
+    makes the model no chain: its gradient is hooked and checked as any parameter's."""
+    model = _mlp()
+    (model if owner == "model" else model[2]).register_parameter(
+        "extra", nn.Parameter(torch.ones(3)))
+
+    def step(model, x):
+        model.zero_grad(set_to_none=True)
+        extra = (model if owner == "model" else model[2]).extra
+        (model(x).square().mean() + (extra * NAN).sum()).backward()
+    found, grads = _both(model, X, step, monkeypatch, chain_expected=False)
+    assert _non_finite(grads)
+    assert (found.module, found.tensor) == ("" if owner == "model" else "2", "gradient of extra")
+
+
+def test_a_layer_held_twice_makes_no_chain(monkeypatch):
+    """A Linear held twice in the Sequential (one module, two places) makes no chain: a NaN in
+    its weight is found as with hooks on every module."""
+    torch.manual_seed(0)
+    shared = nn.Linear(6, 6)
+    model = nn.Sequential(shared, nn.ReLU(), nn.Linear(6, 6), nn.ReLU(), shared)
+    with ft.watch(model) as w:
+        assert w._plan is None
+    _set(model, 0, "weight", (1, 2), NAN)
+    assert not torch.isfinite(shared(X)).all()
+    found, _ = _both(model, X, mse, monkeypatch, chain_expected=False)
+    assert (found.module, found.tensor) == ("0", "output")
+
+
 def test_a_watch_of_the_chain_has_a_plan():
     with ft.watch(_mlp()) as w:
         assert w._plan is not None and len(w._plan.layers) == 5

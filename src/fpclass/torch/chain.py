@@ -13,6 +13,8 @@ from __future__ import annotations
 PRODUCTS = {"AddmmBackward0": (1, 2), "MmBackward0": (0, 1)}
 #: autograd's node of relu(x) (not in place).
 RELU = "ReluBackward0"
+#: The names of a Linear's parameters (its bias None where it has none).
+_LINEAR_PARAMETERS = {"weight", "bias"}
 
 
 class Plan:
@@ -63,27 +65,29 @@ class Pass:
 
 def plan(torch, model, forwards: dict, plain: tuple) -> Plan | None:
     """The chain `model` is (torch's own Sequential, unpatched, holding torch's own Linear and
-    ReLU(inplace=False), unpatched, alternating, Linear first and last, with no module of their
-    own, every parameter of a `plain` type and of one floating dtype), or None. `forwards`:
-    class -> torch's own forward of it."""
+    ReLU(inplace=False), unpatched, alternating, Linear first and last, each once, with no
+    module of their own, no parameter but the Linears' weight and bias, every parameter of a
+    `plain` type and of one floating dtype), or None. `forwards`: class -> torch's own forward
+    of it."""
     nn = torch.nn
     classes = (nn.Sequential, nn.Linear, nn.ReLU)
     own = tuple((cls, forwards.get(cls)) for cls in classes)
-    if (type(model) is not nn.Sequential or "forward" in model.__dict__
+    if (type(model) is not nn.Sequential or "forward" in model.__dict__ or model._parameters
             or any(cls.forward is not forward for cls, forward in own)):
         return None
     layers = tuple(model._modules.values())
-    if not len(layers) & 1:
+    if not len(layers) & 1 or len(set(map(id, layers))) != len(layers):
         return None
     for layer in layers[1::2]:
         if (type(layer) is not nn.ReLU or layer.__dict__.get("inplace", True)
-                or "forward" in layer.__dict__ or layer._modules):
+                or "forward" in layer.__dict__ or layer._modules or layer._parameters):
             return None
     params, dtype = [], None
     for layer in layers[::2]:
-        if type(layer) is not nn.Linear or "forward" in layer.__dict__ or layer._modules:
-            return None
         held = layer._parameters
+        if (type(layer) is not nn.Linear or "forward" in layer.__dict__ or layer._modules
+                or held.keys() != _LINEAR_PARAMETERS):
+            return None
         weight, bias = held.get("weight"), held.get("bias")
         dtype = weight.dtype if dtype is None else dtype
         if (type(weight) not in plain or weight.dtype != dtype

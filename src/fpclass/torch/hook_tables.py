@@ -45,14 +45,27 @@ def _torch() -> list:
 def _direct(owner, method: str):
     """torch's handle counter when `owner`'s table for `method` is written here, else None (see
     the module's docstring; a tensor's own rerouting is its adder's to check: _plain)."""
-    counter, methods, compiling, _ = _TORCH or _torch()
+    counter = _counter_now()
     if counter is None:
         return None
     cls = type(owner)
     own = _OWN.get((cls, method))
     if own is None:
-        own = _OWN[(cls, method)] = getattr(cls, method, None) is methods[method]
-    return counter if own and not compiling() else None
+        own = _own(cls, method)
+    return counter if own else None
+
+
+def _own(cls, method: str) -> bool:
+    """Does `cls` keep torch's own register `method` (noted in _OWN)?"""
+    own = _OWN[(cls, method)] = getattr(cls, method, None) is (_TORCH or _torch())[1][method]
+    return own
+
+
+def _counter_now():
+    """torch's handle counter when torch's tables may be written here now (as torch expects
+    them, and torch.compile not tracing), else None."""
+    counter, _, compiling, _ = _TORCH or _torch()
+    return None if counter is None or compiling() else counter
 
 
 def _plain(tensor) -> bool:
@@ -76,6 +89,10 @@ def _key(counter, table) -> int:
     unpickled from another process may hold one of the block's numbers, hence the table's
     check."""
     block = _BLOCK
+    key, end = block[0], block[1]
+    if key < end and block[2] is counter and counter.next_id >= end and key not in table:
+        block[0] = key + 1
+        return key
     while True:
         key = block[0]
         if key >= block[1] or block[2] is not counter or counter.next_id < block[1]:
@@ -113,19 +130,46 @@ def add_module_hook(added: list, module, hook, *, pre: bool = False,
         hooks.move_to_end(key, last=False)
 
 
-def add_post_accumulate_hook(added: list, parameter, hook) -> None:
-    """parameter.register_post_accumulate_grad_hook(hook) (a tensor that requires grad: the
-    caller's duty), noted in `added`."""
-    counter = _direct(parameter, "register_post_accumulate_grad_hook")
-    if counter is None or not _plain(parameter) or parameter.grad_fn is not None:
-        added.append(parameter.register_post_accumulate_grad_hook(hook))  # (or its error)
-        return
-    hooks = parameter._post_accumulate_grad_hooks
-    if hooks is None:  # setting the table is what installs it in autograd
-        parameter._post_accumulate_grad_hooks = hooks = OrderedDict()
-    key = _key(counter, hooks)
-    hooks[key] = hook
-    added.append((hooks, key))
+def add_forward_hooks(added: list, module_hooks) -> None:
+    """add_module_hook(added, module, hook, with_kwargs=True) for each (module, hook) of
+    `module_hooks`, torch's state (its tables, whether torch.compile traces) asked once for
+    them all: entering a watch adds one a module."""
+    counter, owns, method = _counter_now(), _OWN, "register_forward_hook"
+    for module, hook in module_hooks:
+        cls = type(module)
+        own = owns.get((cls, method))
+        if own is None:
+            own = _own(cls, method)
+        if counter is None or not own:
+            added.append(module.register_forward_hook(hook, with_kwargs=True))
+            continue
+        hooks, flags = module._forward_hooks, module._forward_hooks_with_kwargs
+        key = _key(counter, hooks)
+        flags[key] = True  # (first: another thread's call never meets the hook without it)
+        hooks[key] = hook
+        added += ((hooks, key), (flags, key))
+
+
+def add_post_accumulate_hooks(added: list, parameters, hook) -> None:
+    """parameter.register_post_accumulate_grad_hook(hook) for each of `parameters` (tensors
+    that require grad: the caller's duty), noted in `added`, torch's state asked once for them
+    all."""
+    counter, owns, method = _counter_now(), _OWN, "register_post_accumulate_grad_hook"
+    rerouted = (_TORCH or _torch())[3]
+    for parameter in parameters:
+        cls = type(parameter)
+        own = owns.get((cls, method))
+        if own is None:
+            own = _own(cls, method)
+        if counter is None or not own or rerouted(parameter) or parameter.grad_fn is not None:
+            added.append(parameter.register_post_accumulate_grad_hook(hook))  # (or its error)
+            continue
+        hooks = parameter._post_accumulate_grad_hooks
+        if hooks is None:  # setting the table is what installs it in autograd
+            parameter._post_accumulate_grad_hooks = hooks = OrderedDict()
+        key = _key(counter, hooks)
+        hooks[key] = hook
+        added.append((hooks, key))
 
 
 def add_tensor_hook(tensor, hook):

@@ -26,23 +26,19 @@ def owners(modules) -> dict:
     return out
 
 
-def hooked(owners: dict, selected: dict):
+def hooked(owners: dict, selected: dict) -> list:
     """The parameters hook_gradients hooks: each of a module in `selected` that requires grad."""
-    return (p for name, _, _, p in owners.values() if name in selected and p.requires_grad)
+    return [p for name, _, _, p in owners.values() if name in selected and p.requires_grad]
 
 
-def hook_gradients(owners: dict, selected: dict, hook, handles: list | None = None) -> list:
-    """`hook(parameter)` run on each parameter of `hooked`, each time autograd has accumulated
-    its .grad; the hooks noted in `handles` as they are added, where given (so a failure
-    halfway leaves them to the caller to remove: hook_tables.remove), and that list
-    returned."""
-    handles = [] if handles is None else handles
-    for p in hooked(owners, selected):
-        if not hasattr(type(p), "register_post_accumulate_grad_hook"):
-            raise RuntimeError("watch(grads=True) needs torch >= 2.1 "
-                               "(Tensor.register_post_accumulate_grad_hook); pass grads=False")
-        hook_tables.add_post_accumulate_hook(handles, p, hook)
-    return handles
+def hook_gradients(params: list, hook, handles: list) -> None:
+    """`hook(parameter)` run on each of `params` (tensors that require grad), each time
+    autograd has accumulated its .grad; the hooks noted in `handles` as they are added (so a
+    failure halfway leaves them to the caller to remove: hook_tables.remove)."""
+    if params and not hasattr(type(params[0]), "register_post_accumulate_grad_hook"):
+        raise RuntimeError("watch(grads=True) needs torch >= 2.1 "
+                           "(Tensor.register_post_accumulate_grad_hook); pass grads=False")
+    hook_tables.add_post_accumulate_hooks(handles, params, hook)
 
 
 def step_tensors(optimizer, owners: dict):

@@ -17,7 +17,7 @@ def mask_selector(masks):
     """A predicate (module name, argument name) -> bool: globs (or one glob) match the argument
     name, a callable is asked as it is, () marks nothing."""
     if masks is None:
-        masks = DEFAULT_MASKS
+        return _default_masks
     if callable(masks):
         return masks
     patterns = [masks] if isinstance(masks, str) else list(masks)
@@ -26,8 +26,16 @@ def mask_selector(masks):
                         f"argument name) -> bool, got {masks!r}")
     if not patterns:
         return lambda module, argument: False
-    return lambda module, argument: argument is not None and any(
-        fnmatch.fnmatchcase(argument, p) for p in patterns)
+    return lambda module, argument: _matches(argument, patterns)
+
+
+def _matches(argument, patterns) -> bool:
+    return argument is not None and any(fnmatch.fnmatchcase(argument, p) for p in patterns)
+
+
+def _default_masks(module, argument) -> bool:
+    """mask_selector(DEFAULT_MASKS), made once."""
+    return _matches(argument, DEFAULT_MASKS)
 
 
 _ARGUMENTS: dict = {}

@@ -51,8 +51,7 @@ class watch:
         self.findings: list[Finding] = []
         self._handles: list = []
         self._active = False
-        self._local = threading.local()
-        self._lock = threading.Lock()
+        self._local = _UNENTERED  # (entering gives the context a thread-local of its own)
         self._last: _Pass | None = None
         self._holding: set = set()  # the passes holding gradients (_hold), any thread's
         # id(parameter) -> _Claim: its gradient as a Linear's node made it, finite
@@ -60,21 +59,21 @@ class watch:
         self._claims: dict = {}
         self._claims_task = None
         self._claimable: set = set()  # ids of the parameters whose gradients are hooked
+        self._owners: dict | None = None  # (_owners_of)
 
     # -- the context ---------------------------------------------------------------------------
 
     def __enter__(self) -> "watch":
         import torch
+        if not _KEEP_FINITE:
+            _fill_tables(torch)
         self._checker = checker(torch)
         self._finite = self._checker.finite
         self._magnitude = self._checker.magnitude
-        self._tensor = torch.Tensor
-        from torch.nn.modules import module as modules  # every module's hooks, run before its own
+        self._tensor, self._grad_enabled = torch.Tensor, torch.is_grad_enabled
+        # torch.nn.modules.module: its global hook tables, every module's hooks run before its own
+        modules = self._module_globals = _TABLES["modules"]
         self._global_hooks = modules._global_forward_hooks
-        self._module_globals = modules  # (its global hook tables)
-        self._grad_enabled = torch.is_grad_enabled
-        if not _KEEP_FINITE:
-            _fill_tables(torch)
         self._first_of_context = len(self.findings)
         self._active = True
         self._local = threading.local()
@@ -90,12 +89,14 @@ class watch:
 
     def _register(self, register: list) -> None:
         """Registers every hook of the context into `register` as it goes."""
-        before, after = _opaque(watch._before), _opaque(watch._after)
-        chained, last_after = _opaque(watch._chain_after), _opaque(watch._last_after)
-        root, plan, selected = _unwrap(self.model), self._plan, self.selected
+        plan = self._plan
+        if plan is not None:
+            return self._register_chain(register, plan)
+        before, after, last_after = _opaque(watch._before), _opaque(watch._after), None
+        root, selected = _unwrap(self.model), self.selected
         every = [(_clean(name), module) for name, module in root.named_modules()
                  if not _is_compiled(module)]
-        ended = False
+        hooks = []
         for name, module in every:
             if not (self._every_module or selected(name)):
                 continue
@@ -105,37 +106,68 @@ class watch:
                 hook_tables.add_module_hook(
                     register, module, functools.partial(before, self, name, kind), pre=True,
                     with_kwargs=True)
-            at = None if plan is None or module is root else plan.position.get(id(module))
-            if at is not None:  # a chain's layer: its pass's hook (_chain_after)
-                hook = functools.partial(chained, self, at, name, kind)
-            elif module is root and not ended:  # the root's check also ends the pass: one
-                ended = True                    # hook less to add, call, remove
-                hook = functools.partial(last_after, self, name, kind)
+            if module is root and last_after is None:  # the root's check also ends the pass:
+                last_after = _opaque(watch._last_after)  # one hook less to add, call, remove
+                hooks.append((module, functools.partial(last_after, self, name, kind)))
             else:
-                hook = functools.partial(after, self, name, kind)
-            hook_tables.add_module_hook(register, module, hook, with_kwargs=True)
+                hooks.append((module, functools.partial(after, self, name, kind)))
+        hook_tables.add_forward_hooks(register, hooks)
         # the model's own hooks bracket each forward pass: a new pass forgets the last one's tensors
         hook_tables.add_module_hook(register, root,
                                     functools.partial(_opaque(watch._start), self), pre=True,
                                     prepend=True)
-        if not ended:
+        if last_after is None:
             hook_tables.add_module_hook(register, root,
                                         functools.partial(_opaque(watch._end), self))
-        if plan is not None:  # a chain's pass ends when the model's forward raises, too
-            hook_tables.add_module_hook(register, root,
-                                        functools.partial(_opaque(watch._chain_end), self),
-                                        always_call=True)
         self._owners = parameters.owners(every)
         if self.grads:
+            hooked = parameters.hooked(self._owners, self._modules)
             parameters.hook_gradients(
-                self._owners, self._modules,
-                functools.partial(_opaque(watch._parameter_gradient), self), register)
-            self._claimable = set(map(id, parameters.hooked(self._owners, self._modules)))
-            if plan is not None:
-                self._chain_claims(plan)
+                hooked, functools.partial(_opaque(watch._parameter_gradient), self), register)
+            self._claimable = set(map(id, hooked))
+        self._register_optimizer(register)
+
+    def _register_chain(self, register: list, plan) -> None:
+        """_register for a chain (`plan`): the same hooks, from the plan, which holds every
+        module of the model once and every parameter (chain.plan). A layer's hook is its
+        pass's (_chain_after); the pass also ends when the model's forward raises
+        (_chain_end)."""
+        root, chained = self.model, _opaque(watch._chain_after)
+        kind = type(root).__name__
+        layers = [(layer, functools.partial(chained, self, at, name, type(layer).__name__))
+                  for at, (name, layer) in enumerate(zip(plan.names, plan.layers))]
+        hook_tables.add_forward_hooks(register, [
+            (root, functools.partial(_opaque(watch._last_after), self, "", kind)), *layers])
+        hook_tables.add_module_hook(register, root,
+                                    functools.partial(_opaque(watch._start), self), pre=True,
+                                    prepend=True)
+        hook_tables.add_module_hook(register, root,
+                                    functools.partial(_opaque(watch._chain_end), self),
+                                    always_call=True)
+        self._modules = {"": root, **dict(zip(plan.names, plan.layers))}
+        self._owners = None  # (made when first asked for: _owners_of)
+        if self.grads:
+            hooked = [p for pair in plan.params for p in pair
+                      if p is not None and p.requires_grad]
+            if len(set(map(id, hooked))) != len(hooked):  # (a weight shared by two Linears)
+                hooked = list({id(p): p for p in hooked}.values())
+            parameters.hook_gradients(
+                hooked, functools.partial(_opaque(watch._parameter_gradient), self), register)
+            self._claimable = set(map(id, hooked))
+            self._chain_claims(plan)
+        self._register_optimizer(register)
+
+    def _register_optimizer(self, register: list) -> None:
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
+
+    def _owners_of(self) -> dict:
+        """parameters.owners of the watched modules, made when first asked for."""
+        owners = self._owners
+        if owners is None:
+            owners = self._owners = parameters.owners(self._modules.items())
+        return owners
 
     def __exit__(self, exc_type, exc, tb) -> None:
         state = getattr(self._local, "state", None)
@@ -1059,7 +1091,7 @@ class watch:
         state = getattr(self._local, "state", None) or self._last or self._pass()
         if state.pending:  # gradients that arrived before it are reported before it
             self._read_held(state)
-        name, kind, pname, _ = self._owners[id(param)]
+        name, kind, pname, _ = self._owners_of()[id(param)]
         inputs = name in state.bad_outputs  # the module's output gradient was non-finite
         self._found(state, Finding(name, kind, "backward", f"gradient of {pname}", *described,
                                    inputs), self._modules.get(name), grad,
@@ -1069,7 +1101,7 @@ class watch:
         if not self._active:
             return
         state = getattr(self._local, "state", None) or self._last or self._pass()
-        for t, owner, label, grad in parameters.step_tensors(optimizer, self._owners):
+        for t, owner, label, grad in parameters.step_tensors(optimizer, self._owners_of()):
             if self._checker.finite(t):
                 continue
             described = self._checker.describe(t)
@@ -1088,7 +1120,7 @@ class watch:
             return
         finding = _with_thread(finding)
         first, state.reported = not state.reported, True
-        with self._lock:
+        with _FINDINGS:
             if len(self.findings) < self.max_findings:
                 self.findings.append(finding)
         if not first:
@@ -1207,6 +1239,11 @@ _LINEAR_FUNCTIONS = ("linear", "conv1d", "conv2d", "conv3d", "pad")
 #: the `F` torch's linear and convolution modules call by, and the builtin beneath F.pad's
 #: Python wrapper (torch._C._nn.pad). A patch of any, as apex's casts, leaves every map read.
 _TORCH_FUNCTIONS: list = []
+#: A watch's thread-local until it is first entered: never written (every hook that writes one
+#: is registered by entering, which replaces it).
+_UNENTERED = threading.local()
+#: Held while a finding is added to a watch's list (any watch's: findings are rare).
+_FINDINGS = threading.Lock()
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -1601,7 +1638,8 @@ def _fill_tables(torch) -> None:
                 and os.path.dirname(code.co_filename) == home)
         _TORCH_FORWARD[cls] = forward if ours else None
     saved_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    _TABLES.update(tensor=torch.Tensor, modes=checker(torch).modes_active,
+    _TABLES.update(modules=torch.nn.modules.module, tensor=torch.Tensor,
+                   modes=checker(torch).modes_active,
                    saved_hooks=saved_hooks or (lambda ignore_tracing: "unknown"),
                    queue=torch.autograd.Variable._execution_engine.queue_callback,
                    task=torch._C._current_graph_task_id, strided=torch.strided,
