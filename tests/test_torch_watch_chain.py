@@ -7,7 +7,10 @@ chain and once with the chain's plan turned off (watch's hooks on every module a
 both must raise the same first finding; torch's own tensors are the truth for whether anything
 was non-finite at all."""
 
+import collections
 import copy
+import math
+import warnings
 
 import pytest
 
@@ -328,10 +331,20 @@ def test_passes_that_are_no_chains(monkeypatch, case):
 @pytest.mark.parametrize("case", [
     "inplace ReLU", "Dropout", "Sequential subclass", "instance forward", "names", "collect",
     "raise_on=False", "warn", "fail_on nan", "ignore", "check_inputs", "compiled wrapper",
-    "mixed dtypes", "Linear last missing"])
+    "mixed dtypes", "Linear last missing", "weight_norm", "spectral_norm", "weight None",
+    "a layer named as compile's wrapper"])
 def test_models_and_watches_that_are_no_chains(case):
     model, kwargs = _mlp(), {}
-    if case == "inplace ReLU":
+    if case in ("weight_norm", "spectral_norm"):  # (weight made by a pre-hook: its forward's)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (weight_norm's deprecation)
+            model[0] = getattr(nn.utils, case)(model[0])
+    elif case == "weight None":
+        model[0].weight = None
+    elif case == "a layer named as compile's wrapper":
+        model = nn.Sequential(collections.OrderedDict(
+            (name if name != "2" else "_orig_mod", layer) for name, layer in model.named_children()))
+    elif case == "inplace ReLU":
         model[1] = nn.ReLU(inplace=True)
     elif case == "Dropout":
         model[1] = nn.Dropout(0.0)
@@ -390,6 +403,23 @@ def test_a_layer_held_twice_makes_no_chain(monkeypatch):
     assert not torch.isfinite(shared(X)).all()
     found, _ = _both(model, X, mse, monkeypatch, chain_expected=False)
     assert (found.module, found.tensor) == ("0", "output")
+
+
+def test_a_parameter_replaced_inside_the_context_is_named_as_entered():
+    """A Linear's weight replaced between the forward and the backward: the gradient of the
+    weight that took part, hooked when the context was entered, is named by the module that held
+    it then."""
+    model = _mlp()
+    old = model[2].weight
+    with pytest.raises(ft.NonFiniteError) as raised:
+        with ft.watch(model) as w:
+            assert w._plan is not None
+            loss = model(X).sum() + old[0, 0] * math.inf * 0  # a NaN into old's gradient
+            model[2].weight = nn.Parameter(old.detach().clone())
+            loss.backward()
+    assert not bool(torch.isfinite(old.grad).all())
+    error = raised.value
+    assert (error.module, error.direction, error.tensor) == ("2", "backward", "gradient of weight")
 
 
 def test_a_watch_of_the_chain_has_a_plan():

@@ -129,10 +129,7 @@ import fpclass.torch as ft
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
 
-def step(x):
-    with ft.watch(model, raise_on=False, check_inputs=True) as w:
-        model(x).sum().backward()
-    return [[f.module, f.direction, f.tensor] for f in w.findings]
+STEP
 
 compiled = torch.compile(step, backend="aot_eager")
 clean, planted = torch.rand(2, 4), torch.rand(2, 4)
@@ -145,16 +142,49 @@ with warnings.catch_warnings(record=True) as caught:
         out["compiled"].append(sorted(compiled(x)))
 out["left"] = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
 out["warnings"] = [str(w.message)[:200] for w in caught]
+out["plans"] = sorted(set(PLANS))
 print(json.dumps(out))
 """
 
 
-def test_a_watch_entered_inside_a_compiled_function():
+WATCHED_STEPS = {
+    # every module's hooks and inputs' checks, every finding recorded
+    "check_inputs": """
+PLANS = []
+
+def step(x):
+    with ft.watch(model, raise_on=False, check_inputs=True) as w:
+        model(x).sum().backward()
+    return [[f.module, f.direction, f.tensor] for f in w.findings]
+""",
+    # the model a chain (fpclass.torch.chain), the first finding raised
+    "chain": """
+def step(x):
+    try:
+        with ft.watch(model):
+            model(x).sum().backward()
+    except ft.NonFiniteError as error:
+        return [[error.module, error.direction, error.tensor]]
+    return []
+
+PLANS = []
+_enter = ft.watch.__enter__
+def remembered(self):  # (the plan each entering made: the chain's, or None)
+    entered = _enter(self)
+    PLANS.append(type(self._plan).__name__)
+    return entered
+ft.watch.__enter__ = remembered
+"""}
+
+
+@pytest.mark.parametrize("watched", list(WATCHED_STEPS))
+def test_a_watch_entered_inside_a_compiled_function(watched):
     """The context entered inside the compiled function: dynamo traces the entering, so its hooks
     go through torch's register methods (dynamo knows them; written into torch's tables
     directly, they went into dynamo's copy: a hook lost, an AttributeError). The findings are
-    eager's, and no hook is left."""
-    out = run_compiled(WATCH_INSIDE)
+    eager's, and no hook is left; a chain is entered as one."""
+    out = run_compiled(WATCH_INSIDE.replace("STEP", WATCHED_STEPS[watched]))
+    assert out["plans"] == (["Plan"] if watched == "chain" else [])
     assert out["warnings"] == []
     assert out["compiled"] == out["eager"]
     assert out["eager"][1] and not out["eager"][0]

@@ -4,6 +4,11 @@ module's hooks); modules outside the model are never reported; no hook is left a
 context, nor after a context that failed to enter. torch's isfinite on the same tensors is the
 truth."""
 
+import functools
+import operator
+import sys
+import threading
+
 import pytest
 from compiled_runs import run_compiled
 
@@ -401,7 +406,7 @@ def test_hook_keys_never_meet_torchs_own(monkeypatch, block):
     own, so no entry in the table replaces another and every hook runs."""
     from fpclass.torch import hook_tables
     monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", block)
-    monkeypatch.setattr(hook_tables, "_BLOCK", [0, 0, None])
+    monkeypatch.setattr(hook_tables, "_BLOCK", [iter(()), 0, None])
     t = torch.zeros(3, requires_grad=True) * 1
     ran = []
 
@@ -423,7 +428,7 @@ def test_hook_keys_skip_numbers_a_table_holds(monkeypatch):
     taken (torch's counter only moves past that handle's own number): a number the table holds
     is never used again, for a tensor's table and for a module's."""
     from fpclass.torch import hook_tables
-    monkeypatch.setattr(hook_tables, "_BLOCK", [0, 0, None])
+    monkeypatch.setattr(hook_tables, "_BLOCK", [iter(()), 0, None])
     t = torch.zeros(3, requires_grad=True) * 1
     ran = []
     first = hook_tables.add_tensor_hook(t, lambda g: ran.append("ours"))[1]
@@ -434,7 +439,8 @@ def test_hook_keys_skip_numbers_a_table_holds(monkeypatch):
     t.sum().backward()
     assert sorted(map(str, ran)) == sorted(["ours"] * 3 + [str(first + 1), str(first + 2)])
     m, added = nn.Linear(2, 2), []
-    nxt = hook_tables._BLOCK[0]
+    keys, end, _ = hook_tables._BLOCK
+    nxt = end - operator.length_hint(keys)  # the number the block hands out next
     m._forward_hooks[nxt] = lambda *a: None  # (an unpickled module's hook)
     hook_tables.add_module_hook(added, m, lambda *a: None)
     assert len(m._forward_hooks) == 2
@@ -458,3 +464,100 @@ def test_hook_keys_follow_the_counter(monkeypatch):
     Counter.next_id = 5  # moved back below the block (torch would hand out 5, 6, ... again)
     key = hook_tables.add_tensor_hook(torch.zeros(1, requires_grad=True) * 1, lambda g: None)[1]
     assert key == 5 and Counter.next_id > key
+
+
+def _switching_threads(targets) -> None:
+    """Run each of `targets` on a thread of its own, all at once, the interpreter switching
+    between them as often as it can."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=target) for target in targets]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def test_threads_taking_keys_at_once_never_get_the_same(monkeypatch):
+    """Six threads taking keys for one table at once, the interpreter switching between them as
+    often as it can, blocks of 64 numbers: no key is handed out twice."""
+    from fpclass.torch import hook_tables
+    monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", 64)
+    counter = hook_tables._torch()[0]
+    taken = [[] for _ in range(6)]
+
+    def take(out):
+        for _ in range(20000):
+            out.append(hook_tables._key(counter, {}))
+    _switching_threads([functools.partial(take, out) for out in taken])
+    keys = [k for out in taken for k in out]
+    assert len(keys) == 120000 and len(set(keys)) == len(keys)
+
+
+def test_threads_entering_watches_of_one_model_never_share_a_key(monkeypatch):
+    """Threads entering watches of one model at once, the interpreter switching between them as
+    often as it can, with blocks of 8 numbers (renewed under contention too): each watch finds
+    every hook of its own in torch's tables while entered (two numbers handed to two threads
+    would make one hook replace the other), and none is left after."""
+    from fpclass.torch import hook_tables
+    monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", 8)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    missing = []
+
+    def own(w) -> int:
+        return sum(isinstance(h, functools.partial) and h.args[:1] == (w,)
+                   for m in model.modules() for h in list(m._forward_hooks.values()))
+
+    def work():
+        for _ in range(200):
+            with ft.watch(model) as w:
+                if own(w) != 7:  # each layer's and the model's two
+                    missing.append(own(w))
+    _switching_threads([work] * 6)
+    assert missing == []
+    assert hooks_left(model) == 0
+
+
+def test_a_thread_entering_while_another_fills_the_tables(monkeypatch):
+    """The first watch of a process fills the rule tables; a thread entering a watch meanwhile
+    (held here inside the first thread's filling until the second is done) enters, steps and
+    leaves, and so does the first."""
+    import time
+
+    from fpclass.torch import watching
+    for name, empty in (("_KEEP_FINITE", set()), ("_NORMS", {}), ("_MASKS", {}),
+                        ("_LINEAR_MAPS", set()), ("_TORCH_FORWARD", {}), ("_TABLES", {}),
+                        ("_TORCH_CONV_FORWARD", {})):
+        monkeypatch.setattr(watching, name, empty)
+    made, second_done, first_filling = watching.checker, threading.Event(), threading.Event()
+
+    def checker(torch):  # called inside _fill_tables, near its end
+        if threading.current_thread().name == "first" and not first_filling.is_set():
+            first_filling.set()
+            second_done.wait(30)
+        return made(torch)
+    monkeypatch.setattr(watching, "checker", checker)
+    results = {}
+
+    def step(name):
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+        try:
+            with ft.watch(model):
+                model(torch.randn(2, 4)).sum().backward()
+            results[name] = "stepped"
+        except Exception as error:  # noqa: BLE001 (the test's finding)
+            results[name] = f"{type(error).__name__}: {error}"
+        finally:
+            if name == "second":
+                second_done.set()
+    first = threading.Thread(target=step, args=("first",), name="first")
+    first.start()
+    assert first_filling.wait(30)
+    second = threading.Thread(target=step, args=("second",), name="second")
+    second.start()
+    second.join(60)
+    first.join(60)
+    assert results == {"first": "stepped", "second": "stepped"}

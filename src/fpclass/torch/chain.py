@@ -18,25 +18,34 @@ _LINEAR_PARAMETERS = {"weight", "bias"}
 
 
 class Plan:
-    """The chain's layers (`layers`, in order: Linear, ReLU, ..., Linear), their names, each
-    layer's place (`position`: id(module) -> index), the dtype of every parameter, torch's own
-    classes with their forwards (`forwards`), and for each Linear its weight and bias
-    (`params`), the node its forward makes (`products`), that node's gradients' places
-    (`places`: PRODUCTS) and the parameters whose gradients it may claim (`claims`: watch's to
-    fill)."""
+    """The chain's layers (`layers`, in order: Linear, ReLU, ..., Linear), their names, the
+    dtype of every parameter, torch's own classes with their forwards (`forwards`), and for
+    each Linear its weight and bias (`params`), the node its forward makes (`products`), that
+    node's gradients' places (`places`: PRODUCTS) and the parameters whose gradients it may
+    claim (`claims`: watch's to fill)."""
 
-    __slots__ = ("root", "layers", "names", "position", "dtype", "forwards", "params",
-                 "products", "places", "claims")
+    __slots__ = ("root", "layers", "names", "dtype", "forwards", "params", "products", "places",
+                 "claims")
 
     def __init__(self, root, layers: tuple, names: tuple, dtype, forwards: tuple, params: list):
         self.root, self.layers, self.names, self.dtype = root, layers, names, dtype
         self.forwards = forwards
-        self.position = {id(m): at for at, m in enumerate(layers)}
         self.params = params
         self.products = tuple("MmBackward0" if b is None else "AddmmBackward0"
                               for _, b in params)
         self.places = tuple(PRODUCTS[name] for name in self.products)
         self.claims: list = [(None, None)] * len(params)
+
+    def owners(self) -> dict:
+        """The chain's parameters as planned, as parameters.owners gives them: id(parameter)
+        -> (its Linear's name, "Linear", "weight" or "bias", the parameter), the first Linear
+        holding it its owner."""
+        out: dict = {}
+        for name, pair in zip(self.names[::2], self.params):
+            for pname, p in zip(("weight", "bias"), pair):
+                if p is not None and id(p) not in out:
+                    out[id(p)] = (name, "Linear", pname, p)
+        return out
 
 
 class Pass:
@@ -89,9 +98,10 @@ def plan(torch, model, forwards: dict, plain: tuple) -> Plan | None:
                 or held.keys() != _LINEAR_PARAMETERS):
             return None
         weight, bias = held.get("weight"), held.get("bias")
+        if type(weight) not in plain or (bias is not None and type(bias) not in plain):
+            return None
         dtype = weight.dtype if dtype is None else dtype
-        if (type(weight) not in plain or weight.dtype != dtype
-                or (bias is not None and (type(bias) not in plain or bias.dtype != dtype))):
+        if weight.dtype != dtype or (bias is not None and bias.dtype != dtype):
             return None
         params.append((weight, bias))
     if not dtype.is_floating_point:

@@ -27,7 +27,8 @@ def owners(modules) -> dict:
 
 
 def hooked(owners: dict, selected: dict) -> list:
-    """The parameters hook_gradients hooks: each of a module in `selected` that requires grad."""
+    """The parameters whose gradients watch hooks (hook_gradients): each of a module in
+    `selected` that requires grad."""
     return [p for name, _, _, p in owners.values() if name in selected and p.requires_grad]
 
 

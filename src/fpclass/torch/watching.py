@@ -60,6 +60,7 @@ class watch:
         self._claims_task = None
         self._claimable: set = set()  # ids of the parameters whose gradients are hooked
         self._owners: dict | None = None  # (_owners_of)
+        self._plan: chain.Plan | None = None
 
     # -- the context ---------------------------------------------------------------------------
 
@@ -78,9 +79,9 @@ class watch:
         self._active = True
         self._local = threading.local()
         self._modules, self._arguments = {}, {}
-        self._plan = self._chain_plan(torch)
         register = self._handles = []  # filled as registered: a failure below removes them
         try:
+            self._plan = self._chain_plan(torch)
             self._register(register)
         except BaseException:
             self.__exit__(None, None, None)
@@ -145,7 +146,7 @@ class watch:
                                     functools.partial(_opaque(watch._chain_end), self),
                                     always_call=True)
         self._modules = {"": root, **dict(zip(plan.names, plan.layers))}
-        self._owners = None  # (made when first asked for: _owners_of)
+        self._owners = None  # (made from the plan when first asked for: _owners_of)
         if self.grads:
             hooked = [p for pair in plan.params for p in pair
                       if p is not None and p.requires_grad]
@@ -163,10 +164,11 @@ class watch:
                 functools.partial(_opaque(watch._step), self)))
 
     def _owners_of(self) -> dict:
-        """parameters.owners of the watched modules, made when first asked for."""
+        """parameters.owners of the watched modules as entered (a chain's: made from its plan
+        when first asked for)."""
         owners = self._owners
         if owners is None:
-            owners = self._owners = parameters.owners(self._modules.items())
+            owners = self._owners = self._plan.owners()
         return owners
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -273,7 +275,9 @@ class watch:
                 or _unwrap(self.model) is not self.model
                 or not hasattr(self.model, "_forward_hooks_always_called")):  # (_chain_end's)
             return None
-        return chain.plan(torch, self.model, _TORCH_FORWARD, self._checker.plain)
+        plan = chain.plan(torch, self.model, _TORCH_FORWARD, self._checker.plain)
+        # (a layer named as torch.compile's wrapper: the name watch reports differs)
+        return None if plan is None or any(_clean(n) != n for n in plan.names) else plan
 
     def _chain_claims(self, plan) -> None:
         """For each of the plan's Linears, the weight and bias whose gradients its node may
@@ -1604,7 +1608,7 @@ def _fill_tables(torch) -> None:
     a watch is first entered (torch is loaded)."""
     import inspect
     import os
-    _KEEP_FINITE.update(getattr(torch.nn, name) for name in KEEP_FINITE_NAMES)
+    keep_finite = {getattr(torch.nn, name) for name in KEEP_FINITE_NAMES}
     _NORMS.update((getattr(torch.nn, name), node) for name, node in _NORM_NODES.items())
     _MASKS.update((getattr(torch.nn, name), frozenset(nodes))
                   for name, nodes in _MASK_NODES.items())
@@ -1630,7 +1634,7 @@ def _fill_tables(torch) -> None:
         code = getattr(own, "__code__", None)
         if own is not None and code is not None and os.path.dirname(code.co_filename) == home:
             _TORCH_CONV_FORWARD[cls] = own
-    for cls in (*_KEEP_FINITE, *_NORMS, *_LINEAR_MAPS, torch.nn.Sequential):
+    for cls in (*keep_finite, *_NORMS, *_LINEAR_MAPS, torch.nn.Sequential):
         forward = getattr(cls, "forward", None)  # ReLU6's is Hardtanh's
         code = getattr(forward, "__code__", None)
         # replaced before now (a wrapper copies torch's names, not its code): no rule for it
@@ -1644,6 +1648,9 @@ def _fill_tables(torch) -> None:
                    queue=torch.autograd.Variable._execution_engine.queue_callback,
                    task=torch._C._current_graph_task_id, strided=torch.strided,
                    autocast=_autocast_on(torch))
+    # last: a filled _KEEP_FINITE says every table is (a thread entering meanwhile fills them
+    # too, with the same values)
+    _KEEP_FINITE.update(keep_finite)
 
 
 def _autocast_on(torch):
