@@ -5,7 +5,6 @@ context, nor after a context that failed to enter. torch's isfinite on the same 
 truth."""
 
 import functools
-import operator
 import sys
 import threading
 
@@ -406,7 +405,7 @@ def test_hook_keys_never_meet_torchs_own(monkeypatch, block):
     own, so no entry in the table replaces another and every hook runs."""
     from fpclass.torch import hook_tables
     monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", block)
-    monkeypatch.setattr(hook_tables, "_BLOCK", [iter(()), 0, None])
+    monkeypatch.setattr(hook_tables, "_BLOCK", [0, 0, None])
     t = torch.zeros(3, requires_grad=True) * 1
     ran = []
 
@@ -428,7 +427,7 @@ def test_hook_keys_skip_numbers_a_table_holds(monkeypatch):
     taken (torch's counter only moves past that handle's own number): a number the table holds
     is never used again, for a tensor's table and for a module's."""
     from fpclass.torch import hook_tables
-    monkeypatch.setattr(hook_tables, "_BLOCK", [iter(()), 0, None])
+    monkeypatch.setattr(hook_tables, "_BLOCK", [0, 0, None])
     t = torch.zeros(3, requires_grad=True) * 1
     ran = []
     first = hook_tables.add_tensor_hook(t, lambda g: ran.append("ours"))[1]
@@ -439,8 +438,7 @@ def test_hook_keys_skip_numbers_a_table_holds(monkeypatch):
     t.sum().backward()
     assert sorted(map(str, ran)) == sorted(["ours"] * 3 + [str(first + 1), str(first + 2)])
     m, added = nn.Linear(2, 2), []
-    keys, end, _ = hook_tables._BLOCK
-    nxt = end - operator.length_hint(keys)  # the number the block hands out next
+    nxt = hook_tables._BLOCK[0]
     m._forward_hooks[nxt] = lambda *a: None  # (an unpickled module's hook)
     hook_tables.add_module_hook(added, m, lambda *a: None)
     assert len(m._forward_hooks) == 2
@@ -483,7 +481,8 @@ def _switching_threads(targets) -> None:
 
 def test_threads_taking_keys_at_once_never_get_the_same(monkeypatch):
     """Six threads taking keys for one table at once, the interpreter switching between them as
-    often as it can, blocks of 64 numbers: no key is handed out twice."""
+    often as it can, blocks of 64 numbers: no key is handed out twice (a call between reading
+    the block and moving it on, where the interpreter may switch threads, fails this)."""
     from fpclass.torch import hook_tables
     monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", 64)
     counter = hook_tables._torch()[0]
@@ -497,11 +496,11 @@ def test_threads_taking_keys_at_once_never_get_the_same(monkeypatch):
     assert len(keys) == 120000 and len(set(keys)) == len(keys)
 
 
-def test_threads_entering_watches_of_one_model_never_share_a_key(monkeypatch):
-    """Threads entering watches of one model at once, the interpreter switching between them as
+def test_threads_entering_watches_of_one_model_at_once(monkeypatch):
+    """Threads entering watches of one chain at once, the interpreter switching between them as
     often as it can, with blocks of 8 numbers (renewed under contention too): each watch finds
-    every hook of its own in torch's tables while entered (two numbers handed to two threads
-    would make one hook replace the other), and none is left after."""
+    all its hooks in torch's tables while entered (a chain's: one a layer and the model's two),
+    and none is left after."""
     from fpclass.torch import hook_tables
     monkeypatch.setattr(hook_tables, "_BLOCK_SIZE", 8)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))

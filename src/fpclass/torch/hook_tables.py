@@ -10,7 +10,6 @@ do more), for a tensor that reroutes torch's functions, and while torch.compile 
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections import OrderedDict
 
@@ -75,37 +74,35 @@ def _plain(tensor) -> bool:
     return not (_TORCH or _torch())[3](tensor)
 
 
-#: [the block's numbers not yet handed out (an iterator: each is handed to one thread only),
-#: the block's end, the counter they were taken from]: the block of torch's handle numbers
-#: taken here, read and renewed whole (a list read, or a slice written, in one step).
-_BLOCK: list = [iter(()), 0, None]
-#: Held while a block is renewed (two threads out of numbers take one block, not two).
-_RENEWING = threading.Lock()
+#: [the next key, the end] of the block of torch's handle numbers taken here, and the counter
+#: they were taken from.
+_BLOCK: list = [0, 0, None]
 #: Keys taken from torch's counter at a time: each take writes a class attribute, which
 #: invalidates the class's caches (a hook added inside a step paid about 1 us for it).
 _BLOCK_SIZE = 1024
 
 
 def _key(counter, table) -> int:
-    """A number from torch's handle counter for a new entry of `table`: one no entry of it has,
-    no handle torch makes from now on will have, and no other call here returns, in any
-    thread. Numbers are taken a block at a time, the counter moved past the whole block (a new
-    block where it was moved back below it); a handle unpickled from another process may hold
-    one of the block's numbers, hence the table's check."""
+    """A number from torch's handle counter for a new entry of `table`: one no entry of it has
+    and no handle torch makes from now on will have. Numbers are taken a block at a time, the
+    counter moved past the whole block (a new block where it was moved back below it); a handle
+    unpickled from another process may hold one of the block's numbers, hence the table's
+    check. No other call here returns the same number, in any thread: between reading the
+    block and moving it on there is no call, so under the GIL no other thread runs."""
     block = _BLOCK
+    key, end = block[0], block[1]
+    if key < end and block[2] is counter and counter.next_id >= end and key not in table:
+        block[0] = key + 1
+        return key
     while True:
-        keys, end, taken_from = block
-        key = next(keys, end)
-        if key < end and taken_from is counter and counter.next_id >= end:
-            if key not in table:
-                return key
-            continue
-        with _RENEWING:
-            if block[0] is keys:  # (else another thread renewed it meanwhile)
-                start = counter.next_id
-                counter.next_id = start + _BLOCK_SIZE
-                block[:] = [iter(range(start, start + _BLOCK_SIZE)), start + _BLOCK_SIZE,
-                            counter]
+        key = block[0]
+        if key >= block[1] or block[2] is not counter or counter.next_id < block[1]:
+            key = counter.next_id
+            counter.next_id = key + _BLOCK_SIZE
+            block[1], block[2] = key + _BLOCK_SIZE, counter
+        block[0] = key + 1
+        if key not in table:
+            return key
 
 
 def add_module_hook(added: list, module, hook, *, pre: bool = False,
