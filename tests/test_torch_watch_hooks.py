@@ -5,11 +5,11 @@ context, nor after a context that failed to enter. torch's isfinite on the same 
 truth."""
 
 import functools
-import sys
 import threading
 
 import pytest
 from compiled_runs import run_compiled
+from switching import run_switching
 
 import fpclass.torch as ft
 
@@ -464,21 +464,6 @@ def test_hook_keys_follow_the_counter(monkeypatch):
     assert key == 5 and Counter.next_id > key
 
 
-def _switching_threads(targets) -> None:
-    """Run each of `targets` on a thread of its own, all at once, the interpreter switching
-    between them as often as it can."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=target) for target in targets]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
-
-
 def test_threads_taking_keys_at_once_never_get_the_same(monkeypatch):
     """Six threads taking keys for one table at once, the interpreter switching between them as
     often as it can, blocks of 64 numbers: no key is handed out twice (a call between reading
@@ -491,7 +476,7 @@ def test_threads_taking_keys_at_once_never_get_the_same(monkeypatch):
     def take(out):
         for _ in range(20000):
             out.append(hook_tables._key(counter, {}))
-    _switching_threads([functools.partial(take, out) for out in taken])
+    run_switching([functools.partial(take, out) for out in taken])
     keys = [k for out in taken for k in out]
     assert len(keys) == 120000 and len(set(keys)) == len(keys)
 
@@ -515,7 +500,7 @@ def test_threads_entering_watches_of_one_model_at_once(monkeypatch):
             with ft.watch(model) as w:
                 if own(w) != 7:  # each layer's and the model's two
                     missing.append(own(w))
-    _switching_threads([work] * 6)
+    run_switching([work] * 6)
     assert missing == []
     assert hooks_left(model) == 0
 

@@ -3,11 +3,13 @@ with the module that owns them, attention masks whose -Inf is no finding, fail_o
 action / collect, and one watch shared by threads. torch's own answer on the same step, unwatched,
 is the truth each test compares with."""
 
+import functools
 import math
 import sys
 import threading
 
 import pytest
+from switching import run_switching
 
 import fpclass.torch as ft
 
@@ -335,17 +337,9 @@ def test_threads_sharing_a_watch_get_their_own_findings():
             model(x).sum().backward()
         mine[i] = threading.get_ident()
 
-    switching = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads take turns between any two bytecodes, nearly
-    try:
-        with ft.watch(model, raise_on=False, max_findings=10_000) as w:
-            threads = [threading.Thread(target=run, args=(i, x)) for i, x in enumerate(inputs)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-    finally:
-        sys.setswitchinterval(switching)
+    with ft.watch(model, raise_on=False, max_findings=10_000) as w:
+        # threads take turns between any two bytecodes, nearly
+        run_switching([functools.partial(run, i, x) for i, x in enumerate(inputs)])
     # a parameter's .grad is one tensor every thread accumulates into (torch's own sharing):
     # its findings depend on the other threads; every other finding is this thread's alone
     own = [f"gradient of {name}" for name in ("weight", "bias", "g")]

@@ -36,17 +36,6 @@ class Plan:
         self.places = tuple(PRODUCTS[name] for name in self.products)
         self.claims: list = [(None, None)] * len(params)
 
-    def owners(self) -> dict:
-        """The chain's parameters as planned, as parameters.owners gives them: id(parameter)
-        -> (its Linear's name, "Linear", "weight" or "bias", the parameter), the first Linear
-        holding it its owner."""
-        out: dict = {}
-        for name, pair in zip(self.names[::2], self.params):
-            for pname, p in zip(("weight", "bias"), pair):
-                if p is not None and id(p) not in out:
-                    out[id(p)] = (name, "Linear", pname, p)
-        return out
-
 
 class Pass:
     """One chain pass: the next layer expected (`at`), whether the pass is still the chain's

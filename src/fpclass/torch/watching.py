@@ -59,7 +59,7 @@ class watch:
         self._claims: dict = {}
         self._claims_task = None
         self._claimable: set = set()  # ids of the parameters whose gradients are hooked
-        self._owners: dict | None = None  # (_owners_of)
+        self._owners: dict = {}  # id(parameter) -> its owner as entered (parameters.owners)
         self._plan: chain.Plan | None = None
 
     # -- the context ---------------------------------------------------------------------------
@@ -121,12 +121,7 @@ class watch:
             hook_tables.add_module_hook(register, root,
                                         functools.partial(_opaque(watch._end), self))
         self._owners = parameters.owners(every)
-        if self.grads:
-            hooked = parameters.hooked(self._owners, self._modules)
-            parameters.hook_gradients(
-                hooked, functools.partial(_opaque(watch._parameter_gradient), self), register)
-            self._claimable = set(map(id, hooked))
-        self._register_optimizer(register)
+        self._register_parameters(register)
 
     def _register_chain(self, register: list, plan) -> None:
         """_register for a chain (`plan`): the same hooks, from the plan, which holds every
@@ -146,30 +141,22 @@ class watch:
                                     functools.partial(_opaque(watch._chain_end), self),
                                     always_call=True)
         self._modules = {"": root, **dict(zip(plan.names, plan.layers))}
-        self._owners = None  # (made from the plan when first asked for: _owners_of)
+        self._owners = parameters.owners(self._modules.items())
+        self._register_parameters(register)
         if self.grads:
-            hooked = [p for pair in plan.params for p in pair
-                      if p is not None and p.requires_grad]
-            if len(set(map(id, hooked))) != len(hooked):  # (a weight shared by two Linears)
-                hooked = list({id(p): p for p in hooked}.values())
+            self._chain_claims(plan)
+
+    def _register_parameters(self, register: list) -> None:
+        """The hooks on the watched parameters' gradients (with `grads`) and on the optimizer's
+        step, from the owners entering noted."""
+        if self.grads:
+            hooked = parameters.hooked(self._owners, self._modules)
             parameters.hook_gradients(
                 hooked, functools.partial(_opaque(watch._parameter_gradient), self), register)
             self._claimable = set(map(id, hooked))
-            self._chain_claims(plan)
-        self._register_optimizer(register)
-
-    def _register_optimizer(self, register: list) -> None:
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
-
-    def _owners_of(self) -> dict:
-        """parameters.owners of the watched modules as entered (a chain's: made from its plan
-        when first asked for)."""
-        owners = self._owners
-        if owners is None:
-            owners = self._owners = self._plan.owners()
-        return owners
 
     def __exit__(self, exc_type, exc, tb) -> None:
         state = getattr(self._local, "state", None)
@@ -1095,7 +1082,7 @@ class watch:
         state = getattr(self._local, "state", None) or self._last or self._pass()
         if state.pending:  # gradients that arrived before it are reported before it
             self._read_held(state)
-        name, kind, pname, _ = self._owners_of()[id(param)]
+        name, kind, pname, _ = self._owners[id(param)]
         inputs = name in state.bad_outputs  # the module's output gradient was non-finite
         self._found(state, Finding(name, kind, "backward", f"gradient of {pname}", *described,
                                    inputs), self._modules.get(name), grad,
@@ -1105,7 +1092,7 @@ class watch:
         if not self._active:
             return
         state = getattr(self._local, "state", None) or self._last or self._pass()
-        for t, owner, label, grad in parameters.step_tensors(optimizer, self._owners_of()):
+        for t, owner, label, grad in parameters.step_tensors(optimizer, self._owners):
             if self._checker.finite(t):
                 continue
             described = self._checker.describe(t)
