@@ -46,11 +46,12 @@ class Pass:
     backward it was noted in (`grads`); `terms`: the bits of the rows' count, as a sum over them
     adds; `output`: the model output's gradient as read (a weak reference, its version, its
     bound, the backward); `deferred`: a finding on a Linear's input's gradient, held for the
-    next node's hook (the backward's graph task, then _found's arguments). No tensor is kept
-    past the forward but a deferred finding's: the node hooks hold this."""
+    next node's hook (the backward's graph task, then _found's arguments); `nodes`: (j, the
+    node Linear j's forward made), hooked when the forward ends. No tensor is kept past the
+    forward but a deferred finding's: the node hooks hold this."""
 
     __slots__ = ("plan", "at", "live", "last", "kx", "linked", "grads", "terms", "output",
-                 "deferred")
+                 "deferred", "nodes")
 
     def __init__(self, plan: Plan):
         self.plan, self.at, self.live, self.last, self.terms = plan, 0, True, None, 0
@@ -59,6 +60,7 @@ class Pass:
         self.kx: list = [None] * count
         self.linked = [False] * count
         self.grads: list = [None] * count
+        self.nodes: list = []
 
 
 def plan(torch, model, forwards: dict, plain: tuple) -> Plan | None:

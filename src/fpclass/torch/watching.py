@@ -229,6 +229,8 @@ class watch:
         if passing is not None:
             state.chain = None
             last, passing.last = passing.last, None
+            if passing.nodes:
+                self._hook_nodes(state, passing)
             if (passing.live and passing.at == len(passing.plan.layers) and last is not None
                     and output is last[0]):
                 # the last Linear's output, checked there: its gradient is read as it arrives,
@@ -340,10 +342,18 @@ class watch:
             return True
         passing.at, passing.last = at + 1, (output, node, k)
         passing.kx[j] = kx
-        if self.backward:
-            node.register_hook(functools.partial(_opaque(watch._chain_backward), self, state,
-                                                 passing, j))
+        if self.backward:  # hooked at the forward's end (_hook_nodes), all at once
+            passing.nodes.append((j, node))
         return True
+
+    def _hook_nodes(self, state, passing) -> None:
+        """Hook the node of each Linear the chain pass checked (_chain_backward), at the
+        forward's end: one loop, while torch's objects are still warm, instead of one
+        registration in each Linear's hook right after its kernel."""
+        hook, nodes = _opaque(watch._chain_backward), passing.nodes
+        passing.nodes = []
+        for j, node in nodes:
+            node.register_hook(functools.partial(hook, self, state, passing, j))
 
     def _chain_link(self, state, passing, at, x):
         """Linear `at`'s input `x` in a chain pass: the ReLU before it made x from the last
