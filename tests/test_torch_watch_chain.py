@@ -708,6 +708,33 @@ def test_a_middle_layer_called_alone_after_a_pass_that_raised(monkeypatch):
     assert (found.module, found.direction, found.inputs_nonfinite) == ("2", "forward", True)
 
 
+def test_a_pass_interrupted_keeps_no_graph_once_the_context_is_left(monkeypatch):
+    """A KeyboardInterrupt inside a chain's forward skips torch's always-called hooks (which
+    run on Exception only): leaving the context still lets go of the pass's autograd nodes, and
+    with them the graph and the input it saved."""
+    import weakref
+
+    model, x = _mlp(widths=(6, 8, 8, 8, 5)), X.clone()
+    relu = torch.nn.functional.relu
+
+    def interrupted(t, *args, **kwargs):
+        if interrupted.calls == 1:
+            raise KeyboardInterrupt
+        interrupted.calls += 1
+        return relu(t, *args, **kwargs)
+    interrupted.calls = 0
+    spy = Spy(monkeypatch)
+    alive = weakref.ref(x)  # the first Linear's node saves it
+    with ft.watch(model) as watched:  # (kept: the pass is its thread-local's)
+        with monkeypatch.context() as patch:
+            patch.setattr(torch.nn.functional, "relu", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                model(x)
+    del x
+    assert spy.kinds == ["chain"] and interrupted.calls == 1
+    assert alive() is None and not watched.findings
+
+
 def test_a_hook_on_the_model_output_is_met_after_the_read(monkeypatch):
     """The model output's gradient is read as it arrives, before a hook the caller puts on the
     output changes it: the change is found where it goes next (the bias's gradient, made from

@@ -1276,8 +1276,8 @@ class _Pass:
         """Drop the forward pass's tensors (their gradient hooks hold what they need)."""
         self.seen.clear()
         self.checked.clear()
-        if self.chain is not None:
-            self.chain.last = None
+        if self.chain is not None:  # (a forward ended by a BaseException: no _chain_end ran)
+            self.chain.last, self.chain.nodes = None, []
 
 
 class _Seen:
