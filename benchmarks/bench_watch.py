@@ -48,9 +48,13 @@ registers them but before the timed step, as watch's entering adds them, with em
 making the chain's reads and nothing else) and "entering and leaving watch alone" (the context
 entered and left, then a plain step); a line under the table puts the rest down to watch's
 Python in its hooks (printed only where watch read what the chain reads: it took the chain).
-`--base SRC` adds another mode, the watch (with parameter grads) of the fpclass package under SRC
-(another tree's src/), copied to a temporary folder and imported as a second package: an A/B of
-two trees in one process, their steps alternating with the others.
+`--base SRC` adds two more modes, the watch (with parameter grads) of the fpclass package under SRC
+(another tree's src/) and that of this tree's own package, each copied to a temporary folder and
+imported as a package of its own: an A/B of two trees in one process, their steps alternating
+with the others, and a line under the table sets the two copies against each other. The
+copies, not the "watch" row, make the A/B: with one tree on both sides, the watch row (the
+package the other modes share) ran 0.8 and 0.9 points cheaper than the copy in two runs and
+0.1 in a third, while two copies differed by 0.3 ± 0.4 (docs/benchmarks.md, thirtieth round).
 
 After each model, the floor (unless --no-floor): the tensors one watched step checks (recorded
 from the watch itself), each rewritten by torch and read straight after, as a hook reads what a
@@ -91,6 +95,8 @@ from fpclass.torch.watching import KEEP_FINITE_NAMES  # noqa: E402
 
 #: issue 22's target for watch (with parameter gradients): at most this much a step.
 TARGET = 0.10
+#: With --base: this tree's watch from a copy of its package, as the base's is run.
+HEAD = "this tree's watch (+ parameter grads), from a copy"
 #: The MLP's extra mode: mlp_design_watch.
 DESIGN = "one exact-watch design for this model (its reads, empty proof hooks)"
 #: The MLP's split of watch's cost: chain_alone, and watch entered and left around a plain step.
@@ -177,7 +183,10 @@ def main() -> int:
     args.models = args.models.split(",")
     print(fix_malloc() if args.malloc == "fixed" else
           "glibc's malloc as it comes: its adaptive thresholds decide each step's page faults\n")
-    args.base_watch = base_watch(args.base) if args.base else None
+    args.base_watch = args.head_watch = None
+    if args.base:
+        args.base_watch = base_watch(args.base, "fpclass_base")
+        args.head_watch = base_watch(HOME, "fpclass_head")
     if args.threads:
         torch.set_num_threads(args.threads)
     for batch in (int(b) for b in args.batch.split(",")):
@@ -214,16 +223,20 @@ def fix_malloc() -> str:
             "--malloc default for glibc's adaptive ones)\n")
 
 
-def base_watch(src: str):
-    """watch from the fpclass package under `src`, imported as `fpclass_base` from a copy."""
+#: The source folder of the fpclass package this script runs.
+HOME = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(ft.__file__))))
+
+
+def base_watch(src: str, package: str):
+    """watch from the fpclass package under `src`, imported as `package` from a copy."""
     if not os.path.isdir(os.path.join(src, "fpclass")):
         raise SystemExit(f"--base {src}: no fpclass package there")
     folder = tempfile.mkdtemp(prefix="bench_watch_base_")
     atexit.register(shutil.rmtree, folder, True)
-    shutil.copytree(os.path.join(src, "fpclass"), os.path.join(folder, "fpclass_base"),
+    shutil.copytree(os.path.join(src, "fpclass"), os.path.join(folder, package),
                     ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, folder)
-    return importlib.import_module("fpclass_base.torch").watch
+    return importlib.import_module(f"{package}.torch").watch
 
 
 def _timed(mode, clock) -> float:
@@ -316,6 +329,11 @@ def run(args, name, what, model, inputs) -> None:
         def base_grads():
             with args.base_watch(model):
                 step()
+
+        def head_grads():
+            with args.head_watch(model):
+                step()
+        modes[HEAD] = head_grads
         modes[f"base: watch (+ parameter grads) from {args.base}"] = base_grads
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     times = {mode: [] for mode in modes}
@@ -400,6 +418,13 @@ def run(args, name, what, model, inputs) -> None:
     print(f"\nthe hooks reading in them read {reading.nbytes / 2**20:.1f} MiB a step (the last "
           "step's): outputs but those of " + ", ".join(KEEP_FINITE_NAMES) + ", each output's "
           "gradient, each parameter's gradient")
+    if args.base_watch is not None:
+        other = f"base: watch (+ parameter grads) from {args.base}"
+        change = paired[HEAD] - paired[other]
+        error = math.sqrt(spread[HEAD] ** 2 + spread[other] ** 2)
+        print(f"\nA/B, both trees as copies: this tree {paired[HEAD] / base:+.1%}, the base "
+              f"{paired[other] / base:+.1%}: {change / base:+.1%} ± {error / base:.1%} of the "
+              f"step (the watch row, this tree's own package: {paired['watch (+ parameter grads)'] / base:+.1%})")
     if args.floor:
         floor(seen, base, paired["hooks alone (empty bodies)"], clock)
 
