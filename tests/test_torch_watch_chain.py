@@ -11,6 +11,7 @@ import collections
 import copy
 import math
 import warnings
+import weakref
 
 import pytest
 
@@ -712,8 +713,6 @@ def test_a_pass_interrupted_keeps_no_graph_once_the_context_is_left(monkeypatch)
     """A KeyboardInterrupt inside a chain's forward skips torch's always-called hooks (which
     run on Exception only): leaving the context still lets go of the pass's autograd nodes, and
     with them the graph and the input it saved."""
-    import weakref
-
     model, x = _mlp(widths=(6, 8, 8, 8, 5)), X.clone()
     relu = torch.nn.functional.relu
 
