@@ -45,20 +45,19 @@ def _torch() -> list:
 def _direct(owner, method: str):
     """torch's handle counter when `owner`'s table for `method` is written here, else None (see
     the module's docstring; a tensor's own rerouting is its adder's to check: _plain)."""
-    counter = _counter_now()
+    return _written(owner, method, _counter_now())
+
+
+def _written(owner, method: str, counter):
+    """`counter` (_counter_now's, None passed on) when `owner`'s class keeps torch's own register
+    `method` (noted in _OWN), else None."""
     if counter is None:
         return None
-    cls = type(owner)
-    own = _OWN.get((cls, method))
+    key = (type(owner), method)
+    own = _OWN.get(key)
     if own is None:
-        own = _own(cls, method)
+        own = _OWN[key] = getattr(key[0], method, None) is (_TORCH or _torch())[1][method]
     return counter if own else None
-
-
-def _own(cls, method: str) -> bool:
-    """Does `cls` keep torch's own register `method` (noted in _OWN)?"""
-    own = _OWN[(cls, method)] = getattr(cls, method, None) is (_TORCH or _torch())[1][method]
-    return own
 
 
 def _counter_now():
@@ -90,10 +89,6 @@ def _key(counter, table) -> int:
     check. No other call here returns the same number, in any thread: between reading the
     block and moving it on there is no call, so under the GIL no other thread runs."""
     block = _BLOCK
-    key, end = block[0], block[1]
-    if key < end and block[2] is counter and counter.next_id >= end and key not in table:
-        block[0] = key + 1
-        return key
     while True:
         key = block[0]
         if key >= block[1] or block[2] is not counter or counter.next_id < block[1]:
@@ -135,17 +130,16 @@ def add_forward_hooks(added: list, module_hooks) -> None:
     """add_module_hook(added, module, hook, with_kwargs=True) for each (module, hook) of
     `module_hooks`, torch's state (its tables, whether torch.compile traces) asked once for
     them all: entering a watch adds one a module."""
-    counter, owns, method = _counter_now(), _OWN, "register_forward_hook"
+    # (its own loop, not add_module_hook's body as a shared helper: with that helper, a watch
+    # entered while dynamo traced lost its layers' hooks: test_torch_watch_compile)
+    counter = _counter_now()
     for module, hook in module_hooks:
-        cls = type(module)
-        own = owns.get((cls, method))
-        if own is None:
-            own = _own(cls, method)
-        if counter is None or not own:
+        direct = _written(module, "register_forward_hook", counter)
+        if direct is None:
             added.append(module.register_forward_hook(hook, with_kwargs=True))
             continue
         hooks, flags = module._forward_hooks, module._forward_hooks_with_kwargs
-        key = _key(counter, hooks)
+        key = _key(direct, hooks)
         flags[key] = True  # (first: another thread's call never meets the hook without it)
         hooks[key] = hook
         added += ((hooks, key), (flags, key))
@@ -155,20 +149,17 @@ def add_post_accumulate_hooks(added: list, parameters, hook) -> None:
     """parameter.register_post_accumulate_grad_hook(hook) for each of `parameters` (tensors
     that require grad: the caller's duty), noted in `added`, torch's state asked once for them
     all."""
-    counter, owns, method = _counter_now(), _OWN, "register_post_accumulate_grad_hook"
+    counter, method = _counter_now(), "register_post_accumulate_grad_hook"
     rerouted = (_TORCH or _torch())[3]
     for parameter in parameters:
-        cls = type(parameter)
-        own = owns.get((cls, method))
-        if own is None:
-            own = _own(cls, method)
-        if counter is None or not own or rerouted(parameter) or parameter.grad_fn is not None:
+        direct = _written(parameter, method, counter)
+        if direct is None or rerouted(parameter) or parameter.grad_fn is not None:
             added.append(parameter.register_post_accumulate_grad_hook(hook))  # (or its error)
             continue
         hooks = parameter._post_accumulate_grad_hooks
         if hooks is None:  # setting the table is what installs it in autograd
             parameter._post_accumulate_grad_hooks = hooks = OrderedDict()
-        key = _key(counter, hooks)
+        key = _key(direct, hooks)
         hooks[key] = hook
         added.append((hooks, key))
 
