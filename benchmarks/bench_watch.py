@@ -185,8 +185,8 @@ def main() -> int:
           "glibc's malloc as it comes: its adaptive thresholds decide each step's page faults\n")
     args.base_watch = args.head_watch = None
     if args.base:
-        args.base_watch = base_watch(args.base, "fpclass_base")
-        args.head_watch = base_watch(HOME, "fpclass_head")
+        args.base_watch = copied_watch(args.base, "fpclass_base")
+        args.head_watch = copied_watch(HOME, "fpclass_head")
     if args.threads:
         torch.set_num_threads(args.threads)
     for batch in (int(b) for b in args.batch.split(",")):
@@ -227,7 +227,7 @@ def fix_malloc() -> str:
 HOME = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(ft.__file__))))
 
 
-def base_watch(src: str, package: str):
+def copied_watch(src: str, package: str):
     """watch from the fpclass package under `src`, imported as `package` from a copy."""
     if not os.path.isdir(os.path.join(src, "fpclass")):
         raise SystemExit(f"--base {src}: no fpclass package there")
