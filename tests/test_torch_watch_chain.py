@@ -286,9 +286,18 @@ def _hooked(register):
 @pytest.mark.parametrize("case", [
     "3-d input", "input requires grad", "no_grad", "inference_mode", "hook on a ReLU",
     "hook on the model", "global hook", "autocast", "saved tensors hooks", "function mode",
-    "float64 input"])
+    "float64 input", "F.linear patched", "the F of torch's Linear replaced"])
 def test_passes_that_are_no_chains(monkeypatch, case):
     model, x, step = _mlp(), X, mse
+    with ft.watch(model):  # torch's own functions noted before the patch
+        pass
+    if case == "F.linear patched":
+        linear = nn.functional.linear
+        monkeypatch.setattr(nn.functional, "linear", lambda *a, **k: linear(*a, **k))
+    elif case == "the F of torch's Linear replaced":
+        import types
+        shim = types.SimpleNamespace(linear=nn.functional.linear)
+        monkeypatch.setattr(nn.modules.linear, "F", shim)
     if case == "3-d input":
         x = X.reshape(1, 7, 6)
     elif case == "input requires grad":
@@ -423,6 +432,115 @@ def test_a_parameter_replaced_inside_the_context_is_named_as_entered():
     assert (error.module, error.direction, error.tensor) == ("2", "backward", "gradient of weight")
 
 
+# -- what entering keeps of a chain for the next watch (watch._chain_derived) --------------------
+
+def _mutations():
+    """(what was done, a function doing it to an _mlp()) for each change chain.plan looks at."""
+    def replace_layer(m):
+        m[2] = nn.Linear(8, 8)
+
+    def rename(m):
+        m._modules = collections.OrderedDict(
+            ("x" + name, layer) for name, layer in m._modules.items())
+
+    def new_bias(m):
+        m[2].bias = nn.Parameter(m[2].bias.detach().clone())
+
+    def extra_parameter(m):
+        m[2].register_parameter("scale", nn.Parameter(torch.ones(1)))
+
+    def submodule(m):
+        m[1].inner = nn.Identity()
+
+    def in_place(m):
+        m[1].inplace = True
+
+    def patched_forward(m):
+        m[3].forward = lambda x: x
+
+    return [("nothing", lambda m: None), ("a layer replaced", replace_layer),
+            ("renamed", rename), ("a bias replaced", new_bias),
+            ("a parameter added", extra_parameter), ("a submodule added", submodule),
+            ("a ReLU made in place", in_place), ("a forward patched", patched_forward),
+            ("a layer appended", lambda m: m.append(nn.Linear(5, 5))),
+            ("float64", lambda m: m.double()), ("a parameter of the model", lambda m:
+                m.register_parameter("p", nn.Parameter(torch.ones(1))))]
+
+
+@pytest.mark.parametrize("what, change", _mutations(), ids=[w for w, _ in _mutations()])
+def test_a_plan_known_is_kept_only_while_the_model_is_that_chain(what, change):
+    """chain.plan with `known` returns that plan when a plan made now would hold the same
+    layers, names, parameters and dtype, else what a plan made now is."""
+    watching._fill_tables(torch) if not watching._TORCH_FUNCTIONS else None
+    model, plain = _mlp(), (torch.Tensor, nn.Parameter)
+    known = chain.plan(torch, model, watching._TORCH_FORWARD, plain)
+    change(model)
+    fresh = chain.plan(torch, model, watching._TORCH_FORWARD, plain)
+    kept = chain.plan(torch, model, watching._TORCH_FORWARD, plain, known)
+    same = fresh is not None and _same_chain(fresh, known)
+    assert same == (what == "nothing")
+    if same:
+        assert kept is known
+    else:
+        assert kept is not known and (kept is None) == (fresh is None)
+        assert kept is None or _same_chain(kept, fresh)
+
+
+def _same_chain(a, b) -> bool:
+    """Do plans `a` and `b` hold the same layers, names, dtype and parameter tensors?"""
+    return ((a.layers, a.names, a.dtype) == (b.layers, b.names, b.dtype)
+            and all(p is q for pa, pb in zip(a.params, b.params) for p, q in zip(pa, pb))
+            and len(a.params) == len(b.params))
+
+
+def _bias_overflows(model):
+    """One step whose last bias gradient sums two rows of 3e38 to Inf, all else finite."""
+    model.zero_grad(set_to_none=True)
+    (model(torch.zeros(2, 2)) * 3e38).sum().backward()
+
+
+def _one_linear():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("between", ["a bias replaced", "requires_grad turned on",
+                                     "grads=False before"])
+def test_what_a_watch_kept_follows_the_model_to_the_next(between):
+    """A parameter replaced, or made to require grad, between two watches of a chain, or a
+    watch without grads before: the next watch hooks the parameter as it is now and finds its
+    gradient's Inf."""
+    model = _one_linear()
+    if between == "requires_grad turned on":
+        model[0].bias.requires_grad_(False)
+    with ft.watch(model, grads=between != "grads=False before") as w:
+        assert w._plan is not None
+        model(torch.ones(2, 2)).sum().backward()
+    if between == "a bias replaced":
+        model[0].bias = nn.Parameter(model[0].bias.detach().clone())
+    elif between == "requires_grad turned on":
+        model[0].bias.requires_grad_(True)
+    with pytest.raises(ft.NonFiniteError) as raised:
+        with ft.watch(model) as w:
+            assert w._plan is not None
+            _bias_overflows(model)
+    assert not bool(torch.isfinite(model[0].bias.grad).all())
+    error = raised.value
+    assert (error.module, error.direction, error.tensor) == ("0", "backward", "gradient of bias")
+
+
+def test_what_a_watch_kept_keeps_no_model_alive():
+    model = _mlp()
+    with ft.watch(model) as w:
+        mse(model, X)
+    assert model in watching._DERIVED
+    gone = weakref.ref(model)
+    del model, w
+    import gc
+    gc.collect()
+    assert gone() is None
+
+
 def test_a_watch_of_the_chain_has_a_plan():
     with ft.watch(_mlp()) as w:
         assert w._plan is not None and len(w._plan.layers) == 5
@@ -540,6 +658,23 @@ def test_a_backward_under_autocast_is_read(monkeypatch):
         with torch.autocast("cpu", dtype=torch.float16):
             with torch.autocast("cpu", enabled=False):
                 out = model(x)
+            (out.float() * 4).sum().backward()
+    model = _mlp(widths=(64, 64))
+    found, grads = _both(model, torch.full((4, 64), 3e4), step, monkeypatch)
+    assert _non_finite(grads) and found.tensor == "gradient of weight"
+
+
+def test_a_second_backward_of_a_pass_under_autocast_is_read(monkeypatch):
+    """The same chain pass backwarded twice: first as it ran (nothing found), then inside CPU
+    autocast to float16, whose mm overflows. What the first backward learnt of modes and
+    autocast is not the second's."""
+    def step(model, x):
+        model.zero_grad(set_to_none=True)
+        out = model(x)
+        (out * 4).sum().backward(retain_graph=True)
+        assert all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16):
             (out.float() * 4).sum().backward()
     model = _mlp(widths=(64, 64))
     found, grads = _both(model, torch.full((4, 64), 3e4), step, monkeypatch)

@@ -121,7 +121,8 @@ class watch:
             hook_tables.add_module_hook(register, root,
                                         functools.partial(_opaque(watch._end), self))
         self._owners = parameters.owners(every)
-        self._register_parameters(register)
+        self._register_parameters(register, parameters.hooked(self._owners, self._modules)
+                                  if self.grads else ())
 
     def _register_chain(self, register: list, plan) -> None:
         """_register for a chain (`plan`): the same hooks, from the plan, which holds every
@@ -140,20 +141,42 @@ class watch:
         hook_tables.add_module_hook(register, root,
                                     functools.partial(_opaque(watch._chain_end), self),
                                     always_call=True)
-        self._modules = {"": root, **dict(zip(plan.names, plan.layers))}
-        self._owners = parameters.owners(self._modules.items())
-        self._register_parameters(register)
-        if self.grads:
-            self._chain_claims(plan)
+        derived = self._chain_derived(plan)
+        self._modules = {"": root, **derived.layers}
+        self._owners = derived.owners
+        self._register_parameters(register, derived.hooked)
+        self._claimable = derived.claimable
 
-    def _register_parameters(self, register: list) -> None:
-        """The hooks on the watched parameters' gradients (with `grads`) and on the optimizer's
-        step, from the owners entering noted."""
+    def _chain_derived(self, plan) -> "_Derived":
+        """What the chain `plan` gives entering (its layers by name, the parameters' owners, the
+        parameters hooked and their claims), as the last watch on the model with these `grads`
+        derived it while the plan is that watch's (chain.plan's `known`) and every parameter
+        requires grad and has the shape it had: a watch is entered every step (taking it again
+        cost about 1% of the README's MLP step: docs/benchmarks.md, issue 22, thirty-first
+        round)."""
+        grads = self.grads
+        key = tuple((p.requires_grad, p.shape) for pair in plan.params for p in pair
+                    if p is not None)
+        kept = _DERIVED.get(self.model)
+        made = None if kept is None else kept.get(grads)
+        if made is not None and made.plan is plan and made.key == key:
+            return made
+        layers = dict(zip(plan.names, plan.layers))
+        owners = parameters.owners(layers.items())  # (the model holds none: chain.plan)
+        hooked = parameters.hooked(owners, layers) if grads else []
+        made = _Derived(plan, key, layers, owners, hooked, frozenset(map(id, hooked)))
+        if grads:
+            self._chain_claims(plan, made.claimable)
+        _DERIVED.setdefault(self.model, {})[grads] = made
+        return made
+
+    def _register_parameters(self, register: list, hooked) -> None:
+        """The hooks on the `hooked` parameters' gradients (with `grads`) and on the optimizer's
+        step."""
         if self.grads:
-            hooked = parameters.hooked(self._owners, self._modules)
             parameters.hook_gradients(
                 hooked, functools.partial(_opaque(watch._parameter_gradient), self), register)
-            self._claimable = set(map(id, hooked))
+            self._claimable = frozenset(map(id, hooked))
         if self.optimizer is not None:
             register.append(self.optimizer.register_step_post_hook(
                 functools.partial(_opaque(watch._step), self)))
@@ -264,14 +287,18 @@ class watch:
                 or _unwrap(self.model) is not self.model
                 or not hasattr(self.model, "_forward_hooks_always_called")):  # (_chain_end's)
             return None
-        plan = chain.plan(torch, self.model, _TORCH_FORWARD, self._checker.plain)
+        kept = _DERIVED.get(self.model)
+        known = None if kept is None else kept.get(self.grads)
+        plan = chain.plan(torch, self.model, _TORCH_FORWARD, self._checker.plain,
+                          None if known is None else known.plan)
         # (a layer named as torch.compile's wrapper: the name watch reports differs)
         return None if plan is None or any(_clean(n) != n for n in plan.names) else plan
 
-    def _chain_claims(self, plan) -> None:
+    def _chain_claims(self, plan, claimable) -> None:
         """For each of the plan's Linears, the weight and bias whose gradients its node may
-        claim (_chain_backward; None: read), as _parameters_backward asks of them."""
-        plain, claimable, claims = self._checker.plain, self._claimable, []
+        claim (_chain_backward; None: read), as _parameters_backward asks of them (`claimable`:
+        the ids of the parameters whose gradients are hooked)."""
+        plain, claims = self._checker.plain, []
         for weight, bias in plan.params:
             if not (type(weight) in plain and weight.dim() == 2 and id(weight) in claimable):
                 weight = None
@@ -292,8 +319,8 @@ class watch:
         if (type(x) is not self._tensor or x.dim() != 2 or x.dtype != plan.dtype
                 or not x.is_cpu or x.requires_grad or not self._grad_enabled() or _modes()
                 or _TABLES["autocast"]() or _TABLES["saved_hooks"](False) is not None
-                or not _torch_functions()
-                or not chain.intact(plan, self._module_globals)):
+                or not _torch_functions(_LINEAR_ROUTES)
+                or not chain.intact(plan, self.model, self._module_globals)):
             return None
         passing = chain.Pass(plan)
         passing.terms = _sum_terms(x.shape[0])
@@ -404,7 +431,13 @@ class watch:
         if not self._active or not grad_outputs:
             return
         plan, magnitude = passing.plan, self._magnitude
-        task, exact = _TABLES["task"](), not (_modes() or _TABLES["autocast"]())
+        task, exact = _TABLES["task"](), passing.exact
+        if exact is None or exact[0] != task:
+            # each node of a backward runs under the thread-local state autograd took when the
+            # backward began (modes, autocast): asked once a backward (two calls into torch,
+            # cold after its kernels, cost about 6 us a node)
+            exact = passing.exact = (task, not (_modes() or _TABLES["autocast"]()))
+        exact = exact[1]
         deferred = passing.deferred
         if deferred is not None:
             passing.deferred = None
@@ -1240,11 +1273,18 @@ _LINEAR_FUNCTIONS = ("linear", "conv1d", "conv2d", "conv3d", "pad")
 #: the `F` torch's linear and convolution modules call by, and the builtin beneath F.pad's
 #: Python wrapper (torch._C._nn.pad). A patch of any, as apex's casts, leaves every map read.
 _TORCH_FUNCTIONS: list = []
+#: Those a Linear's forward goes through (F.linear, and the F of torch.nn.modules.linear): a
+#: chain pass asks only them (asking all eight cost 7 us a pass).
+_LINEAR_ROUTES: list = []
 #: A watch's thread-local until it is first entered: never written (every hook that writes one
 #: is registered by entering, which replaces it).
 _UNENTERED = threading.local()
 #: Held while a finding is added to a watch's list (any watch's: findings are rare).
 _FINDINGS = threading.Lock()
+#: model -> {grads: _Derived}: what the last watch entered on a chain derived from its plan
+#: (watch._chain_derived). Weak: a record holds the model's layers and parameters, never the
+#: model.
+_DERIVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
 _ROLES = 4096
@@ -1315,6 +1355,19 @@ class _Gradient:
         self.chain = None   # the summing node's rule: a bound on its input's gradient from one
                             # on this version's (_bounded_backward)
         self.wanted = False  # its bound is noted for a Linear's parameters (_parameters_made)
+
+
+class _Derived(NamedTuple):
+    """What entering a watch derives from a chain's plan (watch._chain_derived): the plan, each
+    parameter's (requires_grad, shape) when derived, the layers by name, the parameters'
+    owners (parameters.owners), those whose gradients are hooked and their ids."""
+
+    plan: object
+    key: tuple
+    layers: dict
+    owners: dict
+    hooked: list
+    claimable: frozenset
 
 
 class _Claim(NamedTuple):
@@ -1626,6 +1679,8 @@ def _fill_tables(torch) -> None:
                (torch._C._nn, "pad",
                 builtin if type(builtin).__name__ == "builtin_function_or_method" else None)]
     _TORCH_FUNCTIONS[:] = routes
+    linear = ((functional, "linear"), (torch.nn.modules.linear, "F"))
+    _LINEAR_ROUTES[:] = [route for route in routes if route[:2] in linear]
     for cls in _LINEAR_MAPS:
         own = getattr(cls, "_conv_forward", None)
         code = getattr(own, "__code__", None)
@@ -1662,12 +1717,14 @@ def _autocast_on(torch):
     return functools.partial(enabled, "cpu")
 
 
-def _torch_functions() -> bool:
+def _torch_functions(routes: list = _TORCH_FUNCTIONS) -> bool:
     """Are the functions torch's Linear and convolutions call (F.linear, F.conv*d, F.pad, and
     the builtin pad beneath F.pad, through the `F` of their modules) those torch made,
-    unpatched since the first watch?"""
-    return all(getattr(home, name, None) is held and held is not None
-               for home, name, held in _TORCH_FUNCTIONS)
+    unpatched since the first watch? `routes`: some of them only (_LINEAR_ROUTES)."""
+    for home, name, held in routes:
+        if held is None or getattr(home, name, None) is not held:
+            return False
+    return True
 
 
 def _modes() -> bool:
