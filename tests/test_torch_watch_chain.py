@@ -541,6 +541,29 @@ def test_what_a_watch_kept_keeps_no_model_alive():
     assert gone() is None
 
 
+@pytest.mark.parametrize("change", ["a layer replaced", "no chain any more"])
+def test_what_a_watch_kept_goes_when_the_model_changes(change):
+    """The next watch entered on a changed model lets go of the layers the last one kept."""
+    model = _mlp()
+    with ft.watch(model):
+        mse(model, X)
+    old = weakref.ref(model[2])
+    if change == "a layer replaced":
+        model[2] = nn.Linear(8, 8)
+    else:
+        model[2] = nn.Linear(8, 8)
+        model[1].inplace = True
+    import gc
+    gc.collect()
+    assert old() is not None  # (kept until the next watch)
+    with ft.watch(model) as w:
+        assert (w._plan is None) == (change == "no chain any more")
+    del w
+    gc.collect()
+    assert old() is None
+    assert (True in watching._DERIVED.get(model, {})) == (change == "a layer replaced")
+
+
 def test_a_watch_of_the_chain_has_a_plan():
     with ft.watch(_mlp()) as w:
         assert w._plan is not None and len(w._plan.layers) == 5

@@ -291,6 +291,8 @@ class watch:
         known = None if kept is None else kept.get(self.grads)
         plan = chain.plan(torch, self.model, _TORCH_FORWARD, self._checker.plain,
                           None if known is None else known.plan)
+        if known is not None and plan is not known.plan:  # (it held what the model let go)
+            kept.pop(self.grads, None)
         # (a layer named as torch.compile's wrapper: the name watch reports differs)
         return None if plan is None or any(_clean(n) != n for n in plan.names) else plan
 
@@ -1282,8 +1284,9 @@ _UNENTERED = threading.local()
 #: Held while a finding is added to a watch's list (any watch's: findings are rare).
 _FINDINGS = threading.Lock()
 #: model -> {grads: _Derived}: what the last watch entered on a chain derived from its plan
-#: (watch._chain_derived). Weak: a record holds the model's layers and parameters, never the
-#: model.
+#: (watch._chain_derived). Weak: a record holds the model's layers and parameters as they were
+#: when a watch was last entered on it, never the model; the next entering that finds them
+#: changed drops it.
 _DERIVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: How many tensors' roles a forward pass remembers (a tensor is met as one module's output and
 #: the next one's input; the bound only matters when submodules are called outside the model).
