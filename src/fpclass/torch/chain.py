@@ -19,10 +19,11 @@ _LINEAR_PARAMETERS = {"weight", "bias"}
 
 class Plan:
     """The chain's layers (`layers`, in order: Linear, ReLU, ..., Linear), their names, the
-    dtype of every parameter (no reference to the model itself: watch keeps plans by model), torch's own classes with their forwards (`forwards`), and for
+    dtype of every parameter, torch's own classes with their forwards (`forwards`), and for
     each Linear its weight and bias (`params`), the node its forward makes (`products`), that
     node's gradients' places (`places`: PRODUCTS) and the parameters whose gradients it may
-    claim (`claims`: watch's to fill)."""
+    claim (`claims`: watch's to fill). No reference to the model itself: watch keeps plans by
+    model, weakly."""
 
     __slots__ = ("layers", "names", "dtype", "forwards", "params", "products", "places",
                  "claims")

@@ -151,8 +151,8 @@ class watch:
         """What the chain `plan` gives entering (its layers by name, the parameters' owners, the
         parameters hooked and their claims), as the last watch on the model with these `grads`
         derived it while the plan is that watch's (chain.plan's `known`) and every parameter
-        requires grad and has the shape it had: a watch is entered every step (taking it again
-        cost about 1% of the README's MLP step: docs/benchmarks.md, issue 22, thirty-first
+        requires grad and has the shape it had: a watch is entered every step (deriving it again
+        cost about 0.7% of the README's MLP step: docs/benchmarks.md, issue 22, thirty-first
         round)."""
         grads = self.grads
         key = tuple((p.requires_grad, p.shape) for pair in plan.params for p in pair
