@@ -405,6 +405,35 @@ def test_a_dot_that_overflows_behind_a_finite_weight_gradient_counts(monkeypatch
     assert findings and findings[0][:3] == ("1", "backward", "gradient of input[0]")
 
 
+def test_the_dot_bound_takes_the_least_invstd_of_every_channel(monkeypatch):
+    """As above, with channel 0 alone at +-2**56 (invstd 2**-56: its dot overflows) and the
+    other channels at +-2**10 (invstd 2**-10): the dot's bound must come from the least invstd
+    over the channels; taken from another channel's, it would pass the chain and leave the
+    Inf unread."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Identity(), nn.BatchNorm2d(4), nn.ReLU())
+    x = (torch.randint(0, 2, (32, 4, 32, 32)).float() * 2 - 1) * 2.0 ** 10
+    x[:, 0] *= 2.0 ** 46
+    findings, seen = _step(model, x.requires_grad_(True), 2.0 ** 60, monkeypatch)
+    assert all(bool(torch.isfinite(g).all()) for g, read in seen if not read)
+    assert findings and findings[0][:3] == ("1", "backward", "gradient of input[0]")
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (64,), (1024,), (1025,), (8, 8)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_least_invstd_is_torchs_least(shape, dtype):
+    """_least, the least of a norm's saved statistics (a list's min up to 1,024 words of one
+    dimension, torch's beyond), against torch's own min over finite values of both signs, with
+    the least in the middle; 0.0 for no value."""
+    torch.manual_seed(0)
+    t = (torch.randn(shape) * 100).to(dtype)
+    if t.numel() > 2:
+        t.view(-1)[t.numel() // 2] = -1e4
+    expected = t.min().item() if t.numel() else 0.0
+    assert watching._least(t) == expected
+    assert type(watching._least(t)) is float
+
+
 def test_a_gradient_met_again_in_a_later_backward_is_read_again(monkeypatch):
     """The caller's own output gradient, refilled through NumPy (no version counter moves)
     between two backwards of a retained graph: the second backward reads it again."""
